@@ -1,0 +1,268 @@
+"""The LLM agent: renders the prompt for (role, phase, action), calls its backend, parses, applies the
+format-failure policy, and records every call as a typed, timestamped entry of the game record."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from mafiabench.agents.base import AgentTurn, PlayerView
+from mafiabench.agents.parsing import parse_belief, parse_message, parse_name
+from mafiabench.agents.prompts import (
+    PromptSet,
+    composition_text,
+    decision_values,
+    join_names,
+    memory_lines,
+    render,
+)
+from mafiabench.backends.base import Backend, BackendError, GenerateSettings, Message
+from mafiabench.engine.core import Answer, Decision
+
+Clock = Callable[[], str]
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+class ModelSettings(BaseModel):
+    """Per-model call settings. Token caps default to the Mini-Mafia reference (50 for messages, 5 for votes);
+    reasoning models need far more (set `max_tokens`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    temperature: float | None = Field(None, description="Sampling temperature; None = provider default.")
+    max_tokens_message: int | None = Field(50, description="Token cap for a discussion answer.")
+    max_tokens_choice: int | None = Field(5, description="Token cap for a vote or night action.")
+    max_tokens_belief: int | None = Field(600, description="Token cap for a JSON belief answer.")
+    reasoning_effort: str | None = Field(None, description="Passed to providers that support it.")
+    timeout_s: float = Field(60.0, gt=0, description="Per-attempt timeout.")
+    max_attempts: int = Field(5, ge=1, description="Tries per call, retries included.")
+    backoff_base_s: float = Field(1.0, ge=0, description="Base of exponential backoff with jitter.")
+    reprompt_on_failure: bool = Field(False, description="Re-ask once with the parse error (off in the reference).")
+
+
+class AgentCallError(Exception):
+    """A backend call failed for good; carries the calls made so far so the failed game keeps them."""
+
+    def __init__(self, cause: BackendError, calls: list[dict[str, Any]]) -> None:
+        super().__init__(f"{cause.error_class}: {cause}")
+        self.cause = cause
+        self.calls = calls
+
+
+class LLMAgent:
+    def __init__(
+        self,
+        spec: str,
+        backend: Backend,
+        prompts: PromptSet,
+        settings: ModelSettings | None = None,
+        *,
+        game_id: str = "",
+        clock: Clock = utc_now,
+    ) -> None:
+        self.spec = spec
+        self.model = spec
+        self.backend = backend
+        self.prompts = prompts
+        self.settings = settings or ModelSettings()
+        self.game_id = game_id
+        self.clock = clock
+        self._previous_prompt = ""
+        self._n = 0
+
+    async def act(self, decision: Decision, view: PlayerView) -> AgentTurn:
+        prompt, prefix_chars = self.build_prompt(decision, view)
+        calls: list[dict[str, Any]] = []
+        answer, error, text = await self._ask(decision, prompt, prefix_chars, calls)
+        if error and self.settings.reprompt_on_failure:
+            retry_prompt = f"{prompt}\n\nYour previous answer could not be used ({error}). Answer again in the required format."
+            answer, error, text = await self._ask(decision, retry_prompt, prefix_chars, calls)
+        return AgentTurn(answer, calls)
+
+    async def _ask(
+        self, decision: Decision, prompt: str, prefix_chars: int, calls: list[dict[str, Any]]
+    ) -> tuple[Answer, str | None, str]:
+        settings = self._settings(decision)
+        messages = [Message("user", prompt, cache_prefix_chars=prefix_chars)]
+        reuse = _common_prefix(self._previous_prompt, prompt)
+        self._previous_prompt = prompt
+        self._n += 1
+        started = self.clock()
+        call: dict[str, Any] = {
+            "index": None,
+            "player": decision.player,
+            "action": decision.action,
+            "phase": decision.phase,
+            "round": decision.round,
+            "provider": self.backend.provider,
+            "model": self.backend.model,
+            "started_at": started,
+            "request": {"messages": [m.to_dict() for m in messages], "settings": settings.to_dict()},
+            "prompt_chars": len(prompt),
+            "prefix_reuse_chars": reuse,
+        }
+        try:
+            completion = await self.backend.generate(messages, settings)
+        except BackendError as exc:
+            call.update(
+                latency_ms=0.0,
+                attempts=exc.attempts,
+                input_tokens=0,
+                output_tokens=0,
+                cached_tokens=0,
+                error_class=exc.error_class,
+                finish_reason=None,
+                response=None,
+                parse={"format_failure": False, "error": None},
+            )
+            calls.append(call)
+            raise AgentCallError(exc, calls) from exc
+        answer, error = self.parse(decision, completion.text)
+        call.update(
+            latency_ms=round(completion.latency_ms, 3),
+            attempts=completion.attempts,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            cached_tokens=completion.cached_tokens,
+            error_class=completion.error_class,
+            finish_reason=completion.finish_reason,
+            response=completion.text,
+            parse={"format_failure": error is not None, "error": error},
+        )
+        calls.append(call)
+        return answer, error, completion.text
+
+    def _settings(self, decision: Decision) -> GenerateSettings:
+        s = self.settings
+        if decision.action == "speak":
+            cap = s.max_tokens_message
+        elif decision.mode == "belief":
+            cap = s.max_tokens_belief
+        else:
+            cap = s.max_tokens_choice
+        return GenerateSettings(
+            temperature=s.temperature,
+            max_tokens=cap,
+            timeout_s=s.timeout_s,
+            max_attempts=s.max_attempts,
+            backoff_base_s=s.backoff_base_s,
+            reasoning_effort=s.reasoning_effort,
+            replay_key=f"{self.game_id}:{decision.player}:{self._n}",
+        )
+
+    @staticmethod
+    def parse(decision: Decision, text: str) -> tuple[Answer, str | None]:
+        """Apply the format-failure policy: a bad message is a flagged silence, a bad choice a flagged fallback."""
+        if decision.action == "speak":
+            message, error = parse_message(text)
+            if error:
+                return Answer(text=None, format_failure=True), error
+            return Answer(text=message if message else None), None
+        if decision.mode == "belief":
+            dist, reasoning, error = parse_belief(text, decision.choices)
+            return Answer(belief=dist, reasoning=reasoning, format_failure=error is not None), error
+        name, error = parse_name(text, decision.choices)
+        return Answer(target=name, format_failure=error is not None), error
+
+    # -- prompts ---------------------------------------------------------------------------------------------------
+    def build_prompt(self, decision: Decision, view: PlayerView) -> tuple[str, int]:
+        """(prompt, length of the part shared with this player's earlier prompts)."""
+        if view.variant == "mini-mafia":
+            base, suffix = self._mini_mafia(decision, view)
+            memory = memory_lines(view)
+        else:
+            base, suffix = self._classic(decision, view)
+            memory = self._classic_memory(view)
+        head = base.rstrip("\n") + "\n"
+        return head + "\n".join(memory) + "\n" + suffix.strip("\n") + "\n", len(head)
+
+    def _mini_mafia(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
+        rules: Any = view.rules
+        t = self.prompts.templates
+        if rules.night == "scripted":
+            night = (
+                "Night 1 is played automatically: the mafioso kills a random villager and the detective learns "
+                "who the mafioso is."
+            )
+        else:
+            night = (
+                "On night 1 the mafioso chooses whom to kill; then, if still in the game, the detective chooses one "
+                "active player to investigate."
+            )
+        if rules.discussion_rounds:
+            day = (
+                f"Day 1 has {rules.discussion_rounds} discussion round(s): in each round every active player speaks "
+                "once, in a random order, or stays silent. Then everyone votes."
+            )
+        else:
+            day = "On day 1 there is no discussion: the active players vote at once."
+        rules_text = f"This game has one night and one day. {night} {day} The game ends after the day's vote."
+        others = [p for p in view.players if p != view.name]
+        base = render(
+            t["base"],
+            rules_text=rules_text,
+            message_limit=rules.message_limit,
+            composition_text=composition_text(rules.composition),
+            name=view.name,
+            role=view.role,
+            others=join_names(others),
+        )
+        key = {"speak": "discussion", "vote": "vote", "kill": "kill", "investigate": "investigate"}[decision.action]
+        return base, render(t[key], **decision_values(decision))
+
+    def _classic(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
+        rules: Any = view.rules
+        t = self.prompts.templates
+        role_text = {
+            "villager": "You are a villager. Find the mafia and eliminate them.",
+            "detective": "You are the detective, on the town's side. Each night you learn one player's role. "
+            "Use what you learn to eliminate the mafia.",
+            "mafioso": "You are in the mafia. Blend in with the town: you may accuse villagers, defend your "
+            "teammates, or create confusion.",
+        }.get(view.role, f"You are a {view.role}.")
+        if rules.decision == "belief":
+            decision_text = (
+                'answer with a JSON object {"reasoning": "<your reasoning>", "probability": {"<player>": <p>, ...}} '
+                "giving the probability of choosing each valid player; the probabilities sum to 1."
+            )
+            answer_text = 'Answer with the JSON object {"reasoning": ..., "probability": {...}} only.'
+        else:
+            decision_text = "start your answer with the name of one player; reasoning may follow after a line break."
+            answer_text = "Reply with just a name."
+        base = render(
+            t["base"],
+            name=view.name,
+            n_players=rules.n_players,
+            composition_text=composition_text(rules.composition),
+            detective_text=" The detective investigates one player each night and learns their role."
+            if rules.detective
+            else "",
+            day_text="make short statements and" if rules.speaking and rules.speaking_rounds else "",
+            reveal_text="The role of an eliminated player is revealed." if rules.reveal_role else "Roles stay hidden.",
+            rules_text=f"A game lasts at most {rules.max_days} days.",
+            role_text=role_text,
+            message_limit=rules.message_limit,
+            decision_text=decision_text,
+        )
+        active = join_names(view.active_players())
+        return base, render(t[decision.action], active=active, answer_text=answer_text, **decision_values(decision))
+
+    def _classic_memory(self, view: PlayerView) -> list[str]:
+        rules: Any = view.rules
+        if rules.memory == "current_phase":
+            starts = [e.seq for e in view.events if e.type == "phase_start"]
+            return memory_lines(view, since_seq=starts[-1] if starts else 0)
+        if rules.memory == "last_k":
+            return memory_lines(view, reasoning_keep=rules.memory_k)
+        return memory_lines(view)
+
+
+def _common_prefix(a: str, b: str) -> int:
+    return len(os.path.commonprefix([a, b]))

@@ -1,0 +1,107 @@
+"""Tolerant parsing of model answers. Each parser returns the value or an error string; never raises.
+
+What is tolerated: leading whitespace and markdown emphasis, curly quotes, a missing closing quote (the token cap
+cut the message), a name followed by punctuation or reasoning, case. What is not: an answer that does not start
+with the required thing. The caller applies the format-failure policy.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+
+_OPEN_QUOTES = '"“«„'
+_CLOSE_QUOTES = '"”»“'
+_DECOR = re.compile(r"^[\s*_`>#-]+")
+
+
+def parse_message(text: str) -> tuple[str | None, str | None]:
+    """A discussion answer must start with the message in double quotes: returns (message, error)."""
+    if not text or not text.strip():
+        return None, "empty answer"
+    s = _DECOR.sub("", text.strip())
+    if not s or s[0] not in _OPEN_QUOTES:
+        return None, "answer does not start with a message in double quotes"
+    body = s[1:]
+    ends = [i for i, ch in enumerate(body) if ch in _CLOSE_QUOTES]
+    if ends:
+        return body[: ends[0]].strip(), None
+    return body.split("\n", 1)[0].strip(), None
+
+
+def parse_name(text: str, choices: Sequence[str]) -> tuple[str | None, str | None]:
+    """A vote or night action must start with a player's name: returns (name, error)."""
+    if not text or not text.strip():
+        return None, "empty answer"
+    first = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    s = _DECOR.sub("", first).strip().strip("*_`\"'“”").strip()
+    s = re.sub(r"^(vote|my vote|i vote for|kill|investigate|answer)\s*[:\-]?\s*", "", s, flags=re.I)
+    low = s.lower()
+    for name in sorted(choices, key=len, reverse=True):
+        n = name.lower()
+        if low.startswith(n) and (len(low) == len(n) or not low[len(n)].isalnum()):
+            return name, None
+    return None, f"answer does not start with one of: {', '.join(choices)}"
+
+
+def parse_belief(text: str, choices: Sequence[str]) -> tuple[dict[str, float] | None, str | None, str | None]:
+    """A belief answer is a JSON object {"reasoning": str, "probability": {player: p}}.
+
+    Players may be given as the name, "Player 3", "3" or 3; values as numbers or percentages; values that do not
+    sum to 1 are normalised. Returns (distribution over choices, reasoning, error).
+    """
+    if not text or "{" not in text:
+        return None, None, "no JSON object in the answer"
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        obj = json.loads(text[start : end + 1])
+    except json.JSONDecodeError as exc:
+        return None, None, f"invalid JSON: {exc.msg}"
+    if not isinstance(obj, dict):
+        return None, None, "JSON is not an object"
+    reasoning = obj.get("reasoning")
+    reasoning = str(reasoning) if reasoning is not None else None
+    probs = obj.get("probability", obj.get("probabilities"))
+    if not isinstance(probs, dict):
+        return None, reasoning, "no 'probability' object"
+    out: dict[str, float] = {c: 0.0 for c in choices}
+    for key, value in probs.items():
+        name = _match_player(str(key), choices)
+        p = _number(value)
+        if name is None or p is None or p < 0:
+            continue
+        out[name] += p
+    total = sum(out.values())
+    if total <= 0:
+        return None, reasoning, "no probability on a valid choice"
+    if total > 1.5:  # percentages
+        out = {k: v / 100.0 for k, v in out.items()}
+        total = sum(out.values())
+    return {k: v / total for k, v in out.items()}, reasoning, None
+
+
+def _match_player(key: str, choices: Sequence[str]) -> str | None:
+    k = key.strip().lower()
+    for c in choices:
+        if c.lower() == k:
+            return c
+    digits = re.fullmatch(r"(?:player\s*)?(\d+)", k)
+    if digits:
+        for c in choices:
+            m = re.search(r"(\d+)$", c)
+            if m and m.group(1) == digits.group(1):
+                return c
+    return None
+
+
+def _number(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(%?)\s*", value)
+        if m:
+            return float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+    return None

@@ -1,0 +1,59 @@
+"""Scripted policies (no model): they make the pipeline runnable offline and reproduce the analytic baselines.
+
+Spec strings: `policy/random`, `policy/informed`, `policy/mafia-votes-detective`, `policy/always-accuse:<name>`.
+Every random choice comes from a generator seeded by the game seed and the player's name.
+"""
+
+from __future__ import annotations
+
+import random
+
+from mafiabench.agents.base import AgentTurn, PlayerView
+from mafiabench.engine.core import Answer, Decision, derive_seed
+from mafiabench.errors import UserError
+
+POLICIES = ("random", "informed", "mafia-votes-detective", "always-accuse")
+
+
+class PolicyAgent:
+    """`random`: uniform among valid choices, silent. `informed`: votes a mafioso it knows of (from its own
+    investigations), else random. `mafia-votes-detective`: as a mafioso, votes the detective (an oracle policy:
+    it reads the true roles), else like informed. `always-accuse:<name>`: says and votes <name> when valid."""
+
+    def __init__(self, spec: str, seed: int, player: str) -> None:
+        self.spec = spec
+        self.model = spec
+        name = spec.split("/", 1)[1]
+        self.policy, _, self.arg = name.partition(":")
+        if self.policy not in POLICIES:
+            raise UserError(f"unknown scripted policy {name!r} in {spec!r}; known: {', '.join(POLICIES)}")
+        if self.policy == "always-accuse" and not self.arg:
+            raise UserError(f"{spec!r}: always-accuse needs a target, e.g. policy/always-accuse:Bob")
+        self.rng = random.Random(derive_seed(seed, "policy", player))
+
+    async def act(self, decision: Decision, view: PlayerView) -> AgentTurn:
+        return AgentTurn(self.decide(decision, view))
+
+    def decide(self, decision: Decision, view: PlayerView) -> Answer:
+        if decision.action == "speak":
+            if self.policy == "always-accuse":
+                return Answer(text=f"I think {self.arg} is the mafioso.")
+            return Answer(text=None)
+        choices = decision.choices
+        preferred = self._preferred(decision, view)
+        target = preferred if preferred in choices else self.rng.choice(choices)
+        if decision.mode == "belief":
+            return Answer(belief={c: (1.0 if c == target else 0.0) for c in choices})
+        return Answer(target=target)
+
+    def _preferred(self, decision: Decision, view: PlayerView) -> str | None:
+        if self.policy == "always-accuse":
+            return self.arg
+        if self.policy == "random":
+            return None
+        if decision.action in ("kill", "investigate"):
+            return None
+        if self.policy == "mafia-votes-detective" and view.team == "mafia":
+            return next((n for n, r in view.truth_roles.items() if r == "detective"), None)
+        known = [e.target for e in view.events if e.type == "investigate" and e.data.get("result") == "mafioso"]
+        return known[-1] if known and view.team == "town" else None

@@ -1,0 +1,126 @@
+"""OpenAI and every OpenAI-compatible endpoint (OpenRouter, DeepSeek, xAI, Together, vLLM, Ollama, llama.cpp).
+
+The endpoint supplies the base URL and the *name* of the environment variable that holds the key; the key is read
+when the client is made and is never stored on the backend, put in an error message or returned.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from .base import BackendError, Completion, ConfigError, GenerateSettings, Message, TransientError
+from .retry import LoopLocal, call_with_retries, status_exception
+
+if TYPE_CHECKING:
+    from .registry import EndpointConfig
+
+_CLIENTS: LoopLocal[openai.AsyncOpenAI] = LoopLocal()
+# Local servers (vLLM, Ollama, llama.cpp) accept any key; the SDK insists on one.
+PLACEHOLDER_KEY = "not-needed"
+
+
+def _short(text: object, limit: int = 300) -> str:
+    s = str(text)
+    return s if len(s) <= limit else s[:limit] + "..."
+
+
+def map_openai_error(exc: Exception) -> Exception:
+    """An SDK exception as the `TransientError`/`BackendError` our retry loop understands."""
+    if isinstance(exc, openai.APITimeoutError):
+        return TransientError("request timed out", error_class="timeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return TransientError(f"connection error: {_short(exc)}", error_class="connection")
+    if isinstance(exc, openai.APIStatusError):
+        return status_exception(exc.status_code, f"HTTP {exc.status_code}: {_short(exc.message)}", exc.response.headers)
+    if isinstance(exc, openai.APIResponseValidationError):
+        return TransientError(f"malformed response: {_short(exc)}", error_class="bad_response")
+    return BackendError(f"{type(exc).__name__}: {_short(exc)}", error_class="internal", attempts=1)
+
+
+class OpenAIBackend:
+    """Chat completions through `openai.AsyncOpenAI` (SDK retries off; `call_with_retries` counts attempts)."""
+
+    def __init__(self, model: str, endpoint: EndpointConfig) -> None:
+        self.provider = endpoint.name
+        self.model = model
+        self.endpoint = endpoint
+        self._max_tokens_field = str(endpoint.options.get("max_tokens_field", "max_tokens"))
+
+    def _api_key(self) -> str:
+        env = self.endpoint.api_key_env
+        key = os.environ.get(env) if env else None
+        if key:
+            return key
+        if self.endpoint.key_required:
+            raise ConfigError(f"endpoint {self.endpoint.name!r} needs an API key in ${env}, which is not set")
+        return PLACEHOLDER_KEY
+
+    def _client(self) -> openai.AsyncOpenAI:
+        ep = self.endpoint
+        return _CLIENTS.get(
+            (ep.name, ep.base_url, ep.api_key_env),
+            lambda: openai.AsyncOpenAI(api_key=self._api_key(), base_url=ep.base_url, max_retries=0),
+        )
+
+    def request_kwargs(self, messages: Sequence[Message], settings: GenerateSettings) -> dict[str, Any]:
+        """The request body (without the model's reply settings we do not set, so provider defaults apply)."""
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": [{"role": m.role, "content": m.content} for m in messages],
+        }
+        if settings.temperature is not None:
+            kwargs["temperature"] = settings.temperature
+        if settings.max_tokens is not None:
+            kwargs[self._max_tokens_field] = settings.max_tokens
+        if settings.reasoning_effort is not None:
+            kwargs["reasoning_effort"] = settings.reasoning_effort
+        if settings.seed is not None:
+            kwargs["seed"] = settings.seed
+        return kwargs
+
+    async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion:
+        client = self._client()
+        kwargs = self.request_kwargs(messages, settings)
+        started = time.perf_counter()
+
+        async def once() -> Any:
+            try:
+                return await client.chat.completions.create(**kwargs, timeout=settings.timeout_s)
+            except openai.OpenAIError as exc:
+                raise map_openai_error(exc) from exc
+            except json.JSONDecodeError as exc:  # a 200 whose body is cut or garbled (proxies do this)
+                raise TransientError(f"response is not JSON: {exc}", error_class="bad_response") from exc
+
+        response, attempts, last_error = await call_with_retries(once, settings)
+        latency_ms = (time.perf_counter() - started) * 1000.0
+
+        text = ""
+        finish_reason: str | None = None
+        if response.choices:
+            choice = response.choices[0]
+            text = choice.message.content or ""
+            finish_reason = choice.finish_reason
+        usage = response.usage
+        input_tokens = output_tokens = cached = 0
+        if usage is not None:
+            input_tokens = usage.prompt_tokens or 0
+            output_tokens = usage.completion_tokens or 0
+            details = getattr(usage, "prompt_tokens_details", None)
+            cached = (getattr(details, "cached_tokens", None) or 0) if details is not None else 0
+        return Completion(
+            text=text,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cached_tokens=cached,
+            latency_ms=latency_ms,
+            attempts=attempts,
+            error_class=last_error,
+            finish_reason=finish_reason,
+            raw=response.model_dump(mode="json"),
+        )

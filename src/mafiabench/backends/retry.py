@@ -1,0 +1,178 @@
+"""The one retry loop every backend shares, so that attempts are counted the same way for every provider.
+
+SDK clients are created with their own retries switched off (`max_retries=0`): if the SDK retried silently, the game
+record could not say how many tries a call took, and faults injected by the fake provider would bypass the loop.
+Also here, the plumbing the HTTP backends share: HTTP status and `retry-after` headers to `TransientError`s, and
+one SDK client per event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import random
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from typing import Generic, TypeVar
+
+from .base import BackendError, GenerateSettings, TransientError
+
+T = TypeVar("T")
+C = TypeVar("C")
+
+# Module-level so tests can replace it (e.g. with a recorder that does not sleep).
+sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+
+# Jitter source; module-level so a test can seed it. Jitter needs no reproducibility: it only spreads retries.
+_jitter = random.Random()
+
+
+def backoff_delay(attempt: int, settings: GenerateSettings, retry_after_s: float | None = None) -> float:
+    """Seconds to wait after failed try number `attempt` (1-based).
+
+    A server's `retry-after` wins (capped by `backoff_max_s`, so a hostile header cannot stall a study); otherwise
+    "full jitter": uniform in [0, min(cap, base * 2**(attempt-1))], which spreads the retries of many concurrent
+    games instead of having them hammer a rate-limited provider in lockstep.
+    """
+    if retry_after_s is not None and retry_after_s >= 0:
+        return min(retry_after_s, settings.backoff_max_s)
+    ceiling = min(settings.backoff_max_s, settings.backoff_base_s * (2 ** (attempt - 1)))
+    return _jitter.uniform(0.0, max(0.0, ceiling))
+
+
+async def call_with_retries(fn: Callable[[], Awaitable[T]], settings: GenerateSettings) -> tuple[T, int, str | None]:
+    """Run `fn` until it succeeds; return `(result, attempts, last_transient_error_class)`.
+
+    Only `TransientError` is retried, at most `settings.max_attempts` tries in all. A `BackendError` raised by `fn`
+    is re-raised with the true attempt count; any other exception is a non-retryable failure and is wrapped in a
+    `BackendError` (error class "internal") so callers only ever need to catch one type.
+    """
+    max_attempts = max(1, settings.max_attempts)
+    last_class: str | None = None
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            result = await fn()
+        except TransientError as exc:
+            last_class = exc.error_class
+            if attempt >= max_attempts:
+                raise BackendError(
+                    f"gave up after {attempt} attempt(s); last error: {exc}",
+                    error_class=exc.error_class,
+                    attempts=attempt,
+                ) from exc
+            await sleep(backoff_delay(attempt, settings, exc.retry_after_s))
+            continue
+        except BackendError as exc:
+            exc.attempts = attempt
+            raise
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # deliberately broad: callers catch one error type
+            raise BackendError(
+                f"unexpected {type(exc).__name__}: {exc}", error_class="internal", attempts=attempt
+            ) from exc
+        return result, attempt, last_class
+
+
+# --- shared HTTP error classification --------------------------------------------------------------------------
+
+
+def parse_retry_after(headers: Mapping[str, str] | None) -> float | None:
+    """Seconds a server asked us to wait, from `retry-after-ms` (OpenAI, Anthropic) or `retry-after` (seconds or an
+    HTTP date); None when absent or unparseable."""
+    if not headers:
+        return None
+    lower = {k.lower(): v for k, v in headers.items()}
+    ms = lower.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    ra = lower.get("retry-after")
+    if ra is not None:
+        try:
+            return max(0.0, float(ra))
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(ra)
+            except (TypeError, ValueError):
+                return None
+            if when is None:
+                return None
+            return max(0.0, when.timestamp() - time.time())
+    return None
+
+
+def status_error_class(status: int) -> tuple[str, bool]:
+    """(error_class, transient) for an HTTP status: 408/409/429/5xx are worth retrying, other 4xx are not."""
+    if status == 429:
+        return "rate_limit", True
+    if status == 408:
+        return "timeout", True
+    if status == 409:
+        return "conflict", True
+    if status == 529:
+        return "overloaded", True
+    if status >= 500:
+        return "server_error", True
+    if status in (401, 403):
+        return "auth", False
+    if status == 404:
+        return "not_found", False
+    if status == 400 or status == 422:
+        return "bad_request", False
+    return f"http_{status}", False
+
+
+def status_exception(status: int, message: str, headers: Mapping[str, str] | None) -> Exception:
+    """The exception our retry loop expects for an HTTP error response."""
+    error_class, transient = status_error_class(status)
+    if transient:
+        return TransientError(message, error_class=error_class, retry_after_s=parse_retry_after(headers))
+    return BackendError(message, error_class=error_class, attempts=1)
+
+
+# --- one SDK client per event loop -----------------------------------------------------------------------------
+
+
+class LoopLocal(Generic[C]):
+    """One object (an SDK client) per running event loop and key.
+
+    An SDK client's connection pool is bound to the loop it was first used on, and creating one costs about 20 ms:
+    games sharing a loop share a client, and a new loop (a new `asyncio.run`, a new Prefect task) gets its own.
+    Entries of closed or collected loops are dropped when a new client is made, so the cache does not grow.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[tuple[int, Hashable], tuple[weakref.ref[asyncio.AbstractEventLoop], C]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, factory: Callable[[], C]) -> C:
+        loop = asyncio.get_running_loop()
+        slot = (id(loop), key)
+        with self._lock:
+            entry = self._entries.get(slot)
+            if entry is not None and entry[0]() is loop:
+                return entry[1]
+            for k, (ref, _) in list(self._entries.items()):
+                dead = ref()
+                if dead is None or dead.is_closed():
+                    del self._entries[k]
+            value = factory()
+            self._entries[slot] = (weakref.ref(loop), value)
+            return value
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def pop_current(self) -> list[C]:
+        """Forget and return the running loop's objects (to close them before the loop ends)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            keys = [k for k, (ref, _) in self._entries.items() if ref() is loop]
+            return [self._entries.pop(k)[1] for k in keys]

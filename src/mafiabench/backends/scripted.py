@@ -1,0 +1,79 @@
+"""Provider "scripted": answers decided in advance or by a function, with no latency and no faults.
+
+Tests and offline demos use it to drive games through the full agent path (prompt, backend, parse) with answers
+they control, so their records look exactly like those of real runs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+
+from .base import BackendError, Completion, ConfigError, GenerateSettings, Message
+from .fake import FakeBrain, estimate_tokens
+
+Responder = Callable[[Sequence[Message], GenerateSettings], str]
+
+RESPONDERS = ("naive",)
+
+
+class ScriptedBackend:
+    """`ScriptedBackend(["Alice", '"Hi"'])` answers in order; `ScriptedBackend(fn)` answers `fn(messages)`;
+    `ScriptedBackend.responder("naive")` answers with the FakeBrain (the spec `scripted/naive`)."""
+
+    provider = "scripted"
+
+    def __init__(
+        self,
+        answers: Sequence[str] | Callable[[Sequence[Message]], str],
+        *,
+        model: str = "custom",
+    ) -> None:
+        self.model = model
+        self.calls = 0
+        if callable(answers):
+            fn = answers
+            self._respond: Responder = lambda messages, settings: fn(messages)
+        else:
+            if isinstance(answers, str):
+                raise TypeError("ScriptedBackend takes a sequence of answers, not a single string")
+            queue = deque(answers)
+            total = len(queue)
+
+            def pop(messages: Sequence[Message], settings: GenerateSettings) -> str:
+                if not queue:
+                    raise BackendError(
+                        f"scripted backend ran out of answers (all {total} used)",
+                        error_class="script_exhausted",
+                        attempts=1,
+                    )
+                return queue.popleft()
+
+            self._respond = pop
+
+    @classmethod
+    def responder(cls, name: str) -> ScriptedBackend:
+        """The named built-in responder, e.g. `scripted/naive`."""
+        if name != "naive":
+            raise ConfigError(f"unknown scripted responder {name!r}; known: {', '.join(RESPONDERS)}")
+        brain = FakeBrain(model="scripted/naive")
+        backend = cls(lambda messages: "", model=name)
+        backend._respond = lambda messages, settings: brain.answer(messages, settings.replay_key)
+        return backend
+
+    async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion:
+        self.calls += 1
+        text = self._respond(messages, settings)
+        if not isinstance(text, str):
+            raise BackendError(
+                f"scripted answer must be a str, got {type(text).__name__}", error_class="internal", attempts=1
+            )
+        return Completion(
+            text=text,
+            input_tokens=estimate_tokens("".join(m.content for m in messages)),
+            output_tokens=estimate_tokens(text),
+            latency_ms=0.0,
+            attempts=1,
+            finish_reason="stop",
+            raw={"provider": "scripted", "model": self.model, "text": text},
+        )

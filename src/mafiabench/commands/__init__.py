@@ -1,0 +1,1 @@
+"""CLI subcommands: each module here defines `register(subparsers)`; `mafiabench.cli` discovers them all."""

@@ -1,0 +1,113 @@
+"""Typed configuration read from TOML, with errors that name the file, the field and the value."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mafiabench.agents.llm import ModelSettings
+from mafiabench.backends.base import ConfigError
+from mafiabench.backends.registry import EndpointConfig
+from mafiabench.engine import VARIANTS, rules_for
+from mafiabench.errors import UserError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def describe_validation_error(exc: ValidationError, source: str, data: Mapping[str, Any] | None = None) -> str:
+    """One line per problem: `file: field a.b = value: what is wrong`."""
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        value = err.get("input")
+        if err["type"] == "extra_forbidden":
+            lines.append(f"{source}: unknown field {loc!r} (value {value!r})")
+        elif err["type"] == "missing":
+            lines.append(f"{source}: field {loc!r} is required")
+        else:
+            lines.append(f"{source}: field {loc!r} = {value!r}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def validate(model: type[M], data: Mapping[str, Any], source: str) -> M:
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        raise UserError(describe_validation_error(exc, source, data)) from None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except FileNotFoundError:
+        raise UserError(f"{path}: file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+
+
+class EndpointSpec(BaseModel):
+    """A named provider endpoint. OpenAI-compatible servers use kind = "openai" with a base URL."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str = Field(description="openai | anthropic | fake | scripted")
+    base_url: str | None = Field(None, description="API base URL (OpenAI-compatible servers, a local fake).")
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
+    key_required: bool = Field(True, description="False for local servers that accept any key.")
+    options: dict[str, Any] = Field(default_factory=dict, description="Provider options (fake: fault rates).")
+
+
+def endpoints_from(specs: Mapping[str, EndpointSpec]) -> dict[str, EndpointConfig]:
+    try:
+        return {name: EndpointConfig.from_dict(name, spec.model_dump()) for name, spec in specs.items()}
+    except ConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise UserError(str(exc)) from None
+
+
+class GameConfig(BaseModel):
+    """One game (`mafiabench play --config`): variant, rules, who plays each role, model settings."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    variant: str = Field("mini-mafia", description="mini-mafia | classic")
+    seed: int = Field(0, ge=0, description="The game's seed: roles, names, orders, tie-breaks, fallbacks.")
+    game_id: str | None = Field(None, description="Defaults to play-<variant>-<seed>.")
+    prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
+    rules: dict[str, Any] = Field(default_factory=dict, description="Variant rule options (see the engine).")
+    agents: dict[str, str] = Field(
+        default_factory=dict,
+        description="Agent spec per role (mafioso, detective, villager), per player name, or 'default'.",
+    )
+    models: dict[str, ModelSettings] = Field(default_factory=dict, description="Settings per agent spec.")
+    endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra named endpoints.")
+    cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
+
+    @field_validator("variant")
+    @classmethod
+    def _variant(cls, v: str) -> str:
+        if v not in VARIANTS:
+            raise ValueError(f"unknown variant; known: {', '.join(VARIANTS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _rules(self) -> GameConfig:
+        try:
+            rules_for(self.variant, self.rules)
+        except ValidationError as exc:
+            raise ValueError("rules: " + "; ".join(f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}" for e in exc.errors())) from None
+        if not self.agents:
+            raise ValueError("agents: give at least a 'default' agent spec")
+        return self
+
+
+def load_game_config(path: Path, overrides: Mapping[str, Any] | None = None) -> GameConfig:
+    data = read_toml(path)
+    data.update(overrides or {})
+    return validate(GameConfig, data, str(path))

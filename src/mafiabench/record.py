@@ -1,0 +1,242 @@
+"""The canonical game record: one versioned JSON envelope per game, self-sufficient.
+
+Simulations and importers both produce it; landing, marts and dashboards read only it. It holds the rules, seed,
+players with their agents, prompt version and hash, code provenance, every event and every model call. Serialised
+with a fixed key order and no wall-clock field outside the model calls, so the same seed and the same answers give
+the same bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mafiabench import __version__
+from mafiabench.engine.core import ROLE_TEAM, GameEngine, Outcome
+from mafiabench.engine.events import Event
+
+RECORD_VERSION = 1
+
+
+@dataclass
+class PlayerRecord:
+    """A seat. `agent` is the full agent spec (`openai/gpt-4.1-mini`, `policy/random`, `human/terminal`);
+    `model` the normalised model identity used by marts; `model_raw` the name as the source spelled it."""
+
+    seat: int
+    name: str
+    role: str
+    agent: str
+    model: str
+    model_raw: str | None = None
+
+    @property
+    def team(self) -> str:
+        return ROLE_TEAM.get(self.role, "town")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "seat": self.seat,
+            "name": self.name,
+            "role": self.role,
+            "team": self.team,
+            "agent": self.agent,
+            "model": self.model,
+            "model_raw": self.model_raw if self.model_raw is not None else self.model,
+        }
+
+
+@dataclass
+class Provenance:
+    """Where a record came from. For imports: the source name, file and its sha256."""
+
+    package_version: str = __version__
+    git_commit: str | None = None
+    source: str = "simulation"
+    source_file: str | None = None
+    source_sha256: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "package_version": self.package_version,
+            "git_commit": self.git_commit,
+            "source": self.source,
+            "source_file": self.source_file,
+            "source_sha256": self.source_sha256,
+        }
+
+
+@dataclass
+class GameRecord:
+    game_id: str
+    variant: str
+    seed: int | None
+    rules: dict[str, Any]
+    players: list[PlayerRecord]
+    events: list[Event]
+    outcome: dict[str, Any]
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    prompt: dict[str, Any] | None = None
+    design: dict[str, Any] | None = None
+    provenance: Provenance = field(default_factory=Provenance)
+    validity: dict[str, Any] = field(default_factory=lambda: {"valid": True, "reason": None})
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "record_version": RECORD_VERSION,
+            "game_id": self.game_id,
+            "variant": self.variant,
+            "seed": self.seed,
+            "rules": self.rules,
+            "design": self.design,
+            "players": [p.to_dict() for p in self.players],
+            "prompt": self.prompt,
+            "provenance": self.provenance.to_dict(),
+            "outcome": self.outcome,
+            "validity": self.validity,
+            "error": self.error,
+            "events": [e.to_dict() for e in self.events],
+            "calls": self.calls,
+        }
+
+    def to_json(self) -> str:
+        return dumps(self.to_dict())
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GameRecord:
+        version = d.get("record_version")
+        if version != RECORD_VERSION:
+            raise ValueError(f"record_version {version!r} is not supported (expected {RECORD_VERSION})")
+        return cls(
+            game_id=d["game_id"],
+            variant=d["variant"],
+            seed=d.get("seed"),
+            rules=d.get("rules") or {},
+            design=d.get("design"),
+            players=[
+                PlayerRecord(
+                    seat=p["seat"],
+                    name=p["name"],
+                    role=p["role"],
+                    agent=p["agent"],
+                    model=p["model"],
+                    model_raw=p.get("model_raw"),
+                )
+                for p in d["players"]
+            ],
+            prompt=d.get("prompt"),
+            provenance=Provenance(**(d.get("provenance") or {})),
+            outcome=d["outcome"],
+            validity=d.get("validity") or {"valid": True, "reason": None},
+            error=d.get("error"),
+            events=[Event.from_dict(e) for e in d.get("events", [])],
+            calls=list(d.get("calls") or []),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> GameRecord:
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def winner(self) -> str | None:
+        return self.outcome.get("winner")
+
+
+def dumps(obj: Any) -> str:
+    """The one serialisation of records: stable key order as built, UTF-8, one trailing newline."""
+    return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
+
+
+def record_from_engine(
+    game_id: str,
+    game: GameEngine,
+    agents_by_name: dict[str, str],
+    models_by_name: dict[str, str],
+    *,
+    calls: Sequence[dict[str, Any]] = (),
+    prompt: dict[str, Any] | None = None,
+    design: dict[str, Any] | None = None,
+    provenance: Provenance | None = None,
+    error: str | None = None,
+) -> GameRecord:
+    outcome: Outcome = game.outcome
+    out = outcome.to_dict()
+    if error is not None:
+        out["status"] = "failed"
+        out["winner"] = None
+    return GameRecord(
+        game_id=game_id,
+        variant=game.variant,
+        seed=game.seed,
+        rules=json.loads(game.rules.model_dump_json()),
+        players=[
+            PlayerRecord(
+                seat=p.seat,
+                name=p.name,
+                role=p.role,
+                agent=agents_by_name[p.name],
+                model=models_by_name[p.name],
+            )
+            for p in game.players
+        ],
+        events=list(game.log),
+        outcome=out,
+        calls=list(calls),
+        prompt=prompt,
+        design=design,
+        provenance=provenance or Provenance(git_commit=git_commit()),
+        error=error,
+    )
+
+
+def write_record_atomic(record: GameRecord, path: Path) -> None:
+    """Write once, atomically: a temp file in the same folder, fsync, then rename (a crash leaves no half file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = record.to_json().encode()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+_GIT_COMMIT: list[str | None] = []
+
+
+def git_commit() -> str | None:
+    """The checkout's commit, if the package runs from one (cached; None when not in a git tree)."""
+    if not _GIT_COMMIT:
+        try:
+            out = subprocess.run(
+                ["git", "rev-parse", "HEAD"],
+                cwd=Path(__file__).resolve().parent,
+                capture_output=True,
+                text=True,
+                timeout=5,
+                check=False,
+            )
+            _GIT_COMMIT.append(out.stdout.strip() or None if out.returncode == 0 else None)
+        except (OSError, subprocess.SubprocessError):
+            _GIT_COMMIT.append(None)
+    return _GIT_COMMIT[0]

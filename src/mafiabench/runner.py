@@ -1,0 +1,201 @@
+"""Plays one game: the engine asks for decisions in batches, agents answer them concurrently, and the result is a
+canonical game record. A game whose model calls fail for good becomes a *failed* record with its error (never
+silently dropped); the calls it made are kept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from mafiabench.agents.base import Agent, AgentTurn, PlayerView
+from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, utc_now
+from mafiabench.agents.prompts import load_prompts
+from mafiabench.agents.scripted import PolicyAgent
+from mafiabench.backends.base import Backend, Completion, GenerateSettings, Message
+from mafiabench.backends.registry import EndpointConfig, check_backend, resolve_backend, split_spec
+from mafiabench.engine import GameEngine, make_game, rules_for
+from mafiabench.errors import UserError
+from mafiabench.record import GameRecord, Provenance, record_from_engine
+
+
+def is_policy(spec: str) -> bool:
+    return spec.startswith("policy/")
+
+
+class LimitedBackend:
+    """A backend behind a per-provider semaphore: the in-process concurrency limit of one event loop."""
+
+    def __init__(self, inner: Backend, semaphore: asyncio.Semaphore) -> None:
+        self.inner = inner
+        self.provider = inner.provider
+        self.model = inner.model
+        self.semaphore = semaphore
+
+    async def generate(self, messages: Any, settings: GenerateSettings) -> Completion:
+        async with self.semaphore:
+            return await self.inner.generate(messages, settings)
+
+
+@dataclass
+class BackendPool:
+    """Backends for one event loop (SDK clients are loop-bound), shared by the games it plays."""
+
+    endpoints: Mapping[str, EndpointConfig] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
+    default_limit: int = 64
+    cache_dir: str | None = None
+    _backends: dict[str, Backend] = field(default_factory=dict)
+    _semaphores: dict[str, asyncio.Semaphore] = field(default_factory=dict)
+
+    def get(self, spec: str) -> Backend:
+        if spec not in self._backends:
+            provider, _ = split_spec(spec)
+            if provider not in self._semaphores:
+                self._semaphores[provider] = asyncio.Semaphore(self.limits.get(provider, self.default_limit))
+            inner = resolve_backend(spec, self.endpoints, cache_dir=self.cache_dir)
+            self._backends[spec] = LimitedBackend(inner, self._semaphores[provider])
+        return self._backends[spec]
+
+    def check(self, specs: list[str]) -> None:
+        """Fail before any call for an unknown provider or a missing key."""
+        for spec in specs:
+            if not is_policy(spec) and not spec.startswith("human/"):
+                check_backend(spec, self.endpoints)
+
+
+@dataclass
+class GameSpec:
+    """Everything needed to play one game deterministically."""
+
+    game_id: str
+    variant: str
+    rules: BaseModel
+    seed: int
+    agents: Mapping[str, str]
+    models: Mapping[str, ModelSettings] = field(default_factory=dict)
+    prompt_version: str | None = None
+    design: dict[str, Any] | None = None
+
+    @classmethod
+    def build(
+        cls,
+        game_id: str,
+        variant: str,
+        rules: BaseModel | Mapping[str, Any] | None,
+        seed: int,
+        agents: Mapping[str, str],
+        **kw: Any,
+    ) -> GameSpec:
+        if not isinstance(rules, BaseModel):
+            rules = rules_for(variant, rules)
+        return cls(game_id, variant, rules, seed, dict(agents), **kw)
+
+
+def agent_spec_for(agents: Mapping[str, str], name: str, role: str) -> str:
+    """Per player name, else per role (villager/bystander interchangeable), else `default`."""
+    for key in (name, role, "bystander" if role == "villager" else "villager", "default"):
+        if key in agents:
+            return agents[key]
+    raise UserError(f"no agent for player {name!r} (role {role}); set agents.{role} or agents.default")
+
+
+def model_identity(spec: str) -> str:
+    """The model a seat is played by, as marts group it: the spec itself (`provider/model`, `policy/random`)."""
+    return spec
+
+
+async def play_game(
+    spec: GameSpec,
+    pool: BackendPool | None = None,
+    *,
+    clock: Clock = utc_now,
+    provenance: Provenance | None = None,
+) -> GameRecord:
+    pool = pool or BackendPool()
+    game: GameEngine = make_game(spec.variant, spec.rules, spec.seed)
+    game.reset()
+    prompts = load_prompts(spec.variant, spec.prompt_version)
+    agents: dict[str, Agent] = {}
+    specs: dict[str, str] = {}
+    for p in game.players:
+        a = agent_spec_for(spec.agents, p.name, p.role)
+        specs[p.name] = a
+        if is_policy(a):
+            agents[p.name] = PolicyAgent(a, spec.seed, p.name)
+        else:
+            agents[p.name] = LLMAgent(
+                a, pool.get(a), prompts, spec.models.get(a), game_id=spec.game_id, clock=clock
+            )
+    truth = {p.name: p.role for p in game.players}
+    calls: list[dict[str, Any]] = []
+    error: str | None = None
+    try:
+        while not game.done:
+            batch = game.pending()
+            views = [_view(game, d.player, truth, policy=is_policy(specs[d.player])) for d in batch]
+            results = await asyncio.gather(
+                *(agents[d.player].act(d, v) for d, v in zip(batch, views, strict=True)), return_exceptions=True
+            )
+            answers = {}
+            for d, r in zip(batch, results, strict=True):
+                if isinstance(r, AgentCallError):
+                    calls.extend(r.calls)
+                    continue
+                if isinstance(r, BaseException):
+                    raise r
+                assert isinstance(r, AgentTurn)
+                calls.extend(r.calls)
+                answers[d.player] = r.answer
+            failed = [r for r in results if isinstance(r, AgentCallError)]
+            if failed:
+                raise failed[0]
+            game.step(answers)
+    except AgentCallError as exc:
+        error = f"model call failed for good: {exc}"
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a bug or an unexpected provider reply: the game is landed as failed, with why
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+    for i, c in enumerate(calls):
+        c["index"] = i
+    return record_from_engine(
+        spec.game_id,
+        game,
+        specs,
+        {n: model_identity(s) for n, s in specs.items()},
+        calls=calls,
+        prompt=prompts.provenance(),
+        design=spec.design,
+        provenance=provenance,
+        error=error,
+    )
+
+
+def _view(game: GameEngine, name: str, truth: dict[str, str], *, policy: bool) -> PlayerView:
+    p = game.player(name)
+    return PlayerView(
+        name=name,
+        role=p.role,
+        team=p.team,
+        variant=game.variant,
+        rules=game.rules,
+        players=tuple(q.name for q in game.players),
+        events=tuple(game.view(name)),
+        truth_roles=truth if policy else {},
+    )
+
+
+__all__ = [
+    "BackendPool",
+    "GameSpec",
+    "LimitedBackend",
+    "Message",
+    "agent_spec_for",
+    "play_game",
+]
