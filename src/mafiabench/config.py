@@ -18,11 +18,11 @@ from mafiabench.errors import UserError
 M = TypeVar("M", bound=BaseModel)
 
 
-def describe_validation_error(exc: ValidationError, source: str, data: Mapping[str, Any] | None = None) -> str:
+def describe_validation_error(exc: ValidationError, source: str, prefix: str = "") -> str:
     """One line per problem: `file: field a.b = value: what is wrong`."""
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = prefix + ".".join(str(p) for p in err["loc"]) or "(top level)"
         value = err.get("input")
         if err["type"] == "extra_forbidden":
             lines.append(f"{source}: unknown field {loc!r} (value {value!r})")
@@ -35,9 +35,21 @@ def describe_validation_error(exc: ValidationError, source: str, data: Mapping[s
 
 def validate(model: type[M], data: Mapping[str, Any], source: str) -> M:
     try:
-        return model.model_validate(dict(data))
+        obj = model.model_validate(dict(data))
     except ValidationError as exc:
-        raise UserError(describe_validation_error(exc, source, data)) from None
+        raise UserError(describe_validation_error(exc, source)) from None
+    variant, rules = getattr(obj, "variant", None), getattr(obj, "rules", None)
+    if isinstance(variant, str) and isinstance(rules, dict):
+        validate_rules(variant, rules, source)
+    return obj
+
+
+def validate_rules(variant: str, rules: Mapping[str, Any], source: str, prefix: str = "rules.") -> BaseModel:
+    """The variant's rule options, validated by the engine's own rules model (so config and engine agree)."""
+    try:
+        return rules_for(variant, rules)
+    except ValidationError as exc:
+        raise UserError(describe_validation_error(exc, source, prefix)) from None
 
 
 def read_toml(path: Path) -> dict[str, Any]:
@@ -97,11 +109,7 @@ class GameConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _rules(self) -> GameConfig:
-        try:
-            rules_for(self.variant, self.rules)
-        except ValidationError as exc:
-            raise ValueError("rules: " + "; ".join(f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}" for e in exc.errors())) from None
+    def _agents(self) -> GameConfig:
         if not self.agents:
             raise ValueError("agents: give at least a 'default' agent spec")
         return self

@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -154,7 +154,7 @@ def _provider(agent: str) -> str:
 
 def flatten(records: Sequence[GameRecord]) -> dict[str, pl.DataFrame]:
     """Records → one DataFrame per raw table (bulk insert is ~1000× faster than row inserts in DuckDB)."""
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     games: list[dict[str, Any]] = []
     players: list[dict[str, Any]] = []
     events: list[dict[str, Any]] = []

@@ -3,9 +3,8 @@ format-failure policy, and records every call as a typed, timestamped entry of t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,7 +26,7 @@ Clock = Callable[[], str]
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 class ModelSettings(BaseModel):
@@ -80,10 +79,12 @@ class LLMAgent:
     async def act(self, decision: Decision, view: PlayerView) -> AgentTurn:
         prompt, prefix_chars = self.build_prompt(decision, view)
         calls: list[dict[str, Any]] = []
-        answer, error, text = await self._ask(decision, prompt, prefix_chars, calls)
+        answer, error, _ = await self._ask(decision, prompt, prefix_chars, calls)
         if error and self.settings.reprompt_on_failure:
-            retry_prompt = f"{prompt}\n\nYour previous answer could not be used ({error}). Answer again in the required format."
-            answer, error, text = await self._ask(decision, retry_prompt, prefix_chars, calls)
+            retry_prompt = (
+                f"{prompt}\n\nYour previous answer could not be used ({error}). Answer again in the required format."
+            )
+            answer, error, _ = await self._ask(decision, retry_prompt, prefix_chars, calls)
         return AgentTurn(answer, calls)
 
     async def _ask(
@@ -181,7 +182,7 @@ class LLMAgent:
             base, suffix = self._classic(decision, view)
             memory = self._classic_memory(view)
         head = base.rstrip("\n") + "\n"
-        return head + "\n".join(memory) + "\n" + suffix.strip("\n") + "\n", len(head)
+        return head + "\n".join(memory) + "\n\n" + suffix.strip("\n") + "\n", len(head)
 
     def _mini_mafia(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
         rules: Any = view.rules
@@ -265,4 +266,9 @@ class LLMAgent:
 
 
 def _common_prefix(a: str, b: str) -> int:
-    return len(os.path.commonprefix([a, b]))
+    """Characters shared at the start (what a provider's prefix cache can reuse)."""
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i

@@ -65,19 +65,18 @@ def parse_belief(text: str, choices: Sequence[str]) -> tuple[dict[str, float] | 
     probs = obj.get("probability", obj.get("probabilities"))
     if not isinstance(probs, dict):
         return None, reasoning, "no 'probability' object"
+    parsed = [(_match_player(str(k), choices), _number(v)) for k, v in probs.items()]
+    # Bare numbers above 1 mean the model answered in percent; "40%" strings are converted on their own.
+    percent = any(n is not None and not n[1] and n[0] > 1 for _, n in parsed)
     out: dict[str, float] = {c: 0.0 for c in choices}
-    for key, value in probs.items():
-        name = _match_player(str(key), choices)
-        p = _number(value)
-        if name is None or p is None or p < 0:
+    for name, number in parsed:
+        if name is None or number is None or number[0] < 0:
             continue
-        out[name] += p
+        value, is_percent_string = number
+        out[name] += value / 100.0 if percent and not is_percent_string else value
     total = sum(out.values())
     if total <= 0:
         return None, reasoning, "no probability on a valid choice"
-    if total > 1.5:  # percentages
-        out = {k: v / 100.0 for k, v in out.items()}
-        total = sum(out.values())
     return {k: v / total for k, v in out.items()}, reasoning, None
 
 
@@ -95,13 +94,14 @@ def _match_player(key: str, choices: Sequence[str]) -> str | None:
     return None
 
 
-def _number(value: object) -> float | None:
+def _number(value: object) -> tuple[float, bool] | None:
+    """(value, given as a percent string)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int | float):
-        return float(value)
+        return float(value), False
     if isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(%?)\s*", value)
         if m:
-            return float(m.group(1)) / (100.0 if m.group(2) else 1.0)
+            return (float(m.group(1)) / 100.0, True) if m.group(2) else (float(m.group(1)), False)
     return None

@@ -153,5 +153,5 @@ class AnthropicBackend:
             attempts=attempts,
             error_class=last_error,
             finish_reason=response.stop_reason,
-            raw=response.model_dump(mode="json"),
+            raw=response.model_dump(mode="json", exclude_unset=True),  # what the server sent, no SDK defaults
         )

@@ -38,7 +38,7 @@ _LIST_RE = re.compile(
     r"\b(?:other players|players|alive players|active players|names|participants)\b[^:\n]{0,40}:[ \t]*([^\n]+)",
     re.IGNORECASE,
 )
-_SELF_RE = re.compile(r"\byour name is[ \t]+([A-Z][\w'-]*(?:[ \t]\d+)?)")
+_SELF_RE = re.compile(r"\b(?i:your name is)[ \t]+([A-Z][\w'-]*(?:[ \t]\d+)?)")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][a-z][\w'-]*\b")
 
 _SHORT_MESSAGES = (

@@ -122,5 +122,5 @@ class OpenAIBackend:
             attempts=attempts,
             error_class=last_error,
             finish_reason=finish_reason,
-            raw=response.model_dump(mode="json"),
+            raw=response.model_dump(mode="json", exclude_unset=True),  # what the server sent, no SDK defaults
         )

@@ -147,6 +147,9 @@ class Classic(GameEngine):
             )
             if (winner := self.parity_winner()) is not None:
                 self.outcome.tie_decided = tie
-                self.finish(winner, "no mafia left" if winner == "town" else "mafia reached parity", phase="end", rnd=day)
+                reason = "no mafia left" if winner == "town" else "mafia reached parity"
+                self.finish(winner, reason, phase="end", rnd=day)
                 return
-        self.finish(None, f"no winner after {rules.max_days} days", phase="end", rnd=rules.max_days, status="unfinished")
+        self.finish(
+            None, f"no winner after {rules.max_days} days", phase="end", rnd=rules.max_days, status="unfinished"
+        )

@@ -12,7 +12,7 @@ import hashlib
 import random
 from collections import Counter
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from mafiabench.engine.events import MAFIA_TEAM, PUBLIC, Event, Phase, player_visibility

@@ -26,7 +26,9 @@ class MiniMafiaRules(BaseModel):
     discussion_rounds: int = Field(2, ge=0, le=50, description="Day-1 discussion rounds; 0 = no communication.")
     message_limit: int = Field(200, ge=1, description="Characters per message; longer ones are truncated, flagged.")
     night: Literal["scripted", "agents"] = Field("scripted", description="Who plays night 1.")
-    mafioso_knows_detective: bool = Field(False, description="Tell the mafioso the detective knows it (older protocol).")
+    mafioso_knows_detective: bool = Field(
+        False, description="Tell the mafioso who the detective is and that it knows (older protocol)."
+    )
     names: tuple[str, str, str, str] = Field(DEFAULT_NAMES, description="The four player names, shuffled into seats.")
 
     @field_validator("names")

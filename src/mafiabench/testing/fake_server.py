@@ -158,6 +158,7 @@ class FakeModelServer:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self.request_count = 0
+        self.connections_opened = 0  # with keep-alive, far fewer than requests
         self.brain_seed = seed
         if rates:
             self.set_rates(**rates)
@@ -246,6 +247,7 @@ class FakeModelServer:
             self._records.clear()
             self._seen_prefixes.clear()
             self.request_count = 0
+            self.connections_opened = 0
 
     @property
     def requests(self) -> list[dict[str, Any]]:
@@ -259,6 +261,7 @@ class FakeModelServer:
         with self._lock:
             if add:
                 self._connections.add(conn)
+                self.connections_opened += 1
             else:
                 self._connections.discard(conn)
 

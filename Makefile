@@ -1,0 +1,35 @@
+# The two commands of the README: `make demo` (set up + run the offline demo study) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+
+.PHONY: setup demo test lint browser clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+demo: setup
+	$(BIN)/mafiabench run experiments/demo.toml
+	$(BIN)/mafiabench build
+	$(BIN)/mafiabench dashboards
+
+# Debian's chromium for the browser tests (no downloaded browser); skipped quietly where apt is not usable.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ; } || \
+	  echo "chromium not installed: browser tests will be skipped"
+
+lint: setup
+	$(BIN)/ruff check src tests flows benchmarks
+	$(BIN)/mypy
+
+test: setup browser lint
+	$(BIN)/python -m pytest -n 2 -p no:cacheprovider
+
+clean:
+	rm -rf $(VENV) warehouse/*.duckdb* warehouse/raw dashboards/*.html

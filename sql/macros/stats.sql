@@ -1,0 +1,22 @@
+-- macros: win-rate statistics shared by every mart
+-- purpose: one definition of the Laplace/Beta posterior and the Wilson interval, so marts cannot disagree.
+-- Beta(k+1, n-k+1) is the posterior of a win rate under a uniform prior (the Mini-Mafia study's estimator).
+create or replace macro laplace_mean(k, n) as (k + 1.0) / (n + 2.0);
+
+create or replace macro beta_sd(k, n) as sqrt((k + 1.0) * (n - k + 1.0) / ((n + 2.0) * (n + 2.0) * (n + 3.0)));
+
+-- Wilson score interval at 95% (z = 1.959963984540054); an empty group gets the uninformative [0, 1].
+create or replace macro wilson_low(k, n) as
+    case when n > 0 then greatest(0.0, (
+        (k * 1.0 / n) + 3.841458820694124 / (2.0 * n)
+        - 1.959963984540054 * sqrt((k * 1.0 / n) * (1.0 - k * 1.0 / n) / n + 3.841458820694124 / (4.0 * n * n))
+    ) / (1.0 + 3.841458820694124 / n)) else 0.0 end;
+
+create or replace macro wilson_high(k, n) as
+    case when n > 0 then least(1.0, (
+        (k * 1.0 / n) + 3.841458820694124 / (2.0 * n)
+        + 1.959963984540054 * sqrt((k * 1.0 / n) * (1.0 - k * 1.0 / n) / n + 3.841458820694124 / (4.0 * n * n))
+    ) / (1.0 + 3.841458820694124 / n)) else 1.0 end;
+
+-- A threshold a build can override with `set variable upset_threshold = ...` (default 5%).
+create or replace macro upset_threshold() as coalesce(try_cast(getvariable('upset_threshold') as double), 0.05);

@@ -1,0 +1,58 @@
+-- grain: one row per model call
+-- purpose: every call with tokens, latency, attempts, error class and its money cost from the versioned price
+-- table (ref_prices, loaded from src/mafiabench/prices.toml); unpriced models get a null cost, never a guess.
+with calls as (
+    select * from stg_model_calls
+),
+
+prices as (
+    select * from ref_prices
+),
+
+priced as (
+    select
+        c.*,
+        -- An exact provider/model price wins over the provider's wildcard (fake and scripted cost 0).
+        coalesce(exact.price_version, wild.price_version) as price_version,
+        coalesce(exact.input_per_mtok, wild.input_per_mtok) as input_per_mtok,
+        coalesce(exact.output_per_mtok, wild.output_per_mtok) as output_per_mtok,
+        coalesce(exact.cached_per_mtok, wild.cached_per_mtok, exact.input_per_mtok, wild.input_per_mtok)
+            as cached_per_mtok
+    from calls as c
+    left join prices as exact
+        on exact.provider = c.provider and (exact.model = c.model or exact.provider || '/' || exact.model = c.model)
+    left join prices as wild on wild.provider = c.provider and wild.model = '*'
+),
+
+final as (
+    select
+        game_id,
+        call_index,
+        player,
+        action,
+        phase,
+        round,
+        provider,
+        model,
+        started_at,
+        latency_ms,
+        attempts,
+        input_tokens,
+        output_tokens,
+        cached_tokens,
+        input_tokens + output_tokens as total_tokens,
+        error_class,
+        finish_reason,
+        format_failure,
+        failed,
+        prompt_chars,
+        prefix_reuse_chars,
+        price_version,
+        (input_per_mtok is not null) as priced,
+        -- input_tokens includes the cached part (both backends report the whole prompt).
+        ((input_tokens - cached_tokens) * input_per_mtok + cached_tokens * cached_per_mtok
+            + output_tokens * output_per_mtok) / 1e6 as cost_usd
+    from priced
+)
+
+select * from final

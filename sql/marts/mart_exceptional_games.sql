@@ -1,0 +1,123 @@
+-- grain: one row per (game, rule) that flags a game worth reading
+-- purpose: games a researcher should read first, with the rule that selected each, a surprise score
+-- (-ln p, higher = rarer), a readable reason and the transcript page.
+with games as (
+    select * from fct_games where is_scored
+),
+
+cell_counts as (
+    select variant, cell, count(*) as n, count(*) filter (where mafia_won) as k_mafia
+    from games
+    group by variant, cell
+),
+
+upsets as (
+    -- Probability of the game's outcome under its cell's Laplace rate with the game itself left out:
+    -- (k_outcome - 1 + 1) / (n - 1 + 2).
+    select
+        g.game_id,
+        'upset' as rule,
+        (case when g.mafia_won then c.k_mafia else c.n - c.k_mafia end) * 1.0 / (c.n + 1) as p,
+        g.winner || ' won, which the other ' || (c.n - 1) || ' games of this cell put at '
+            || round(100.0 * (case when g.mafia_won then c.k_mafia else c.n - c.k_mafia end) / (c.n + 1), 1)
+            || '%' as reason
+    from games as g
+    inner join cell_counts as c on c.variant = g.variant and c.cell = g.cell
+),
+
+variant_sizes as (
+    select variant, count(*) as n from games group by variant
+),
+
+patterns as (
+    select game_id, variant, 'detective_revealed_town_lost' as rule,
+        'the detective named the mafioso ' || coalesce(mafioso_name, '') || ' in public and the town still lost'
+            as reason
+    from games where detective_revealed and mafia_won
+    union all
+    select v.game_id, g.variant, 'unanimous_wrong_vote',
+        'every vote on day ' || v.round || ' went to ' || v.eliminated || ', a ' || coalesce(v.eliminated_role, '?')
+    from int_vote_rounds as v
+    inner join games as g on g.game_id = v.game_id
+    where v.is_unanimous_wrong
+    union all
+    select v.game_id, g.variant, 'fallback_decided',
+        'a random fallback vote (after a format failure) decided the arrest of ' || v.eliminated
+            || ' and the game went to ' || g.winner
+    from int_vote_rounds as v
+    inner join games as g on g.game_id = v.game_id
+    where v.is_last_vote and v.fallback_decided
+    union all
+    select r.game_id, g.variant, 'vote_reversal',
+        string_agg(r.voter || ' voted ' || r.first_target || ' on day ' || r.day || ' then ' || r.second_target,
+            '; ' order by r.voter)
+    from (
+        -- The same voter switched from a still-active target to another on the next day (classic/async).
+        select a.game_id, a.voter, a.round as day, a.target as first_target, b.target as second_target
+        from int_votes as a
+        inner join int_votes as b
+            on b.game_id = a.game_id and b.voter = a.voter and b.round = a.round + 1
+            and a.vote_kind = 'day' and b.vote_kind = 'day'
+        inner join int_player_games as t on t.game_id = a.game_id and t.name = a.target
+        where b.target <> a.target and (t.out_seq is null or t.out_seq > b.seq)
+    ) as r
+    inner join games as g on g.game_id = r.game_id
+    group by r.game_id, g.variant
+),
+
+pattern_rates as (
+    -- A pattern's surprise is how rare it is among the variant's scored games.
+    select p.*, count(*) over (partition by p.variant, p.rule) * 1.0 / s.n as p
+    from patterns as p
+    inner join variant_sizes as s on s.variant = p.variant
+),
+
+model_failures as (
+    select
+        model,
+        level,
+        count(*) as n,
+        count(*) filter (where failed) as k
+    from int_reasoning_opportunities
+    group by model, level
+),
+
+rare_failures as (
+    -- A Level-1/2 failure by a model whose failure rate, this game left out, is at most the threshold.
+    select
+        o.game_id,
+        'rare_level' || o.level || '_failure' as rule,
+        (m.k * 1.0) / (m.n + 1) as p,
+        o.voter || ' (' || o.model || ', ' || o.voter_role || ') voted ' || o.target || ' instead of '
+            || o.should_vote || '; this model fails Level ' || o.level || ' in ' || (m.k - 1) || ' of its other '
+            || (m.n - 1) || ' chances' as reason
+    from int_reasoning_opportunities as o
+    inner join model_failures as m on m.model = o.model and m.level = o.level
+    inner join games as g on g.game_id = o.game_id
+    where o.failed
+),
+
+flagged as (
+    select game_id, rule, p, reason from upsets where p <= upset_threshold()
+    union all
+    select game_id, rule, p, reason from pattern_rates
+    union all
+    select game_id, rule, min(p), min(reason) from rare_failures where p <= upset_threshold() group by game_id, rule
+),
+
+final as (
+    select
+        f.game_id,
+        g.variant,
+        g.study,
+        g.cell,
+        f.rule,
+        f.p as probability,
+        -ln(greatest(f.p, 1e-12)) as surprise,
+        f.reason,
+        g.transcript_path
+    from flagged as f
+    inner join games as g on g.game_id = f.game_id
+)
+
+select * from final

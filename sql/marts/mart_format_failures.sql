@@ -1,0 +1,37 @@
+-- grain: one row per (variant, model, role, action) with action in message / vote / night
+-- purpose: how often each model broke the response format, by role and action (each became a fallback).
+with decisions as (
+    select d.*, g.variant
+    from int_decisions as d
+    inner join stg_games as g on g.game_id = d.game_id
+),
+
+counted as (
+    select
+        variant,
+        coalesce(model, '(unknown)') as model,
+        coalesce(role, '(unknown)') as role,
+        action,
+        count(*) as n,
+        count(*) filter (where format_failure) as k
+    from decisions
+    group by all
+),
+
+final as (
+    select
+        variant,
+        model,
+        role,
+        action,
+        n as n_decisions,
+        k as n_format_failures,
+        k * 1.0 / n as rate,
+        laplace_mean(k, n) as laplace_mean,
+        beta_sd(k, n) as beta_sd,
+        wilson_low(k, n) as wilson_low,
+        wilson_high(k, n) as wilson_high
+    from counted
+)
+
+select * from final

@@ -1,0 +1,48 @@
+-- grain: one row per (variant, setting, dimension, value, role); setting all | no_communication,
+-- dimension name | seat, role 'all' or one role
+-- purpose: name and seat bias: a player's win rate by its name or seat, overall and without communication.
+with players as (
+    select * from fct_player_games where is_scored
+),
+
+settings as (
+    select *, 'all' as setting from players
+    union all
+    select *, 'no_communication' as setting from players where not has_communication
+),
+
+keyed as (
+    select variant, setting, 'name' as dimension, name as value, role, won, tie_decided from settings
+    union all
+    select variant, setting, 'seat', cast(seat as varchar), role, won, tie_decided from settings
+),
+
+counted as (
+    select
+        variant, setting, dimension, value, coalesce(role, 'all') as role,
+        count(*) as n,
+        count(*) filter (where won) as k,
+        count(*) filter (where won and tie_decided) as k_tie
+    from keyed
+    group by grouping sets ((variant, setting, dimension, value, role), (variant, setting, dimension, value))
+),
+
+final as (
+    select
+        variant,
+        setting,
+        dimension,
+        value,
+        role,
+        n,
+        k,
+        k_tie,
+        k - k_tie as k_clean,
+        laplace_mean(k, n) as laplace_mean,
+        beta_sd(k, n) as beta_sd,
+        wilson_low(k, n) as wilson_low,
+        wilson_high(k, n) as wilson_high
+    from counted
+)
+
+select * from final

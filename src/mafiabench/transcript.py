@@ -1,0 +1,34 @@
+"""A readable, omniscient transcript of a game record for the terminal (private events marked as such)."""
+
+from __future__ import annotations
+
+from mafiabench.record import GameRecord
+
+
+def format_transcript(record: GameRecord) -> str:
+    lines = [f"Game {record.game_id} ({record.variant}, seed {record.seed})"]
+    for p in record.players:
+        lines.append(f"  seat {p.seat}: {p.name:<10} {p.role:<10} played by {p.agent}")
+    for e in record.events:
+        if e.type in ("game_start", "role_assigned", "belief"):
+            continue
+        private = "" if e.visibility == "public" else f"  [{e.visibility}]"
+        flags = [f for f in ("format_failure", "random_fallback", "truncated", "tie_break") if getattr(e, f)]
+        flag_text = f"  ({', '.join(flags)})" if flags else ""
+        if e.type == "phase_start":
+            lines.append(f"-- {e.text}")
+        elif e.type == "message":
+            lines.append(f'{e.actor}: "{e.text}{"..." if e.truncated else ""}"{flag_text}')
+        elif e.type == "vote":
+            lines.append(f"{e.actor} votes for {e.target}{flag_text}{private}")
+        elif e.type == "game_end":
+            winner = e.data.get("winner")
+            lines.append(f"== {'no winner' if winner is None else winner + ' wins'}: {e.data.get('reason')}")
+        else:
+            lines.append(f"{e.text or e.type}{flag_text}{private}")
+    if record.error:
+        lines.append(f"!! game failed: {record.error.splitlines()[0]}")
+    if record.calls:
+        tokens = sum((c.get("input_tokens") or 0) + (c.get("output_tokens") or 0) for c in record.calls)
+        lines.append(f"{len(record.calls)} model calls, {tokens} tokens")
+    return "\n".join(lines)

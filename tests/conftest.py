@@ -1,0 +1,16 @@
+"""Shared test setup. Prefect reads its settings at import, so its home and quiet settings are set here, before any
+test module imports it; each test session gets a fresh temporary PREFECT_HOME."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+_PREFECT_HOME = tempfile.mkdtemp(prefix="mafiabench-prefect-")
+os.environ.setdefault("PREFECT_HOME", _PREFECT_HOME)
+os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+os.environ.setdefault("DO_NOT_TRACK", "1")
+os.environ.setdefault("PREFECT_TASKS_DEFAULT_NO_CACHE", "true")
+os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+os.environ.pop("PREFECT_API_URL", None)

@@ -1,0 +1,73 @@
+"""The `mafiabench` command: play, baseline, clear errors before any call, and the README kept in step."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mafiabench.cli import build_parser, main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_play_writes_a_record_and_prints_a_transcript(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "game.json"
+    code = main(["play", "--mafioso", "fake/demo", "--detective", "policy/informed", "--villager", "scripted/naive",
+                 "--seed", "3", "--out", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "Night 1 begins." in text and "wins" in text
+    record = json.loads(out.read_text())
+    assert record["record_version"] == 1 and len(record["players"]) == 4
+    assert record["prompt"]["version"] == "mini-mafia/v4.1" and len(record["prompt"]["sha256"]) == 64
+    assert record["calls"] and all(c["model"] for c in record["calls"])
+
+
+def test_play_from_toml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = tmp_path / "game.toml"
+    cfg.write_text('variant = "classic"\nseed = 4\n[rules]\nn_players = 6\n[agents]\ndefault = "policy/random"\n')
+    assert main(["play", "--config", str(cfg), "--quiet"]) == 0
+
+
+def test_missing_key_is_named_before_any_call(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["play", "--agent", "openai/gpt-4.1-mini"]) == 2
+    err = capsys.readouterr().err
+    assert "OPENAI_API_KEY" in err and "Traceback" not in err
+
+
+def test_unknown_provider_and_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["play", "--agent", "nosuch/model"]) == 2
+    assert "unknown provider 'nosuch'" in capsys.readouterr().err
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[rules]\nmessage_limit = "long"\n[agents]\ndefault = "policy/random"\n')
+    assert main(["play", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert str(cfg) in err and "rules.message_limit" in err and "'long'" in err
+
+
+def test_baseline_prints_exact_fractions(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["baseline", "day-informed"]) == 0
+    assert "town wins 7/12" in capsys.readouterr().out
+
+
+def test_console_script_runs() -> None:
+    out = subprocess.run([sys.executable, "-m", "mafiabench.cli", "--help"], capture_output=True, text=True,
+                         check=True)
+    assert "play" in out.stdout
+
+
+def test_readme_lists_every_command() -> None:
+    """Every subcommand in the CLI help appears in the README's command table, and vice versa."""
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    commands = set(sub.choices)  # type: ignore[attr-defined]
+    readme = (ROOT / "README.md").read_text()
+    documented = set(re.findall(r"^\| `mafiabench ([a-z-]+)", readme, flags=re.M))
+    assert commands == documented

@@ -1,0 +1,56 @@
+"""Golden records: seeded games replayed byte for byte. Regenerate deliberately with UPDATE_GOLDEN=1."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from mafiabench.record import GameRecord, Provenance
+from mafiabench.runner import BackendPool, GameSpec, play_game
+
+GOLDEN = Path(__file__).parent / "golden"
+FIXED = Provenance(package_version="golden", git_commit=None)
+
+CASES = {
+    "mini_mafia_policies": ("mini-mafia", {}, 11, {"mafioso": "policy/random", "detective": "policy/informed",
+                                                    "villager": "policy/random"}),
+    "mini_mafia_agent_night_naive": ("mini-mafia", {"night": "agents"}, 7, {"default": "scripted/naive"}),
+    "classic_belief_naive": ("classic", {"n_players": 6, "n_mafia": 2, "detective": True, "decision": "belief"}, 3,
+                             {"mafioso": "scripted/naive", "default": "policy/informed"}),
+}
+
+
+def play(name: str) -> str:
+    variant, rules, seed, agents = CASES[name]
+    spec = GameSpec.build(f"golden-{name}", variant, rules, seed, agents)
+    record = asyncio.run(play_game(spec, BackendPool(), clock=lambda: "2026-01-01T00:00:00.000+00:00",
+                                   provenance=FIXED))
+    return record.to_json()
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_record_bytes(name: str) -> None:
+    path = GOLDEN / f"{name}.json"
+    text = play(name)
+    if os.environ.get("UPDATE_GOLDEN") or not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"golden file {path} missing in CI")
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_golden_record_round_trips(name: str) -> None:
+    text = (GOLDEN / f"{name}.json").read_text(encoding="utf-8")
+    assert GameRecord.from_json(text).to_json() == text
+
+
+def test_different_seed_gives_different_record() -> None:
+    a = play("mini_mafia_policies")
+    variant, rules, seed, agents = CASES["mini_mafia_policies"]
+    spec = GameSpec.build("golden-mini_mafia_policies", variant, rules, seed + 1, agents)
+    b = asyncio.run(play_game(spec, clock=lambda: "2026-01-01T00:00:00.000+00:00", provenance=FIXED)).to_json()
+    assert a != b
