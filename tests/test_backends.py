@@ -499,3 +499,16 @@ def test_cache_through_registry_with_fake_server(
 
 def test_environment_untouched() -> None:
     assert os.environ.get(KEY_ENV) is None  # the monkeypatched key does not outlive its test
+
+
+def test_sdks_imported_only_when_needed() -> None:
+    """Scripted and fake runs, and the CLI's start-up, do not pay about 2 s for importing the SDKs."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from mafiabench.backends import resolve_backend; resolve_backend('fake/m'); "
+        "resolve_backend('scripted/naive'); print('openai' in sys.modules, 'anthropic' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == ["False", "False"]

@@ -61,8 +61,10 @@ final as (
             as seq_defects,
         coalesce(e.n_game_end, 0) as n_game_end,
         e.end_winner,
-        (g.status <> 'finished' or (g.winner in ('mafia', 'town') and coalesce(e.end_winner, '') = g.winner))
-            as winner_ok,
+        -- A finished game has exactly one game_end, a winner, and the log's winner agrees with the outcome.
+        (g.status <> 'finished' or (
+            coalesce(e.n_game_end, 0) = 1 and g.winner in ('mafia', 'town') and coalesce(e.end_winner, '') = g.winner
+        )) as one_winner_ok,
         coalesce(p.n_seats, 0) as n_seats,
         coalesce(p.n_seats, 0) - coalesce(p.n_distinct_names, 0) as duplicate_names,
         coalesce(p.n_seats, 0) - coalesce(p.n_distinct_seats, 0) as duplicate_seats,

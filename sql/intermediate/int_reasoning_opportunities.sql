@@ -22,7 +22,8 @@ known_mafia as (
 ),
 
 level1 as (
-    select
+    -- One row per detective vote, even if it knew several mafiosos (voting any of them is right).
+    select distinct on (v.game_id, v.seq)
         v.game_id,
         v.seq,
         v.round,
@@ -31,15 +32,14 @@ level1 as (
         v.voter_role,
         v.voter_model as model,
         v.target,
-        any_value(k.mafioso) as should_vote,
-        -- Voting any mafioso is right; a vote for a town player is the failure.
+        k.mafioso as should_vote,
         coalesce(v.target_team, 'town') <> 'mafia' as failed,
         v.random_fallback
     from votes as v
     inner join known_mafia as k on k.game_id = v.game_id and k.detective = v.voter and k.known_seq < v.seq
     inner join players as m on m.game_id = k.game_id and m.name = k.mafioso
     where v.voter_role = 'detective' and (m.out_seq is null or m.out_seq > v.seq)
-    group by all
+    order by v.game_id, v.seq, k.known_seq
 ),
 
 detective_known as (
@@ -55,7 +55,7 @@ detective_known as (
 ),
 
 level2 as (
-    select
+    select distinct on (v.game_id, v.seq)
         v.game_id,
         v.seq,
         v.round,
@@ -64,14 +64,14 @@ level2 as (
         v.voter_role,
         v.voter_model as model,
         v.target,
-        any_value(k.detective) as should_vote,
-        v.target <> any_value(k.detective) as failed,
+        k.detective as should_vote,
+        v.target <> k.detective as failed,
         v.random_fallback
     from votes as v
     inner join detective_known as k on k.game_id = v.game_id and k.mafioso = v.voter and k.known_seq < v.seq
     inner join players as d on d.game_id = k.game_id and d.name = k.detective
     where v.voter_role = 'mafioso' and (d.out_seq is null or d.out_seq > v.seq)
-    group by all
+    order by v.game_id, v.seq, k.known_seq
 ),
 
 final as (

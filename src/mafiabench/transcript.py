@@ -19,8 +19,11 @@ def format_transcript(record: GameRecord) -> str:
             lines.append(f"-- {e.text}")
         elif e.type == "message":
             lines.append(f'{e.actor}: "{e.text}{"..." if e.truncated else ""}"{flag_text}')
+        elif e.type == "kill":
+            lines.append(f"{e.actor} killed {e.target}{flag_text}{private}")
         elif e.type == "vote":
-            lines.append(f"{e.actor} votes for {e.target}{flag_text}{private}")
+            verb = "proposes to kill" if e.data.get("kind") == "night_proposal" else "votes for"
+            lines.append(f"{e.actor} {verb} {e.target}{flag_text}{private}")
         elif e.type == "game_end":
             winner = e.data.get("winner")
             lines.append(f"== {'no winner' if winner is None else winner + ' wins'}: {e.data.get('reason')}")

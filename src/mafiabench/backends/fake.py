@@ -35,7 +35,7 @@ _NOT_NAMES = frozenset(
 
 _CHOICES_RE = re.compile(r"\bfrom:[ \t]*([^\n]+)", re.IGNORECASE)
 _LIST_RE = re.compile(
-    r"\b(?:other players|players|alive players|active players|names|participants)\b[^:\n]{0,40}:[ \t]*([^\n]+)",
+    r"\b(?:other players|players|alive players|active players|names|participants)\b(?:[^:\n]{0,40}:| are)[ \t]*([^\n]+)",
     re.IGNORECASE,
 )
 _SELF_RE = re.compile(r"\b(?i:your name is)[ \t]+([A-Z][\w'-]*(?:[ \t]\d+)?)")
@@ -84,7 +84,7 @@ def _split_list(raw: str) -> list[str]:
     raw = re.split(r"\.(?:\s|$)", raw, maxsplit=1)[0]
     raw = raw.strip().strip("[](){}").rstrip(".").strip()
     out: list[str] = []
-    for item in raw.split(","):
+    for item in re.split(r",|\s+and\s+", raw):
         name = re.sub(r"^(?:or|and)\s+", "", item.strip(), flags=re.IGNORECASE)
         name = name.strip().strip("\"'`*").rstrip(".").strip()
         if name and name not in out:
@@ -142,6 +142,8 @@ class FakeBrain:
 
     @staticmethod
     def answer_prompt(prompt: str, rng: random.Random) -> str:
+        # The action is asked in the prompt's last paragraph; earlier paragraphs describe every format.
+        full, prompt = prompt, prompt.strip().rsplit("\n\n", 1)[-1]
         if "<send>" in prompt and "<wait>" in prompt:
             return "<send>" if rng.random() < 0.35 else "<wait>"
         if "JSON" in prompt and "probability" in prompt.lower():
@@ -154,7 +156,7 @@ class FakeBrain:
         if choices:
             name = rng.choice(choices)
             return f"{name}\n{rng.choice(_REASONS)}" if rng.random() < 0.3 else name
-        names = find_names(prompt)
+        names = find_names(full)
         roll = rng.random()
         if names and roll < 0.1:
             text = _LONG_MESSAGE.format(name=rng.choice(names))

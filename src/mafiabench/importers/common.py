@@ -334,7 +334,8 @@ _ID_UNSAFE = re.compile(r"[^a-z0-9._-]+")
 def make_game_id(source: str, identity: str) -> str:
     """Deterministic from the source and the game's own identity (never from the path it was read from), so
     re-importing the same game from anywhere finds it already landed. Safe as a file name."""
-    ident = _ID_UNSAFE.sub("-", identity.strip().lower()).strip("-.") or hashlib.sha256(identity.encode()).hexdigest()[:16]
+    ident = _ID_UNSAFE.sub("-", identity.strip().lower()).strip("-.")
+    ident = ident or hashlib.sha256(identity.encode()).hexdigest()[:16]
     return f"{source}-{ident}"
 
 
@@ -366,3 +367,210 @@ def folder_files(folder: Path) -> list[Path]:
 
 def visibility_for(phase: str) -> str:
     return "team:mafia" if phase == "night" else PUBLIC
+
+
+# -- text clean-up shared by the chat formats --------------------------------------------------------------------------
+
+
+def apply_backspaces(text: str) -> str:
+    """Stray backspace characters are the typist's own edits that the terminal did not apply: each deletes the
+    character before it (a leading one deletes nothing), as the player meant."""
+    if "\b" not in text:
+        return text
+    out: list[str] = []
+    for ch in text:
+        if ch == "\b":
+            if out:
+                out.pop()
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def strip_speaker_prefix(text: str, speaker: str) -> str:
+    """Drop the speaker's own name repeated at the start of the text (`Sam: sam: hi` → `hi`), case-insensitively,
+    however many times it is repeated."""
+    prefix = re.compile(r"^\s*" + re.escape(speaker) + r"\s*:\s*", re.IGNORECASE)
+    while (m := prefix.match(text)) and m.end() < len(text):
+        text = text[m.end():]
+    return text
+
+
+# -- the asynchronous variant: phases of timed chat, votes and eliminations -------------------------------------------
+
+
+@dataclass
+class Item:
+    """One timed thing inside a phase. `t` is seconds since the game started; `prio` orders same-second items
+    (0 announcements, 1 chat and votes, 2 eliminations); `seq` keeps the source order."""
+
+    t: float
+    prio: int
+    seq: int
+    kind: str  # message | vote | info | dropout | elimination
+    actor: str | None = None
+    target: str | None = None
+    text: str | None = None
+    visibility: str = PUBLIC
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AsyncPhase:
+    kind: str  # day | night
+    round: int
+    t: float
+    items: list[Item] = field(default_factory=list)
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AsyncSummary:
+    """What the log says about the game: for the outcome and the validity flag."""
+
+    days: int = 0
+    tie_decided: bool = False
+    game_over_winner: str | None = None
+    phases_without_votes: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def number_phases(kinds: list[str]) -> list[int]:
+    """Rounds are day numbers: the round increases each time the game's first kind of phase comes round again
+    (day-first games: day n then night n; night-first games: night n then day n)."""
+    rounds: list[int] = []
+    rnd = 0
+    for i, kind in enumerate(kinds):
+        if i == 0 or kind == kinds[0]:
+            rnd += 1
+        rounds.append(rnd)
+    return rounds
+
+
+def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[AsyncPhase],
+                    team_of: Callable[[str], str]) -> AsyncSummary:
+    """Phases → events, as the simulator logs a multi-phase game: messages (mafia chat at night), the vote that
+    counted for each voter (earlier changes of mind kept in `data.previous`), then the elimination — `kill` +
+    public `death` at night, `elimination` by day, with the tally and revealed role — or `no_elimination`."""
+    role_of = dict(players)
+    active = {n for n, _ in players}
+    summary = AsyncSummary()
+    over = False
+
+    def winner_now() -> str | None:
+        mafia = sum(1 for n in active if team_of(role_of[n]) == "mafia")
+        return "town" if mafia == 0 else "mafia" if mafia >= len(active) - mafia else None
+
+    for ph in phases:
+        after = over
+        data = {"clock": clock(ph.t), **ph.data}
+        if after:
+            data["after_game_over"] = True
+        log.emit(ph.kind, ph.round, "phase_start", text=f"{ph.kind.capitalize()} {ph.round} begins.", data=data)  # type: ignore[arg-type]
+        if ph.kind == "day" and not after:
+            summary.days = max(summary.days, ph.round)
+        items = sorted(ph.items, key=lambda i: (i.t, i.prio, i.seq))
+        last_vote: dict[str, Item] = {}
+        previous: dict[str, list[dict[str, Any]]] = {}
+        for it in items:
+            if it.kind == "vote" and it.actor is not None:
+                if it.actor in last_vote:
+                    old = last_vote[it.actor]
+                    previous.setdefault(it.actor, []).append({"target": old.target, "clock": clock(old.t)})
+                last_vote[it.actor] = it
+        eliminated = False
+        for it in items:
+            base = {"clock": clock(it.t), **it.data}
+            if it.kind == "message":
+                type_ = "mafia_message" if ph.kind == "night" else "message"
+                log.emit(ph.kind, ph.round, type_, actor=it.actor, text=it.text, visibility=it.visibility,  # type: ignore[arg-type]
+                         data=base)
+            elif it.kind == "vote":
+                if it.actor is None or last_vote.get(it.actor) is not it:
+                    continue
+                if previous.get(it.actor):
+                    base["previous"] = previous[it.actor]
+                if not _eligible(it, ph.kind, active, role_of, team_of):
+                    base["counted"] = False
+                log.emit(ph.kind, ph.round, "vote", actor=it.actor, target=it.target, visibility=it.visibility,  # type: ignore[arg-type]
+                         data=base)
+            elif it.kind == "info":
+                log.emit(ph.kind, ph.round, "info", actor=it.actor, text=it.text, visibility=it.visibility,  # type: ignore[arg-type]
+                         data=base)
+            elif it.kind == "dropout" and it.actor is not None:
+                was_active = it.actor in active
+                active.discard(it.actor)
+                log.emit(ph.kind, ph.round, "info", actor=it.actor, text=f"{it.actor} dropped out.",  # type: ignore[arg-type]
+                         data={**base, "kind": "dropout"})
+                if was_active and not over and winner_now() is not None:
+                    over = True
+                    summary.game_over_winner = winner_now()
+            elif it.kind == "elimination" and it.target is not None:
+                victim = it.target
+                counted = [v.target for v in last_vote.values()
+                           if v.target in role_of and _eligible(v, ph.kind, active, role_of, team_of)]
+                counts, top = tally(t for t in counted if t is not None)
+                tie = len(top) > 1 and victim in top
+                if counts and victim not in top:
+                    summary.problems.append(f"{ph.kind} {ph.round}: {victim} eliminated without a plurality {counts}")
+                if eliminated:
+                    summary.problems.append(f"{ph.kind} {ph.round}: more than one elimination")
+                if victim not in active:
+                    summary.problems.append(f"{ph.kind} {ph.round}: {victim} eliminated but not an active player")
+                eliminated = True
+                role = role_of.get(victim)
+                edata = {**base, "votes": counts, "role": role, "role_revealed": True}
+                if ph.kind == "night":
+                    log.emit("night", ph.round, "kill", target=victim, visibility="team:mafia", tie_break=tie,
+                             text=f"You killed {victim}.")
+                    log.emit("night", ph.round, "death", target=victim, tie_break=tie,
+                             text=f"{victim} was found dead.", data={"cause": "night_kill", **edata})
+                else:
+                    log.emit("day", ph.round, "elimination", target=victim, tie_break=tie,
+                             text=f"{victim} was eliminated; they were {role}.", data=edata)
+                active.discard(victim)
+                if not over:
+                    summary.tie_decided = tie
+                    if (w := winner_now()) is not None:
+                        over = True
+                        summary.game_over_winner = w
+        if not eliminated and not after:
+            counted = [v.target for v in last_vote.values()
+                       if v.target in role_of and _eligible(v, ph.kind, active, role_of, team_of)]
+            counts, _ = tally(t for t in counted if t is not None)
+            reason = "no votes cast" if not counts else "no elimination recorded"
+            t_end = items[-1].t if items else ph.t
+            log.emit(ph.kind, ph.round, "no_elimination", text=f"Nobody was eliminated ({reason}).",  # type: ignore[arg-type]
+                     visibility=PUBLIC if ph.kind == "day" else "team:mafia",
+                     data={"clock": clock(t_end), "votes": counts, "reason": reason})
+            if counts:
+                summary.problems.append(f"{ph.kind} {ph.round}: votes {counts} but no elimination recorded")
+            else:
+                summary.phases_without_votes.append(f"{ph.kind} {ph.round}")
+    return summary
+
+
+def _eligible(vote: Item, phase: str, active: set[str], role_of: Mapping[str, str],
+              team_of: Callable[[str], str]) -> bool:
+    """A vote counts when its voter is still in the game and, at night, is a mafioso."""
+    voter = vote.actor
+    if voter is None or voter not in active:
+        return False
+    return phase != "night" or team_of(role_of[voter]) == "mafia"
+
+
+def async_outcome(recorded: str | None, summary: AsyncSummary, *, aborted: bool = False) -> dict[str, Any]:
+    """The outcome dict: the winner the source recorded (never guessed), why, and the days played."""
+    if recorded is None:
+        return {"status": "unfinished", "winner": None, "reason": "aborted" if aborted else "no winner recorded",
+                "tie_decided": False, "days": summary.days}
+    reason = "no mafia left" if recorded == "town" else "mafia reached parity"
+    return {"status": "finished", "winner": recorded, "reason": reason, "tie_decided": summary.tie_decided,
+            "days": summary.days}
+
+
+def game_end(log: EventLog, outcome: Mapping[str, Any], players: list[tuple[str, str]]) -> None:
+    last = log.events[-1].round if log.events else 0
+    log.emit("end", last, "game_end", data={"winner": outcome["winner"], "reason": outcome["reason"],
+                                            "status": outcome["status"], "tie_decided": outcome["tie_decided"],
+                                            "roles": dict(players)})

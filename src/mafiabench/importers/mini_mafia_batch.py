@@ -202,7 +202,7 @@ def read_batch_config(folder: Path, rel: str) -> Batch:
     )
 
 
-# -- one game ------------------------------------------------------------------------------------------------------------
+# -- one game ----------------------------------------------------------------------------------------------------------
 
 
 @dataclass
@@ -247,7 +247,6 @@ def _seats(data: Any, rel: str) -> list[_Seat]:
 def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int | None) -> GameRecord:
     """One game file's JSON → its record (raises FormatProblem when it cannot be one)."""
     seats = _seats(data, rel)
-    by_name = {s.name: s for s in seats}
     role_of = {s.name: s.role for s in seats}
     mafioso = next(s for s in seats if s.role == "mafioso")
     detective = next(s for s in seats if s.role == "detective")

@@ -1,0 +1,455 @@
+"""Marts that SQL does badly: the top-down latent ability model, exact baselines, the consistency t-test.
+
+Each step reads finished SQL models, computes in numpy/scipy, and returns typed polars frames that the build writes
+as tables (registered in `PYTHON_MODELS`, ordered with the SQL models by their declared dependencies).
+
+The latent model (metrics.md §2): logit P(mafia wins | mafioso i, detective j, villager k) = c_k (a_i - b_j), with
+a_i the deceive, b_j the disclose and c_k = exp(g_k) the detect ability. It is identified up to a common shift of
+a and b and a scale traded between c and (a - b); we fix sum(a) + sum(b) = 0 and sum(g) = 0 (geometric mean of c
+is 1) by optimising in the null space of those constraints. Games are aggregated to (i, j, k) cells first, so the
+fit costs the same for a hundred games or a million. Intervals are Laplace (inverse Hessian of the negative
+log-likelihood in the constrained space). A tiny ridge keeps the optimum finite when a cell is all wins or all
+losses; its pull is negligible at the data sizes the study uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import duckdb
+import numpy as np
+import polars as pl
+from scipy import linalg, optimize, stats
+
+from mafiabench.transform import Model
+
+Z95 = 1.959963984540054
+DEFAULT_RIDGE = 1e-3
+
+
+# -- latent ability model ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class LatentFit:
+    mafiosos: list[str]
+    detectives: list[str]
+    villagers: list[str]
+    a: np.ndarray
+    b: np.ndarray
+    g: np.ndarray  # log c
+    cov: np.ndarray  # covariance of (a, b, g)
+    log_likelihood: float
+    converged: bool
+    iterations: int
+    n_games: int
+    n_cells: int
+
+    @property
+    def c(self) -> np.ndarray:
+        return np.exp(self.g)
+
+    def se(self) -> np.ndarray:
+        return np.sqrt(np.clip(np.diag(self.cov), 0.0, None))
+
+    def predict(self, mafioso: Sequence[str], detective: Sequence[str], villager: Sequence[str]) -> np.ndarray:
+        """P(mafia wins); a model unseen in a role gets the neutral value (a = b = 0, c = 1)."""
+        a = _lookup(self.mafiosos, self.a, mafioso)
+        b = _lookup(self.detectives, self.b, detective)
+        g = _lookup(self.villagers, self.g, villager)
+        return _sigmoid(np.exp(g) * (a - b))
+
+
+def _lookup(names: list[str], values: np.ndarray, keys: Sequence[str]) -> np.ndarray:
+    index = {n: i for i, n in enumerate(names)}
+    return np.array([values[index[k]] if k in index else 0.0 for k in keys], dtype=float)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def _codes(values: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    names = sorted(set(values))
+    index = {n: i for i, n in enumerate(names)}
+    return names, np.array([index[v] for v in values], dtype=np.int64)
+
+
+def fit_latent(
+    mafioso: Sequence[str],
+    detective: Sequence[str],
+    villager: Sequence[str],
+    mafia_won: Sequence[bool] | np.ndarray,
+    *,
+    ridge: float = DEFAULT_RIDGE,
+) -> LatentFit:
+    """Maximum-likelihood fit of logit P(mafia wins) = c_k (a_i - b_j) on per-game outcomes."""
+    y = np.asarray(mafia_won, dtype=float)
+    if len(y) == 0:
+        raise ValueError("no games to fit")
+    mnames, mi = _codes(mafioso)
+    dnames, dj = _codes(detective)
+    vnames, vk = _codes(villager)
+    nm, nd, nv = len(mnames), len(dnames), len(vnames)
+    # Aggregate games into (i, j, k) cells: n games, w mafia wins.
+    key = (mi * nd + dj) * nv + vk
+    cells, inverse = np.unique(key, return_inverse=True)
+    n = np.bincount(inverse).astype(float)
+    w = np.bincount(inverse, weights=y)
+    ci = cells // (nd * nv)
+    cj = (cells // nv) % nd
+    ck = cells % nv
+    p = nm + nd + nv
+    # Constraints: sum(a) + sum(b) = 0, sum(g) = 0; optimise theta = Z @ phi in their null space.
+    constraints = np.zeros((2, p))
+    constraints[0, : nm + nd] = 1.0
+    constraints[1, nm + nd :] = 1.0
+    basis = linalg.null_space(constraints)
+
+    def unpack(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        return theta[:nm], theta[nm : nm + nd], theta[nm + nd :]
+
+    def objective(phi: np.ndarray) -> tuple[float, np.ndarray]:
+        theta = basis @ phi
+        a, b, g = unpack(theta)
+        c = np.exp(g[ck])
+        diff = a[ci] - b[cj]
+        eta = c * diff
+        # -loglik = sum n log(1 + e^eta) - w eta, computed stably.
+        nll = float(np.sum(n * np.logaddexp(0.0, eta) - w * eta)) + 0.5 * ridge * float(theta @ theta)
+        resid = n * _sigmoid(eta) - w  # d nll / d eta
+        grad = np.zeros(p)
+        np.add.at(grad, ci, resid * c)
+        np.add.at(grad, nm + cj, -resid * c)
+        np.add.at(grad, nm + nd + ck, resid * eta)
+        grad += ridge * theta
+        return nll, basis.T @ grad
+
+    x0 = np.zeros(basis.shape[1])
+    res = optimize.minimize(objective, x0, jac=True, method="BFGS", options={"gtol": 1e-8, "maxiter": 2000})
+    phi = res.x
+    hess = _numeric_hessian(lambda v: objective(v)[1], phi)
+    try:
+        cov_phi = np.linalg.inv(hess)
+    except np.linalg.LinAlgError:
+        cov_phi = np.linalg.pinv(hess)
+    cov = basis @ cov_phi @ basis.T
+    theta = basis @ phi
+    a, b, g = unpack(theta)
+    nll = objective(phi)[0] - 0.5 * ridge * float(theta @ theta)
+    return LatentFit(
+        mafiosos=mnames,
+        detectives=dnames,
+        villagers=vnames,
+        a=a,
+        b=b,
+        g=g,
+        cov=cov,
+        log_likelihood=-nll,
+        converged=bool(res.success),
+        iterations=int(res.nit),
+        n_games=len(y),
+        n_cells=len(cells),
+    )
+
+
+def _numeric_hessian(grad: Any, x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
+    k = len(x)
+    h = np.zeros((k, k))
+    for i in range(k):
+        step = np.zeros(k)
+        step[i] = eps
+        h[:, i] = (grad(x + step) - grad(x - step)) / (2 * eps)
+    return 0.5 * (h + h.T)
+
+
+def cross_validated_brier(
+    mafioso: Sequence[str],
+    detective: Sequence[str],
+    villager: Sequence[str],
+    mafia_won: Sequence[bool] | np.ndarray,
+    *,
+    folds: int = 5,
+    seed: int = 0,
+    ridge: float = DEFAULT_RIDGE,
+) -> tuple[float, float]:
+    """(Brier of the latent model, Brier of a constant rate), both on held-out games of a k-fold split."""
+    y = np.asarray(mafia_won, dtype=float)
+    m, d, v = np.asarray(mafioso, dtype=object), np.asarray(detective, dtype=object), np.asarray(villager, dtype=object)
+    n = len(y)
+    order = np.random.default_rng(seed).permutation(n)
+    fold_of = np.empty(n, dtype=np.int64)
+    fold_of[order] = np.arange(n) % folds
+    model_sq = 0.0
+    const_sq = 0.0
+    for f in range(folds):
+        test = fold_of == f
+        train = ~test
+        if not test.any() or not train.any():
+            continue
+        fit = fit_latent(list(m[train]), list(d[train]), list(v[train]), y[train], ridge=ridge)
+        pred = fit.predict(list(m[test]), list(d[test]), list(v[test]))
+        model_sq += float(np.sum((pred - y[test]) ** 2))
+        const_sq += float(np.sum((y[train].mean() - y[test]) ** 2))
+    return model_sq / n, const_sq / n
+
+
+LATENT_ABILITIES_SCHEMA = {
+    "study": pl.Utf8,
+    "variant": pl.Utf8,
+    "model": pl.Utf8,
+    "ability": pl.Utf8,
+    "role": pl.Utf8,
+    "parameter": pl.Utf8,
+    "estimate": pl.Float64,
+    "se": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "n_games": pl.Int64,
+}
+
+LATENT_FIT_SCHEMA = {
+    "study": pl.Utf8,
+    "variant": pl.Utf8,
+    "n_games": pl.Int64,
+    "n_cells": pl.Int64,
+    "n_mafioso_models": pl.Int64,
+    "n_detective_models": pl.Int64,
+    "n_villager_models": pl.Int64,
+    "log_likelihood": pl.Float64,
+    "converged": pl.Boolean,
+    "iterations": pl.Int64,
+    "ridge": pl.Float64,
+    "cv_folds": pl.Int64,
+    "brier_model": pl.Float64,
+    "brier_constant": pl.Float64,
+    "brier_gain": pl.Float64,
+    "brier_skill": pl.Float64,
+}
+
+
+def latent_tables(con: duckdb.DuckDBPyConnection, *, folds: int = 5, ridge: float = DEFAULT_RIDGE) -> dict[str, pl.DataFrame]:
+    """Fit the latent model per study on scored Mini-Mafia games with a scripted night (one model per role)."""
+    games = con.sql(
+        """select study, mafioso_model, detective_model, villager_model, mafia_won
+           from fct_games
+           where variant = 'mini-mafia' and is_scored and coalesce(night_mode, 'scripted') = 'scripted'
+             and mafioso_model is not null and detective_model is not null and villager_model is not null
+           order by study, game_id"""
+    ).pl()
+    abilities: list[dict[str, Any]] = []
+    fits: list[dict[str, Any]] = []
+    for (study,), part in games.group_by(["study"], maintain_order=True):
+        m = part["mafioso_model"].to_list()
+        d = part["detective_model"].to_list()
+        v = part["villager_model"].to_list()
+        y = part["mafia_won"].to_numpy().astype(float)
+        fit = fit_latent(m, d, v, y, ridge=ridge)
+        se = fit.se()
+        nm, nd = len(fit.mafiosos), len(fit.detectives)
+        counts = {
+            "mafioso": part.group_by("mafioso_model").len().rows(),
+            "detective": part.group_by("detective_model").len().rows(),
+            "villager": part.group_by("villager_model").len().rows(),
+        }
+        games_by = {role: dict(rows) for role, rows in counts.items()}
+        for i, name in enumerate(fit.mafiosos):
+            abilities.append(_ability(study, name, "deceive", "mafioso", "a", fit.a[i], se[i], games_by))
+        for j, name in enumerate(fit.detectives):
+            abilities.append(_ability(study, name, "disclose", "detective", "b", fit.b[j], se[nm + j], games_by))
+        for k, name in enumerate(fit.villagers):
+            g, s = fit.g[k], se[nm + nd + k]
+            abilities.append(
+                {
+                    "study": study,
+                    "variant": "mini-mafia",
+                    "model": name,
+                    "ability": "detect",
+                    "role": "villager",
+                    "parameter": "c",
+                    "estimate": math.exp(g),
+                    "se": math.exp(g) * s,  # delta method
+                    "ci_low": math.exp(g - Z95 * s),
+                    "ci_high": math.exp(g + Z95 * s),
+                    "n_games": games_by["villager"].get(name, 0),
+                }
+            )
+        brier_model, brier_const = (math.nan, math.nan)
+        if len(y) >= folds:
+            brier_model, brier_const = cross_validated_brier(m, d, v, y, folds=folds, ridge=ridge)
+        fits.append(
+            {
+                "study": study,
+                "variant": "mini-mafia",
+                "n_games": fit.n_games,
+                "n_cells": fit.n_cells,
+                "n_mafioso_models": len(fit.mafiosos),
+                "n_detective_models": len(fit.detectives),
+                "n_villager_models": len(fit.villagers),
+                "log_likelihood": fit.log_likelihood,
+                "converged": fit.converged,
+                "iterations": fit.iterations,
+                "ridge": ridge,
+                "cv_folds": folds,
+                "brier_model": brier_model,
+                "brier_constant": brier_const,
+                "brier_gain": brier_const - brier_model,
+                "brier_skill": 1 - brier_model / brier_const if brier_const and brier_const > 0 else math.nan,
+            }
+        )
+    return {
+        "mart_latent_abilities": pl.DataFrame(abilities, schema=LATENT_ABILITIES_SCHEMA, orient="row"),
+        "mart_latent_fit": pl.DataFrame(fits, schema=LATENT_FIT_SCHEMA, orient="row"),
+    }
+
+
+def _ability(
+    study: str, name: str, ability: str, role: str, parameter: str, est: float, se: float,
+    games_by: Mapping[str, Mapping[str, int]],
+) -> dict[str, Any]:
+    return {
+        "study": study,
+        "variant": "mini-mafia",
+        "model": name,
+        "ability": ability,
+        "role": role,
+        "parameter": parameter,
+        "estimate": float(est),
+        "se": float(se),
+        "ci_low": float(est - Z95 * se),
+        "ci_high": float(est + Z95 * se),
+        "n_games": int(games_by[role].get(name, 0)),
+    }
+
+
+# -- exact baselines ----------------------------------------------------------------------------------------------
+
+BASELINES_SCHEMA = {
+    "case": pl.Utf8,
+    "description": pl.Utf8,
+    "town_win_fraction": pl.Utf8,
+    "town_win_probability": pl.Float64,
+    "mafia_win_probability": pl.Float64,
+    "source": pl.Utf8,
+}
+
+
+def baseline_rows() -> list[dict[str, Any]]:
+    """Rows of `mafiabench.baselines.baseline_table()` when that module exists (written separately), else none.
+
+    Accepts dicts with `case` and `town_win_fraction` (optional `description`), or (case, fraction[, description])
+    tuples; a fraction may be a `Fraction`, an "a/b" string or a float.
+    """
+    try:
+        from mafiabench import baselines  # type: ignore[attr-defined]
+    except ImportError:
+        return []
+    table = getattr(baselines, "baseline_table", None)
+    if table is None:
+        return []
+    rows: list[dict[str, Any]] = []
+    for item in table():
+        if isinstance(item, Mapping):
+            case = item.get("case") or item.get("name")
+            frac = item.get("town_win_fraction", item.get("town_win"))
+            desc = item.get("description")
+        else:
+            case, frac, *rest = item
+            desc = rest[0] if rest else None
+        value = Fraction(frac) if not isinstance(frac, float) else Fraction(frac).limit_denominator(10**9)
+        rows.append(
+            {
+                "case": str(case),
+                "description": None if desc is None else str(desc),
+                "town_win_fraction": f"{value.numerator}/{value.denominator}",
+                "town_win_probability": float(value),
+                "mafia_win_probability": float(1 - value),
+                "source": "mafiabench.baselines",
+            }
+        )
+    return rows
+
+
+def baseline_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+    return {"mart_baselines": pl.DataFrame(baseline_rows(), schema=BASELINES_SCHEMA, orient="row")}
+
+
+# -- strategic consistency t-test -------------------------------------------------------------------------------
+
+CONSISTENCY_TESTS_SCHEMA = {
+    "variant": pl.Utf8,
+    "n_winners": pl.Int64,
+    "n_losers": pl.Int64,
+    "mean_jsd_winners": pl.Float64,
+    "mean_jsd_losers": pl.Float64,
+    "t_statistic": pl.Float64,
+    "p_value": pl.Float64,
+}
+
+
+def consistency_tests(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+    """Welch two-sample t-test of mean JSD (strategic consistency), winners against losers, per variant."""
+    df = con.sql("select variant, won, mean_jsd from mart_strategic_consistency where mean_jsd is not null").pl()
+    rows: list[dict[str, Any]] = []
+    for (variant,), part in df.group_by(["variant"], maintain_order=True):
+        won = part.filter(pl.col("won"))["mean_jsd"].to_numpy()
+        lost = part.filter(~pl.col("won"))["mean_jsd"].to_numpy()
+        t, p = (math.nan, math.nan)
+        if len(won) >= 2 and len(lost) >= 2:
+            res = stats.ttest_ind(won, lost, equal_var=False)
+            t, p = float(res.statistic), float(res.pvalue)
+        rows.append(
+            {
+                "variant": variant,
+                "n_winners": len(won),
+                "n_losers": len(lost),
+                "mean_jsd_winners": float(won.mean()) if len(won) else math.nan,
+                "mean_jsd_losers": float(lost.mean()) if len(lost) else math.nan,
+                "t_statistic": t,
+                "p_value": p,
+            }
+        )
+    return {"mart_consistency_tests": pl.DataFrame(rows, schema=CONSISTENCY_TESTS_SCHEMA, orient="row")}
+
+
+# -- registry -----------------------------------------------------------------------------------------------------
+
+PYTHON_MODELS: list[Model] = [
+    Model(
+        name="mart_latent",
+        layer="marts",
+        kind="python",
+        grain="mart_latent_abilities: one row per (study, model, ability); mart_latent_fit: one row per study",
+        purpose="top-down latent abilities, logit P(mafia wins) = c_k (a_i - b_j), fit by maximum likelihood with "
+        "Laplace intervals, and its 5-fold cross-validated Brier gain over a constant rate",
+        materialized="table",
+        depends_on=("fct_games",),
+        outputs=("mart_latent_abilities", "mart_latent_fit"),
+        run=latent_tables,
+    ),
+    Model(
+        name="mart_baselines",
+        layer="marts",
+        kind="python",
+        grain="one row per analytic baseline case",
+        purpose="exact win probabilities of scripted policies (mafiabench.baselines): the no-skill reference lines",
+        materialized="table",
+        outputs=("mart_baselines",),
+        run=baseline_tables,
+    ),
+    Model(
+        name="mart_consistency_tests",
+        layer="marts",
+        kind="python",
+        grain="one row per variant",
+        purpose="strategic consistency of winners against losers: Welch two-sample t-test of mean JSD",
+        materialized="table",
+        depends_on=("mart_strategic_consistency",),
+        outputs=("mart_consistency_tests",),
+        run=consistency_tests,
+    ),
+]

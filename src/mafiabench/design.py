@@ -1,0 +1,150 @@
+"""Expansion of an experiment into cells × games, each with a deterministic id and seed.
+
+The same file always gives the same ids and seeds (they depend on the experiment's name, the cell's name and the
+game's index only), which is what makes a re-run resume instead of replaying: landed ids are skipped. Adding games
+to a cell appends indices; adding a target or a background adds cells; neither renames a game already played.
+
+Cell names: explicit cells keep the user's name; design cells are `<capability>|<target>|<background>`, and a
+homogeneous cell (the target is the background's only model) is `homogeneous|<model>` whatever capabilities are
+asked, so it is played once for the three of them and extending the capability list does not rename it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from mafiabench.engine import derive_seed
+from mafiabench.experiment import BACKGROUND_ROLES, CAPABILITIES, TARGET_ROLE, Background, Experiment
+from mafiabench.runner import GameSpec
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A set of games played with the same agents and rules."""
+
+    name: str
+    agents: dict[str, str]
+    games: int
+    rules: dict[str, Any]
+    capabilities: tuple[str, ...] = ()
+    target: str | None = None
+    background: str | None = None
+
+    @property
+    def homogeneous(self) -> bool:
+        return len(set(self.agents.values())) == 1
+
+    @property
+    def key(self) -> str:
+        """Filesystem-safe and unique: a readable slug plus a short hash of the exact name."""
+        return f"{slug(self.name)}.{hashlib.sha256(self.name.encode()).hexdigest()[:6]}"
+
+
+@dataclass(frozen=True)
+class PlannedGame:
+    """One game of the plan: everything needed to play it, nothing that depends on when or where."""
+
+    game_id: str
+    cell: Cell
+    index: int
+    seed: int
+    design: dict[str, Any] = field(hash=False, compare=False)
+
+    def spec(self, experiment: Experiment, models: dict[str, Any] | None = None) -> GameSpec:
+        """The runner's input; pass `models` (from `experiment.model_settings()`) when building many."""
+        return GameSpec.build(
+            self.game_id,
+            experiment.variant,
+            self.cell.rules,
+            self.seed,
+            self.cell.agents,
+            models=models if models is not None else experiment.model_settings(),
+            prompt_version=experiment.prompt_version,
+            design=dict(self.design),
+        )
+
+
+def slug(text: str) -> str:
+    """`deceive|openai/gpt-4.1-mini|x` → `deceive_openai-gpt-4.1-mini_x`: safe in file names and URLs."""
+    out = text.replace("|", "_").replace("/", "-").replace(":", "-")
+    out = re.sub(r"[^A-Za-z0-9._-]+", "-", out).strip("-.")
+    return out[:100] or "cell"
+
+
+def _background_roles(b: str | Background) -> tuple[str, dict[str, str]]:
+    if isinstance(b, str):
+        return b, dict.fromkeys(BACKGROUND_ROLES, b)
+    return b.name, b.role_map()
+
+
+def expand_cells(exp: Experiment) -> list[Cell]:
+    """Explicit cells first, then the design's, in file order; homogeneous design cells merged."""
+    cells: list[Cell] = [
+        Cell(c.name, dict(c.agents), c.games or exp.games_per_cell, {**exp.rules, **c.rules}) for c in exp.cells
+    ]
+    if exp.design is not None:
+        d = exp.design
+        n = d.games_per_cell or exp.games_per_cell
+        caps = [c for c in CAPABILITIES if c in d.capabilities]
+        merged: dict[str, dict[str, Any]] = {}
+        for target in d.targets:
+            for b in d.backgrounds:
+                bg_name, roles = _background_roles(b)
+                for cap in caps:
+                    agents = {**roles, TARGET_ROLE[cap]: target}
+                    homogeneous = set(roles.values()) == {target}
+                    name = f"homogeneous|{target}" if homogeneous else f"{cap}|{target}|{bg_name}"
+                    entry = merged.setdefault(name, {"agents": agents, "caps": [], "target": target, "bg": bg_name})
+                    if cap not in entry["caps"]:
+                        entry["caps"].append(cap)
+        for name, e in merged.items():
+            cells.append(Cell(name, e["agents"], n, dict(exp.rules), tuple(e["caps"]), e["target"], e["bg"]))
+    names = [c.name for c in cells]
+    clash = sorted({x for x in names if names.count(x) > 1})
+    if clash:
+        from mafiabench.errors import UserError
+
+        raise UserError(f"experiment {exp.name!r}: cell names clash between [[cells]] and [design]: {clash}")
+    return cells
+
+
+def experiment_key(exp: Experiment) -> str:
+    """The experiment part of ids and seeds: the name, salted by a non-zero base seed."""
+    return exp.name if exp.seed == 0 else f"{exp.name}-s{exp.seed}"
+
+
+def game_id(exp: Experiment, cell: Cell, index: int) -> str:
+    return f"{experiment_key(exp)}.{cell.key}.{index:05d}"
+
+
+def game_seed(exp: Experiment, cell: Cell, index: int) -> int:
+    """`derive_seed(experiment, cell, index)`; a non-zero base seed salts the experiment part."""
+    return derive_seed(experiment_key(exp), cell.name, index)
+
+
+def iter_games(exp: Experiment, cells: list[Cell] | None = None) -> Iterator[PlannedGame]:
+    for cell in cells if cells is not None else expand_cells(exp):
+        for i in range(cell.games):
+            yield PlannedGame(
+                game_id=game_id(exp, cell, i),
+                cell=cell,
+                index=i,
+                seed=game_seed(exp, cell, i),
+                design={
+                    "experiment": exp.name,
+                    "cell": cell.name,
+                    "game_index": i,
+                    "capabilities": list(cell.capabilities),
+                    "target": cell.target,
+                    "background": cell.background,
+                },
+            )
+
+
+def expand(exp: Experiment) -> list[PlannedGame]:
+    """The whole plan, cell by cell, index by index."""
+    return list(iter_games(exp))

@@ -1,0 +1,289 @@
+"""The experiment file (TOML): what to play, how many times, with which models, limits and budget.
+
+An experiment is either explicit cells (who plays each role) or a Mini-Mafia *background design* (targets ×
+backgrounds × capabilities), or both. It is validated into a typed, frozen spec before anything runs, with errors
+that name the file, the field and the value. The experiment's `name` is the identity of its games: game ids and
+seeds derive from it, so renaming an experiment starts it afresh while re-running it resumes.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from mafiabench.agents.llm import ModelSettings
+from mafiabench.agents.scripted import POLICIES
+from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
+from mafiabench.config import EndpointSpec, endpoints_from, read_toml, validate
+from mafiabench.engine import VARIANTS, rules_for
+from mafiabench.prices import Price
+from mafiabench.warehouse import DEFAULT_WAREHOUSE
+
+Capability = Literal["deceive", "detect", "disclose"]
+CAPABILITIES: tuple[Capability, ...] = ("deceive", "detect", "disclose")
+# The role the target plays for each capability (metrics.md §2); the background plays the other two.
+TARGET_ROLE: dict[str, str] = {"deceive": "mafioso", "detect": "villager", "disclose": "detective"}
+BACKGROUND_ROLES = ("mafioso", "detective", "villager")
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+def check_agent_spec(spec: str) -> str:
+    """Syntax and known policy names only: keys are checked when a run starts, so `preview` needs none."""
+    provider, model = split_spec(spec)
+    if provider == "policy":
+        policy, _, arg = model.partition(":")
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {model!r}; known: {', '.join(POLICIES)}")
+        if policy == "always-accuse" and not arg:
+            raise ValueError("always-accuse needs a target, e.g. policy/always-accuse:Bob")
+    return spec
+
+
+class Background(BaseModel):
+    """A background that is not one model: a model per background role (the target's role is ignored)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="How the background is named in the warehouse and dashboards.")
+    mafioso: str = Field(description="Agent spec playing the mafioso when the target does not.")
+    detective: str = Field(description="Agent spec playing the detective when the target does not.")
+    villager: str = Field(description="Agent spec playing the villagers when the target does not.")
+
+    @field_validator("mafioso", "detective", "villager")
+    @classmethod
+    def _spec(cls, v: str) -> str:
+        return check_agent_spec(v)
+
+    def role_map(self) -> dict[str, str]:
+        return {"mafioso": self.mafioso, "detective": self.detective, "villager": self.villager}
+
+
+class DesignSpec(BaseModel):
+    """The Mini-Mafia background design: each target plays one role against each background in the other two.
+
+    A homogeneous cell (the target is the background's only model) serves all three capabilities and is played once.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    targets: list[str] = Field(min_length=1, description="Agent specs evaluated, e.g. 'openai/gpt-4.1-mini'.")
+    backgrounds: list[str | Background] = Field(
+        min_length=1,
+        description="A model spec (it plays both background roles) or a table {name, mafioso, detective, villager}.",
+    )
+    capabilities: list[Capability] = Field(
+        default_factory=lambda: list(CAPABILITIES), min_length=1, description="deceive | detect | disclose"
+    )
+    games_per_cell: int | None = Field(None, ge=1, description="Overrides the experiment's games_per_cell.")
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, v: list[str]) -> list[str]:
+        for spec in v:
+            check_agent_spec(spec)
+        if len(set(v)) != len(v):
+            raise ValueError("targets must be distinct")
+        return v
+
+    @field_validator("backgrounds")
+    @classmethod
+    def _backgrounds(cls, v: list[str | Background]) -> list[str | Background]:
+        names = [b if isinstance(b, str) else b.name for b in v]
+        for b in v:
+            if isinstance(b, str):
+                check_agent_spec(b)
+        if len(set(names)) != len(names):
+            raise ValueError("backgrounds must have distinct names")
+        return v
+
+    @field_validator("capabilities")
+    @classmethod
+    def _caps(cls, v: list[Capability]) -> list[Capability]:
+        if len(set(v)) != len(v):
+            raise ValueError("capabilities must be distinct")
+        return v
+
+
+class CellSpec(BaseModel):
+    """An explicit cell: who plays each role (by role, by player name, or `default`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Unique cell name within the experiment (part of each game's id and seed).")
+    agents: dict[str, str] = Field(description="Agent spec per role (mafioso, detective, villager), name or default.")
+    games: int | None = Field(None, ge=1, description="Games in this cell; default: the experiment's games_per_cell.")
+    rules: dict[str, Any] = Field(default_factory=dict, description="Rule options overriding the experiment's.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not v.strip() or "\n" in v:
+            raise ValueError("cell names must be non-empty single lines")
+        return v
+
+    @field_validator("agents")
+    @classmethod
+    def _agents(cls, v: dict[str, str]) -> dict[str, str]:
+        if not v:
+            raise ValueError("give at least one agent (e.g. default = 'policy/random')")
+        for spec in v.values():
+            check_agent_spec(spec)
+        return v
+
+
+class Concurrency(BaseModel):
+    """In-process limits of one run: games in flight, and model calls in flight per provider (endpoint name)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    games: int = Field(64, ge=1, le=100_000, description="Games played at the same time.")
+    default_provider: int = Field(64, ge=1, description="Calls in flight for a provider not listed in `providers`.")
+    providers: dict[str, int] = Field(
+        default_factory=dict, description="Calls in flight per provider, e.g. {openai = 32, anthropic = 8}."
+    )
+
+    @field_validator("providers")
+    @classmethod
+    def _positive(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = {k: n for k, n in v.items() if n < 1}
+        if bad:
+            raise ValueError(f"limits must be at least 1, got {bad}")
+        return v
+
+
+class Budget(BaseModel):
+    """A cap on what the experiment spends, counting every landed game of it (earlier runs included).
+
+    The guard stops *starting* games once the cap is reached; games already in flight finish, so the overshoot is
+    at most about one game per concurrent slot.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_tokens: int | None = Field(None, ge=0, description="Input + output tokens over all calls.")
+    max_usd: float | None = Field(None, ge=0, description="Money from the price table.")
+
+    @property
+    def active(self) -> bool:
+        return self.max_tokens is not None or self.max_usd is not None
+
+
+class Experiment(BaseModel):
+    """A study: cells × games, with the settings to play them and the limits to respect."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Identity of the experiment's games (letters, digits, '.', '_', '-').")
+    description: str = Field("", description="Free text shown in the run summary.")
+    variant: str = Field("mini-mafia", description="mini-mafia | classic")
+    rules: dict[str, Any] = Field(default_factory=dict, description="Rule options of the variant (see the engine).")
+    prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
+    seed: int = Field(0, ge=0, description="Base seed; 0 keeps the seeds derived from (name, cell, index) alone.")
+    games_per_cell: int = Field(10, ge=1, description="Games per cell unless a cell or the design says otherwise.")
+    cells: list[CellSpec] = Field(default_factory=list, description="Explicit cells (seat assignments).")
+    design: DesignSpec | None = Field(None, description="A Mini-Mafia background design.")
+    models: dict[str, ModelSettings] = Field(
+        default_factory=dict, description="Settings per agent spec; the key 'default' applies to the others."
+    )
+    endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra or overriding endpoints.")
+    concurrency: Concurrency = Field(default_factory=Concurrency, description="In-process concurrency limits.")
+    budget: Budget = Field(default_factory=Budget, description="Spending cap (tokens and/or USD).")
+    prices: dict[str, Price] = Field(default_factory=dict, description="Price rows added to or overriding the table.")
+    warehouse: str = Field(str(DEFAULT_WAREHOUSE), description="DuckDB file (relative to the working directory).")
+    shard_size: int = Field(50, ge=1, le=100_000, description="Games per orchestration task (a Prefect task run).")
+    cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("must be 1-80 letters, digits, '.', '_' or '-', starting with a letter or digit")
+        return v
+
+    @field_validator("variant")
+    @classmethod
+    def _variant(cls, v: str) -> str:
+        if v not in VARIANTS:
+            raise ValueError(f"unknown variant; known: {', '.join(VARIANTS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _check(self) -> Experiment:
+        if not self.cells and self.design is None:
+            raise ValueError("give [[cells]] (explicit seat assignments) or a [design] (targets × backgrounds)")
+        if self.design is not None and self.variant != "mini-mafia":
+            raise ValueError("a background [design] needs variant = 'mini-mafia' (its roles are fixed)")
+        _check_rules(self.variant, self.rules, "rules")
+        names = [c.name for c in self.cells]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"cell names must be unique; repeated: {dupes}")
+        for c in self.cells:
+            _check_rules(self.variant, {**self.rules, **c.rules}, f"cells[{c.name}].rules")
+        try:
+            endpoints = self.endpoint_configs()
+        except Exception as exc:  # a ConfigError naming the endpoint
+            raise ValueError(str(exc)) from None
+        known = {**BUILTIN_ENDPOINTS, **endpoints}
+        for spec in self.agent_specs():
+            provider, _ = split_spec(spec)
+            if provider != "policy" and provider != "human" and provider not in known:
+                raise ValueError(
+                    f"agent {spec!r}: unknown provider {provider!r}; known: {', '.join(sorted(known))} "
+                    "(add it under [endpoints])"
+                )
+        return self
+
+    # -- derived ------------------------------------------------------------------------------------------------
+    def endpoint_configs(self) -> dict[str, EndpointConfig]:
+        return endpoints_from(self.endpoints)
+
+    def agent_specs(self) -> list[str]:
+        """Every agent spec the experiment uses, in first-seen order."""
+        seen: dict[str, None] = {}
+        for c in self.cells:
+            for s in c.agents.values():
+                seen.setdefault(s, None)
+        if self.design is not None:
+            for s in self.design.targets:
+                seen.setdefault(s, None)
+            for b in self.design.backgrounds:
+                for s in [b] if isinstance(b, str) else b.role_map().values():
+                    seen.setdefault(s, None)
+        return list(seen)
+
+    def model_settings(self) -> dict[str, ModelSettings]:
+        """Settings per model spec used, with `default` filled in for those not listed."""
+        default = self.models.get("default")
+        out = {k: v for k, v in self.models.items() if k != "default"}
+        if default is not None:
+            for spec in self.agent_specs():
+                if not spec.startswith("policy/"):
+                    out.setdefault(spec, default)
+        return out
+
+    def warehouse_path(self, override: str | Path | None = None) -> Path:
+        return Path(override) if override is not None else Path(self.warehouse)
+
+
+def _check_rules(variant: str, rules: dict[str, Any], where: str) -> None:
+    try:
+        rules_for(variant, rules)
+    except ValidationError as exc:
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"{where}: {detail}") from None
+
+
+def load_experiment(path: str | Path) -> Experiment:
+    """Read and validate an experiment file; a `UserError` names the file, the field and the value."""
+    path = Path(path)
+    return validate(Experiment, read_toml(path), str(path))
+
+
+def parse_experiment(data: dict[str, Any], source: str = "<experiment>") -> Experiment:
+    """Validate an experiment given as a dict (tests, programmatic studies)."""
+    return validate(Experiment, data, source)

@@ -1,0 +1,316 @@
+"""Human games of Ibraheem, Zhou & DeNero (NAACL 2022), a Dallinger export → `async` game records.
+
+One folder per game (`node.csv`, `info.csv`, `network.csv`). The export's quirks, and what is done about each:
+rows are not in time order (sorted by time, then id); games start at night and the mafia's night chat sits in the
+same table, so the phase is tracked from the phase-change rows, and repeated phase-change rows collapse into one;
+`failed` on a message marks an author eliminated later, so it filters nothing; eliminations come from each node's
+death time (the `Victim - X` suffix of phase-change rows is sometimes stale), matched to the phase change it
+caused; a failed node with a death time is a participant who dropped out; phases may end with no votes and no
+elimination; the winner may be missing; a few games have 5 players and 1 mafioso.
+
+Validity follows the study that compared humans to LLMs: a game is valid when no technical failure happened, a
+winner was recorded and every phase was played with votes cast.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from mafiabench.engine.core import ROLE_TEAM
+from mafiabench.errors import UserError
+from mafiabench.importers.common import (
+    AsyncPhase,
+    EventLog,
+    ImportedGame,
+    Item,
+    UnreadableGame,
+    async_outcome,
+    build_async_log,
+    folder_files,
+    game_end,
+    make_game_id,
+    number_phases,
+    relative_name,
+    setup_events,
+    sha256_chunks,
+    source_base,
+    strip_speaker_prefix,
+    validity,
+)
+from mafiabench.record import GameRecord, PlayerRecord, Provenance, git_commit
+
+SOURCE = "ibraheem2022-human"
+VARIANT = "async"
+FILES = ("node.csv", "info.csv", "network.csv")
+ROLE_OF_TYPE = {"mafioso": "mafioso", "bystander": "bystander"}
+_PHASE_CHANGE = re.compile(r"^Phase Change to (?P<kind>Daytime|Nighttime)(?::\s*Victim - (?P<victim>.*))?\s*$")
+_TRUE = {"true", "t", "1", "yes", "y"}
+_FALSE = {"false", "f", "0", "no", "n", ""}
+DEATH_MATCH_SECONDS = 10.0
+
+
+class FormatProblem(ValueError):
+    """The folder cannot become a record; the message names the file, row, field and value."""
+
+
+def _bool(value: str | None, where: str) -> bool:
+    v = (value or "").strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise FormatProblem(f"{where}: expected a boolean, got {value!r}")
+
+
+def _time(value: str | None, where: str) -> datetime | None:
+    v = (value or "").strip()
+    if not v:
+        return None
+    try:
+        t = datetime.fromisoformat(v)
+    except ValueError as exc:
+        raise FormatProblem(f"{where}: expected a timestamp, got {value!r}") from exc
+    return t.replace(tzinfo=None) if t.tzinfo else t
+
+
+def _rows(folder: Path, name: str, rel: str, required: tuple[str, ...]) -> list[dict[str, str]]:
+    try:
+        text = (folder / name).read_bytes().decode("utf-8-sig")
+    except OSError as exc:
+        raise FormatProblem(f"{rel}/{name}: cannot read ({exc.strerror or exc})") from exc
+    except UnicodeDecodeError as exc:
+        raise FormatProblem(f"{rel}/{name}: not UTF-8 ({exc})") from exc
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in required if c not in (reader.fieldnames or [])]
+    if missing:
+        raise FormatProblem(f"{rel}/{name}: column(s) {missing} missing (header: {reader.fieldnames})")
+    return list(reader)
+
+
+@dataclass
+class _Node:
+    id: str
+    name: str
+    role: str
+    alive: bool
+    death: datetime | None
+    failed: bool
+    failed_at: datetime | None
+
+
+def _nodes(folder: Path, rel: str) -> list[_Node]:
+    nodes = []
+    for row in _rows(folder, "node.csv", rel, ("id", "property1", "property2", "property3", "type")):
+        where = f"{rel}/node.csv row id={row.get('id')}"
+        kind = (row.get("type") or "").strip()
+        if kind == "source":
+            continue
+        if kind not in ROLE_OF_TYPE:
+            raise FormatProblem(f"{where}: field type must be source, mafioso or bystander, got {kind!r}")
+        name = (row.get("property1") or "").strip()
+        if not name:
+            raise FormatProblem(f"{where}: field property1 (the player's name) is empty")
+        alive = _bool(row.get("property2"), f"{where}: field property2") if (row.get("property2") or "").strip() \
+            else True
+        nodes.append(_Node(
+            id=str(row["id"]).strip(),
+            name=name,
+            role=ROLE_OF_TYPE[kind],
+            alive=alive,
+            death=_time(row.get("property3"), f"{where}: field property3"),
+            failed=_bool(row.get("failed"), f"{where}: field failed"),
+            failed_at=_time(row.get("time_of_death"), f"{where}: field time_of_death"),
+        ))
+    nodes.sort(key=lambda n: (int(n.id) if n.id.isdigit() else 0, n.id))
+    if not nodes:
+        raise FormatProblem(f"{rel}/node.csv: no players (every row is the source node)")
+    names = [n.name for n in nodes]
+    if len(set(names)) != len(names):
+        raise FormatProblem(f"{rel}/node.csv: duplicate player names {sorted(n for n in names if names.count(n) > 1)}")
+    return nodes
+
+
+def _winner(folder: Path, rel: str) -> tuple[str | None, list[str]]:
+    if not (folder / "network.csv").exists():
+        return None, ["network.csv is missing"]
+    rows = _rows(folder, "network.csv", rel, ("property2",))
+    raw = (rows[0].get("property2") or "").strip().lower() if rows else ""
+    if raw in ("", "none", "null"):
+        return None, []
+    if raw in ("mafia", "mafioso", "mafiosi"):
+        return "mafia", []
+    if raw in ("bystanders", "bystander", "town"):
+        return "town", []
+    raise FormatProblem(f"{rel}/network.csv: field property2 must be mafia or bystanders, got {raw!r}")
+
+
+def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
+    nodes = _nodes(folder, rel)
+    recorded, notes = _winner(folder, rel)
+    name_of = {n.id: n.name for n in nodes}
+    names = [n.name for n in nodes]
+    rows = []
+    for row in _rows(folder, "info.csv", rel, ("id", "creation_time", "type", "origin_id", "contents")):
+        where = f"{rel}/info.csv row id={row.get('id')}"
+        t = _time(row.get("creation_time"), f"{where}: field creation_time")
+        if t is None:
+            raise FormatProblem(f"{where}: field creation_time is empty")
+        rid = (row.get("id") or "").strip()
+        rows.append((t, int(rid) if rid.isdigit() else 0, row))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    problems = list(notes)
+    if not rows:
+        raise FormatProblem(f"{rel}/info.csv: no rows")
+    start = rows[0][0]
+
+    def secs(t: datetime) -> float:
+        return (t - start).total_seconds()
+
+    # Phases from the phase-change rows (games start at night; repeats of the current phase collapse).
+    kinds = ["night"]
+    starts = [start]
+    texts: list[str | None] = [None]
+    for t, _, row in rows:
+        if (row.get("type") or "").strip() != "info":
+            continue
+        m = _PHASE_CHANGE.match((row.get("contents") or "").strip())
+        if m is None:
+            continue
+        kind = "day" if m["kind"] == "Daytime" else "night"
+        if kind == kinds[-1]:
+            continue
+        kinds.append(kind)
+        starts.append(t)
+        texts.append((row.get("contents") or "").strip())
+    rounds = number_phases(kinds)
+    phases = [AsyncPhase(kind=k, round=r, t=secs(s), data={"source_text": x} if x else {})
+              for k, r, s, x in zip(kinds, rounds, starts, texts, strict=True)]
+
+    def phase_at(t: datetime) -> AsyncPhase:
+        i = max(j for j, s in enumerate(starts) if s <= t) if t >= starts[0] else 0
+        return phases[i]
+
+    seq = 0
+    for t, rid, row in rows:
+        seq += 1
+        kind = (row.get("type") or "").strip()
+        contents = row.get("contents") or ""
+        ph = phase_at(t)
+        data: dict[str, Any] = {"time": row.get("creation_time", "").strip()}
+        if kind == "info":
+            if _PHASE_CHANGE.match(contents.strip()):
+                continue
+            ph.items.append(Item(secs(t), 0, seq, "info", text=contents, data=data))
+            continue
+        origin = (row.get("origin_id") or "").strip()
+        speaker = name_of.get(origin) or next((n for n in names if contents.startswith(n + ": ")), None)
+        if speaker is None or kind not in ("text", "vote"):
+            problems.append(f"info.csv row id={rid}: {kind} from unknown origin {origin!r}: {contents!r:.80}")
+            ph.items.append(Item(secs(t), 1, seq, "info", text=contents, data={**data, "unattributed": True}))
+            continue
+        body = strip_speaker_prefix(contents, speaker)
+        vis = "team:mafia" if ph.kind == "night" else "public"
+        if kind == "text":
+            ph.items.append(Item(secs(t), 1, seq, "message", actor=speaker, text=body, visibility=vis, data=data))
+        else:
+            target = body.strip()
+            if target not in names:
+                problems.append(f"info.csv row id={rid}: {speaker} voted for an unknown player {target!r}")
+            ph.items.append(Item(secs(t), 1, seq, "vote", actor=speaker, target=target, visibility=vis, data=data))
+
+    # Eliminations from node death times, each matched to the phase change it caused; dropouts from failed nodes.
+    ended: dict[int, str] = {}
+    for n in sorted((n for n in nodes if n.death is not None), key=lambda n: n.death or start):
+        assert n.death is not None
+        near = [(abs((starts[i] - n.death).total_seconds()), i) for i in range(1, len(starts))]
+        near = [c for c in near if c[0] <= DEATH_MATCH_SECONDS]
+        index = min(near)[1] - 1 if near else phases.index(phase_at(n.death))
+        if index in ended:
+            problems.append(f"{n.name} and {ended[index]} both eliminated in {phases[index].kind} "
+                            f"{phases[index].round}")
+        ended[index] = n.name
+        t_end = max(secs(n.death), phases[index].t)
+        phases[index].items.append(Item(t_end, 2, seq + 1, "elimination", target=n.name,
+                                        data={"time": n.death.isoformat(sep=" ")}))
+    for n in nodes:
+        if not n.alive and n.death is None:
+            problems.append(f"{n.name} is marked not alive but has no elimination time")
+        if n.failed and n.failed_at is None:
+            problems.append(f"{n.name}'s node failed (dropped out) at an unknown time")
+        if n.failed and n.failed_at is not None and (n.death is None or n.failed_at < n.death):
+            problems.append(f"{n.name} dropped out of the game")
+            phase_at(n.failed_at).items.append(Item(secs(n.failed_at), 1, seq + 2, "dropout", actor=n.name,
+                                                    data={"time": n.failed_at.isoformat(sep=" ")}))
+
+    players = [(n.name, n.role) for n in nodes]
+    n_mafia = sum(1 for _, r in players if r == "mafioso")
+    log = EventLog()
+    setup_events(log, VARIANT, players, {"mafioso": n_mafia, "bystander": len(players) - n_mafia},
+                 lambda r: ROLE_TEAM.get(r, "town"))
+    summary = build_async_log(log, players, phases, lambda r: ROLE_TEAM.get(r, "town"))
+    problems += summary.problems
+    if recorded is not None and summary.game_over_winner not in (None, recorded):
+        problems.append(f"recorded winner {recorded} but the players left say {summary.game_over_winner}")
+    outcome = async_outcome(recorded, summary)
+    game_end(log, outcome, players)
+
+    reasons = []
+    if problems:
+        reasons.append("technical failure")
+    if recorded is None:
+        reasons.append("no winner recorded")
+    if summary.phases_without_votes:
+        reasons.append("no votes cast")
+    details = problems + [f"no votes cast in {p}" for p in summary.phases_without_votes]
+    n = len(players)
+    return GameRecord(
+        game_id=make_game_id(SOURCE, folder.name.removesuffix("-data")),
+        variant=VARIANT,
+        seed=None,
+        rules={"n_players": n, "n_mafia": n_mafia, "start": "night", "night_chat": True, "reveal_role": True},
+        players=[PlayerRecord(seat=i, name=name, role=role, agent="human/participant", model="human")
+                 for i, (name, role) in enumerate(players)],
+        events=log.events,
+        outcome=outcome,
+        design={"experiment": SOURCE, "cell": f"n_players={n};n_mafia={n_mafia}", "game_index": None,
+                "capabilities": [], "target": None, "background": "human"},
+        provenance=Provenance(git_commit=git_commit(), source=SOURCE, source_file=rel, source_sha256=sha),
+        validity=validity(reasons, details or None),
+    )
+
+
+def _is_game(folder: Path) -> bool:
+    return (folder / "info.csv").exists() or (folder / "node.csv").exists()
+
+
+def read_dallinger(path: Path | str) -> Iterator[ImportedGame]:
+    """Every game folder under `path` (a folder of game folders, or one game folder)."""
+    root = Path(path)
+    if _is_game(root):
+        folders, base = [root], source_base(root, root_is_unit=True)
+    else:
+        folders = sorted({p.parent for name in ("info.csv", "node.csv") for p in root.rglob(name)})
+        base = root
+    if not folders:
+        raise UserError(f"{root}: no Dallinger game folder found (expected folders holding node.csv, info.csv "
+                        "and network.csv)")
+    for folder in folders:
+        rel = relative_name(folder, base)
+        missing = [f for f in ("node.csv", "info.csv") if not (folder / f).exists()]
+        if missing:
+            yield UnreadableGame(SOURCE, rel, f"{rel}: {', '.join(missing)} missing")
+            continue
+        try:
+            sha = sha256_chunks(p.read_bytes() for p in folder_files(folder))
+            yield build_record(folder, rel, sha)
+        except FormatProblem as exc:
+            yield UnreadableGame(SOURCE, rel, str(exc))
+        except OSError as exc:
+            yield UnreadableGame(SOURCE, rel, f"{rel}: cannot read ({exc})")

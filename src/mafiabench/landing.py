@@ -1,0 +1,214 @@
+"""Landing: the raw folder of game records, loading it into DuckDB, the run ledger, and the warehouse lock.
+
+Each finished game is written once, atomically, as `<warehouse dir>/raw/<experiment>/<game_id>.json` by whoever
+played it; only the run's one writer loads those records into DuckDB (`warehouse.load_records`, idempotent by game
+id). The raw folder is the source of truth between the two: after a crash, files that reached it but not the
+warehouse are loaded on the next run instead of being replayed. A run holds an exclusive advisory lock on
+`<warehouse>.lock` for its whole length, so a second run gets a clear error instead of a corrupted file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import socket
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from mafiabench.errors import UserError
+from mafiabench.record import GameRecord, write_record_atomic
+from mafiabench.warehouse import LoadResult, load_records
+
+RAW_RUNS_COLUMNS = """
+    run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,
+    started_at TIMESTAMP, finished_at TIMESTAMP, wall_s DOUBLE, games_planned INTEGER, games_already_landed INTEGER,
+    games_loaded_from_raw INTEGER, games_to_play INTEGER, games_played INTEGER, games_done INTEGER,
+    games_failed INTEGER, games_not_started INTEGER, budget_stopped BOOLEAN, calls BIGINT, failed_calls BIGINT,
+    format_failures BIGINT, input_tokens BIGINT, output_tokens BIGINT, cached_tokens BIGINT, cost_usd DOUBLE,
+    unpriced_models VARCHAR[], price_version VARCHAR, games_concurrency DOUBLE, calls_concurrency DOUBLE,
+    shard_errors INTEGER, summary_json VARCHAR"""
+
+TMP_PREFIX = ".tmp-"
+
+
+class WarehouseLockedError(UserError):
+    """Another run holds the warehouse."""
+
+
+# -- the lock ---------------------------------------------------------------------------------------------------
+
+
+def lock_path(warehouse: Path) -> Path:
+    return warehouse.with_name(warehouse.name + ".lock")
+
+
+@contextlib.contextmanager
+def warehouse_lock(warehouse: Path, *, what: str = "run") -> Iterator[Path]:
+    """Hold `<warehouse>.lock` exclusively (fcntl.flock, released by the kernel even on kill -9).
+
+    The file's content names the holder (pid, host, start time, what), for the error the next run prints.
+    """
+    path = lock_path(warehouse)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            raise WarehouseLockedError(
+                f"warehouse {warehouse} is in use by another run ({holder}); wait for it to finish or stop it. "
+                f"Lock file: {path}"
+            ) from None
+        info = {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "what": what,
+        }
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        try:
+            yield path
+        finally:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        raw = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+        info = json.loads(raw)
+        return f"pid {info.get('pid')} on {info.get('host')}, {info.get('what')} since {info.get('since')}"
+    except (OSError, ValueError):
+        return "holder unknown"
+
+
+# -- the raw folder ---------------------------------------------------------------------------------------------
+
+
+def raw_dir(warehouse: Path, experiment: str) -> Path:
+    return warehouse.parent / "raw" / experiment
+
+
+def raw_path(folder: Path, game_id: str) -> Path:
+    return folder / f"{game_id}.json"
+
+
+def write_raw(record: GameRecord, folder: Path) -> Path:
+    """Write the record once, atomically (a crash leaves either the whole file or none)."""
+    path = raw_path(folder, record.game_id)
+    write_record_atomic(record, path)
+    return path
+
+
+def remove_partial(folder: Path) -> int:
+    """Delete temp files a killed writer left behind (call only while holding the warehouse lock)."""
+    n = 0
+    if folder.is_dir():
+        for p in folder.glob(f"{TMP_PREFIX}*"):
+            p.unlink(missing_ok=True)
+            n += 1
+    return n
+
+
+def raw_files(folder: Path) -> dict[str, Path]:
+    """Game id → landed file, temp files excluded."""
+    if not folder.is_dir():
+        return {}
+    return {p.name[: -len(".json")]: p for p in folder.glob("*.json") if not p.name.startswith(TMP_PREFIX)}
+
+
+def read_raw(path: Path) -> GameRecord:
+    return GameRecord.from_json(path.read_text(encoding="utf-8"))
+
+
+# -- loading ----------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class LandingState:
+    """What the warehouse already holds for a set of game ids."""
+
+    finished: set[str]  # landed, not failed: never replayed
+    failed: set[str]  # landed as failed: replayed by a later run
+
+
+def landing_state(con: duckdb.DuckDBPyConnection, ids: Iterable[str] | None = None) -> LandingState:
+    if ids is None:
+        rows = con.execute("select game_id, status from raw_games").fetchall()
+    else:
+        rows = con.execute(
+            "select game_id, status from raw_games where game_id in (select unnest($ids))", {"ids": list(ids)}
+        ).fetchall()
+    return LandingState({g for g, s in rows if s != "failed"}, {g for g, s in rows if s == "failed"})
+
+
+def land(con: duckdb.DuckDBPyConnection, records: Iterable[GameRecord]) -> LoadResult:
+    """Load records (one transaction; a landed finished game is never duplicated or downgraded)."""
+    return load_records(con, records)
+
+
+def land_files(con: duckdb.DuckDBPyConnection, paths: Iterable[Path], *, batch: int = 500) -> LoadResult:
+    """Load raw files in batches (bounded memory for large backlogs). Unreadable files raise: they are a bug,
+    since files are only ever renamed into place whole."""
+    total = LoadResult()
+    chunk: list[GameRecord] = []
+
+    def flush() -> None:
+        r = load_records(con, chunk)
+        total.inserted += r.inserted
+        total.replaced += r.replaced
+        total.skipped += r.skipped
+        chunk.clear()
+
+    for p in paths:
+        chunk.append(read_raw(p))
+        if len(chunk) >= batch:
+            flush()
+    if chunk:
+        flush()
+    return total
+
+
+# -- the run ledger ---------------------------------------------------------------------------------------------
+
+
+def ensure_runs_table(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"create table if not exists raw_runs ({RAW_RUNS_COLUMNS})")
+
+
+def record_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
+    """Insert or replace one run's row (a run is recorded when it starts and again when it ends)."""
+    ensure_runs_table(con)
+    cols = [c.split()[0] for c in RAW_RUNS_COLUMNS.split(",") if c.strip()]
+    values = {c: row.get(c) for c in cols}
+    con.execute("delete from raw_runs where run_id = $run_id", {"run_id": values["run_id"]})
+    con.execute(
+        f"insert into raw_runs ({', '.join(cols)}) values ({', '.join('$' + c for c in cols)})",
+        values,
+    )
+
+
+def usage_by_model(con: duckdb.DuckDBPyConnection, experiment: str) -> list[tuple[str, str, int, int, int, int]]:
+    """(provider, model, calls, input, output, cached tokens) landed so far for an experiment: what its budget has
+    already consumed."""
+    rows = con.execute(
+        """select c.provider, c.model, count(*), coalesce(sum(c.input_tokens), 0),
+                  coalesce(sum(c.output_tokens), 0), coalesce(sum(c.cached_tokens), 0)
+           from raw_model_calls c join raw_games g using (game_id)
+           where g.experiment = $e
+           group by all order by all""",
+        {"e": experiment},
+    ).fetchall()
+    return [(str(p), str(m), int(n), int(i), int(o), int(c)) for p, m, n, i, o, c in rows]

@@ -1,0 +1,366 @@
+"""The data-quality gate: Great Expectations suites on raw tables and marts, plus the `sql/tests/assert_*.sql` rules.
+
+GX 1.24 cannot validate DuckDB through SQLAlchemy (every expectation fails upstream), so each suite pulls a DataFrame
+with `con.sql(...).df()` and validates it through an ephemeral context (no files, no network). Checks that need
+the event order (a vote by a player already dead) are computed in SQL first (`int_game_checks`, `int_votes`) and
+the suite expects zero violations. Every expectation's outcome is stored in `validation_results`; any failure
+fails the build, which then is not published (`transform.gate_passed`).
+
+`import great_expectations` costs about 3 s, so it happens inside `run_suites` only.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from mafiabench.errors import UserError
+
+SAMPLE_ROWS = 5
+
+VALIDATION_RESULTS_SCHEMA = """
+    build_id VARCHAR, suite VARCHAR, expectation VARCHAR, rule VARCHAR, kwargs_json VARCHAR, success BOOLEAN,
+    element_count BIGINT, unexpected_count BIGINT, failing_rows_json VARCHAR, run_at TIMESTAMP"""
+
+
+@dataclass
+class ExpectationResult:
+    suite: str
+    expectation: str  # GX expectation type, or the assert file's name
+    rule: str  # what the expectation means, in words
+    kwargs: dict[str, Any]
+    success: bool
+    element_count: int
+    unexpected_count: int
+    failing_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def describe(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        return f"{self.rule} [{self.suite}: {self.expectation}({args})]"
+
+
+class QualityGateError(UserError):
+    """The gate failed; the message names every failing expectation and shows failing rows."""
+
+    def __init__(self, message: str, *, result: Any = None) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass(frozen=True)
+class Check:
+    """One expectation of a suite: a GX expectation class name, its kwargs, and the rule it enforces."""
+
+    expectation: str
+    kwargs: dict[str, Any]
+    rule: str
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A DataFrame pulled by `query` and the expectations it must meet. `when` skips a suite whose table is empty
+    of the relevant rows (no beliefs landed, say) without failing."""
+
+    name: str
+    query: str
+    checks: tuple[Check, ...]
+
+
+def _in(column: str, values: Sequence[Any], rule: str) -> Check:
+    return Check("ExpectColumnValuesToBeInSet", {"column": column, "value_set": list(values)}, rule)
+
+
+def _zero(column: str, rule: str) -> Check:
+    return Check("ExpectColumnValuesToBeBetween", {"column": column, "min_value": 0, "max_value": 0}, rule)
+
+
+def _unit(column: str, rule: str) -> Check:
+    return Check("ExpectColumnValuesToBeBetween", {"column": column, "min_value": 0.0, "max_value": 1.0}, rule)
+
+
+def _not_null(column: str, rule: str) -> Check:
+    return Check("ExpectColumnValuesToNotBeNull", {"column": column}, rule)
+
+
+def _no_rows(rule: str) -> Check:
+    return Check("ExpectTableRowCountToEqual", {"value": 0}, rule)
+
+
+SUITES: tuple[Suite, ...] = (
+    Suite(
+        "raw_games",
+        "select game_id, variant, status, winner, valid from raw_games",
+        (
+            Check("ExpectColumnValuesToBeUnique", {"column": "game_id"}, "no duplicate game ids"),
+            _not_null("game_id", "every game has an id"),
+            _in("status", ["finished", "unfinished", "failed"], "game status is known"),
+            _in("winner", ["mafia", "town"], "a winner is mafia or town"),
+        ),
+    ),
+    Suite(
+        "raw_players",
+        "select game_id, seat, name, role, model from raw_players",
+        (
+            Check(
+                "ExpectCompoundColumnsToBeUnique",
+                {"column_list": ["game_id", "seat"]},
+                "no duplicate game ids (a game's seats are landed once)",
+            ),
+            _not_null("model", "no empty model names"),
+            Check("ExpectColumnValuesToNotMatchRegex", {"column": "model", "regex": r"^\s*$"}, "no empty model names"),
+            _in("role", ["mafioso", "detective", "villager", "bystander", "doctor"], "roles are known"),
+        ),
+    ),
+    Suite(
+        "game_checks",
+        "select * from int_game_checks",
+        (
+            _in("one_winner_ok", [True], "one winner per finished game"),
+            _zero("seq_defects", "event seq contiguous per game"),
+            _in(
+                "composition_ok",
+                [True],
+                "mini-mafia games have four players: 1 mafioso, 1 detective, 2 villagers",
+            ),
+            _zero("n_invalid_votes", "votes only by active players for other active players"),
+            _zero("duplicate_names", "player names unique within a game"),
+            _zero("n_empty_models", "no empty model names"),
+        ),
+    ),
+    Suite(
+        "vote_violations",
+        """select game_id, seq, vote_kind, voter, target, voter_active, target_active, is_self_vote
+           from int_votes where not voter_active or not target_active or is_self_vote""",
+        (_no_rows("votes only by active players for other active players"),),
+    ),
+    Suite(
+        "beliefs",
+        "select game_id, seq, player, candidate, probability from raw_beliefs",
+        (
+            _not_null("probability", "belief probabilities valid"),
+            _unit("probability", "belief probabilities valid"),
+        ),
+    ),
+    Suite(
+        "belief_sums",
+        "select game_id, seq, player, sum(probability) as total from raw_beliefs group by game_id, seq, player",
+        (
+            Check(
+                "ExpectColumnValuesToBeBetween",
+                {"column": "total", "min_value": 1 - 1e-6, "max_value": 1 + 1e-6},
+                "belief probabilities valid (each distribution sums to 1)",
+            ),
+        ),
+    ),
+    Suite(
+        "mart_rates",
+        """select 'mart_win_rates' as mart, variant || '/' || dimension || '=' || value as grp, team as subject,
+                  rate, laplace_mean, wilson_low, wilson_high
+           from mart_win_rates
+           union all
+           select 'mart_capability_win_rates', study || '/' || background, capability || ':' || target_model,
+                  rate, laplace_mean, wilson_low, wilson_high
+           from mart_capability_win_rates""",
+        (
+            _unit("rate", "rates within [0, 1]"),
+            _unit("laplace_mean", "rates within [0, 1]"),
+            _unit("wilson_low", "rates within [0, 1]"),
+            _unit("wilson_high", "rates within [0, 1]"),
+        ),
+    ),
+    Suite(
+        "homogeneous_cells",
+        """select study, target_model, background,
+                  max(laplace_mean) filter (where capability = 'deceive')
+                    + max(laplace_mean) filter (where capability = 'detect') as deceive_plus_detect,
+                  max(laplace_mean) filter (where capability = 'detect')
+                    - max(laplace_mean) filter (where capability = 'disclose') as detect_minus_disclose
+           from mart_capability_win_rates where is_homogeneous
+           group by study, target_model, background""",
+        (
+            Check(
+                "ExpectColumnValuesToBeBetween",
+                {"column": "deceive_plus_detect", "min_value": 1 - 1e-9, "max_value": 1 + 1e-9},
+                "homogeneous cells: deceive + detect = 1",
+            ),
+            Check(
+                "ExpectColumnValuesToBeBetween",
+                {"column": "detect_minus_disclose", "min_value": -1e-9, "max_value": 1e-9},
+                "homogeneous cells: detect = disclose",
+            ),
+            _not_null("deceive_plus_detect", "homogeneous cells appear in every capability"),
+            _not_null("detect_minus_disclose", "homogeneous cells appear in every capability"),
+        ),
+    ),
+    Suite(
+        "dim_models",
+        "select model, n_games from dim_models",
+        (
+            _not_null("model", "no empty model names"),
+            Check("ExpectColumnValuesToNotMatchRegex", {"column": "model", "regex": r"^\s*$"}, "no empty model names"),
+        ),
+    ),
+)
+
+
+# -- running -----------------------------------------------------------------------------------------------------
+
+
+def _json_safe(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if hasattr(value, "item"):  # numpy scalars
+        return _json_safe(value.item())
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return str(value)
+
+
+def _rows(df: Any, index: Sequence[Any] | None = None, limit: int = SAMPLE_ROWS) -> list[dict[str, Any]]:
+    part = df.loc[list(index)[:limit]] if index is not None else df.head(limit)
+    return [{k: _json_safe(v) for k, v in rec.items()} for rec in part.to_dict(orient="records")]
+
+
+class _Validator:
+    """An ephemeral GX context with one pandas datasource; one asset per suite."""
+
+    def __init__(self) -> None:
+        os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+        import great_expectations as gx
+        from great_expectations.data_context.types.base import ProgressBarsConfig
+
+        self.gx = gx
+        self.context = gx.get_context(mode="ephemeral")
+        self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
+        self.source = self.context.data_sources.add_pandas("mafiabench")
+
+    def validate(self, suite: Suite, df: Any) -> list[ExpectationResult]:
+        gx = self.gx
+        asset = self.source.add_dataframe_asset(name=suite.name)
+        batch = asset.add_batch_definition_whole_dataframe(f"{suite.name}_all").get_batch(
+            batch_parameters={"dataframe": df}
+        )
+        # GX reorders results (by column); `meta.check` ties each result back to its check.
+        expectations = [
+            getattr(gx.expectations, c.expectation)(**c.kwargs, meta={"check": i}) for i, c in enumerate(suite.checks)
+        ]
+        gx_suite = gx.ExpectationSuite(name=suite.name, expectations=expectations)
+        report = batch.validate(
+            gx_suite, result_format={"result_format": "SUMMARY", "partial_unexpected_count": SAMPLE_ROWS}
+        )
+        out: list[ExpectationResult] = []
+        for res in sorted(report.results, key=lambda r: int((r.expectation_config.meta or {})["check"])):
+            check = suite.checks[int(res.expectation_config.meta["check"])]
+            info = res.result or {}
+            if check.expectation == "ExpectTableRowCountToEqual":
+                unexpected = len(df) if not res.success else 0
+                sample = _rows(df) if not res.success else []
+            else:
+                unexpected = int(info.get("unexpected_count") or 0)
+                idx = info.get("partial_unexpected_index_list") or []
+                sample = _rows(df, idx) if idx else []
+            if res.exception_info and res.exception_info.get("raised_exception"):
+                unexpected = unexpected or -1
+                sample = [{"exception": str(res.exception_info.get("exception_message"))}]
+            out.append(
+                ExpectationResult(
+                    suite=suite.name,
+                    expectation=res.expectation_config.type,
+                    rule=check.rule,
+                    kwargs=dict(check.kwargs),
+                    success=bool(res.success),
+                    element_count=len(df),
+                    unexpected_count=unexpected,
+                    failing_rows=sample,
+                )
+            )
+        return out
+
+
+def run_assert_files(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> list[ExpectationResult]:
+    """Each `sql/tests/assert_*.sql` returns the rows that break its rule: zero rows passes."""
+    out: list[ExpectationResult] = []
+    for path in sorted((sql_dir / "tests").glob("assert_*.sql")):
+        text = path.read_text()
+        rule = next(
+            (ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("-- rule:")), path.stem
+        )
+        rel = con.sql(f"select * from ({text.strip().rstrip(';')}) limit {SAMPLE_ROWS}")
+        sample_df = rel.df()
+        n = int(con.sql(f"select count(*) from ({text.strip().rstrip(';')})").fetchall()[0][0])
+        out.append(
+            ExpectationResult(
+                suite="sql_asserts",
+                expectation=path.stem,
+                rule=rule,
+                kwargs={"file": f"sql/tests/{path.name}"},
+                success=n == 0,
+                element_count=n,
+                unexpected_count=n,
+                failing_rows=_rows(sample_df) if n else [],
+            )
+        )
+    return out
+
+
+def run_suites(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    sql_dir: Path | None = None,
+    suites: Sequence[Suite] = SUITES,
+    pull: Callable[[duckdb.DuckDBPyConnection, str], Any] | None = None,
+) -> list[ExpectationResult]:
+    """Run every GX suite and every SQL assert; return one result per expectation."""
+    validator = _Validator()
+    results: list[ExpectationResult] = []
+    for suite in suites:
+        df = pull(con, suite.query) if pull else con.sql(suite.query).df()
+        results.extend(validator.validate(suite, df))
+    if sql_dir is not None:
+        results.extend(run_assert_files(con, sql_dir))
+    return results
+
+
+def store_results(con: duckdb.DuckDBPyConnection, build_id: str, results: Sequence[ExpectationResult]) -> None:
+    con.execute(f"create table if not exists validation_results ({VALIDATION_RESULTS_SCHEMA})")
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    rows = [
+        (
+            build_id,
+            r.suite,
+            r.expectation,
+            r.rule,
+            json.dumps(r.kwargs, sort_keys=True),
+            r.success,
+            r.element_count,
+            r.unexpected_count,
+            json.dumps(r.failing_rows, sort_keys=True, default=str),
+            now,
+        )
+        for r in results
+    ]
+    if rows:
+        con.executemany("insert into validation_results values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def failure_message(build_id: str, results: Sequence[ExpectationResult]) -> str:
+    failed = [r for r in results if not r.success]
+    lines = [
+        f"quality gate failed for build {build_id}: {len(failed)} of {len(results)} expectations failed; "
+        "the build is not published."
+    ]
+    for r in failed:
+        lines.append(f"- FAILED {r.describe()}: {r.unexpected_count} unexpected of {r.element_count} rows")
+        for row in r.failing_rows:
+            lines.append(f"    {json.dumps(row, sort_keys=True, default=str)}")
+    return "\n".join(lines)
