@@ -16,7 +16,7 @@ import os
 import socket
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ def warehouse_lock(warehouse: Path, *, what: str = "run") -> Iterator[Path]:
         info = {
             "pid": os.getpid(),
             "host": socket.gethostname(),
-            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "since": datetime.now(UTC).isoformat(timespec="seconds"),
             "what": what,
         }
         os.ftruncate(fd, 0)

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from mafiabench.agents.base import Agent, AgentTurn, PlayerView
+from mafiabench.agents.human import HumanAgent
 from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, utc_now
 from mafiabench.agents.prompts import load_prompts
 from mafiabench.agents.scripted import PolicyAgent
@@ -128,6 +129,8 @@ async def play_game(
         specs[p.name] = a
         if is_policy(a):
             agents[p.name] = PolicyAgent(a, spec.seed, p.name)
+        elif a.startswith("human/"):
+            agents[p.name] = HumanAgent(a)
         else:
             agents[p.name] = LLMAgent(
                 a, pool.get(a), prompts, spec.models.get(a), game_id=spec.game_id, clock=clock

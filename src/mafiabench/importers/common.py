@@ -318,6 +318,7 @@ def validity(reasons: list[str], details: list[str] | None = None) -> dict[str, 
     """`{"valid", "reason"}` as the warehouse reads it; the first reason is the one marts group by, `details`
     says what exactly was wrong."""
     out: dict[str, Any] = {"valid": not reasons, "reason": reasons[0] if reasons else None}
+    details = list(details or []) + [f"also: {r}" for r in reasons[1:]]
     if details:
         out["details"] = details
     return out
@@ -463,6 +464,8 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
 
     for ph in phases:
         after = over
+        if after and not ph.items:
+            continue  # the phase change that the game's last elimination triggered: nothing was played
         data = {"clock": clock(ph.t), **ph.data}
         if after:
             data["after_game_over"] = True

@@ -1,0 +1,91 @@
+"""`mafiabench preview <experiment.toml>`: cells, games, model calls, tokens and cost, before anything is spent."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "preview",
+        help="show an experiment's cells, games, calls and a token/cost estimate (no key, no spending)",
+        description=(
+            "Expand the experiment into cells and games and estimate model calls, tokens and cost from a few sample "
+            "games per cell played against an in-process fake of every model. Nothing is called or written."
+        ),
+    )
+    p.add_argument("experiment", type=Path, help="experiment file (TOML)")
+    p.add_argument("--warehouse", type=Path, default=None, help="count games already landed in this DuckDB file")
+    p.add_argument("--samples", type=int, default=3, help="sample games per cell for the estimate (default 3)")
+    p.add_argument("--max-cells", type=int, default=60, help="cells listed (totals always cover all)")
+    p.set_defaults(func=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from mafiabench.experiment import load_experiment
+    from mafiabench.study import estimate_plan
+
+    exp = load_experiment(args.experiment)
+    est = estimate_plan(exp, warehouse=args.warehouse, samples=max(1, args.samples))
+    print(render(est, max_cells=args.max_cells))
+    return 0
+
+
+def _usd(value: float, unpriced: set[str]) -> str:
+    return "unpriced" if unpriced and value == 0 else f"${value:,.2f}" + ("+?" if unpriced else "")
+
+
+def render(est: Any, *, max_cells: int = 60) -> str:
+    exp = est.experiment
+    landed = "warehouse busy: landed games unknown" if est.landed is None else f"{est.landed:,} already landed"
+    lines = [
+        f"Experiment {exp.name} — variant {exp.variant}, prompt {exp.prompt_version or 'default'}, seed {exp.seed}",
+        f"{len(est.cells)} cells, {est.games:,} games ({landed}, {est.to_play:,} to play); "
+        f"shards of {exp.shard_size}, {exp.concurrency.games} games in flight",
+        "",
+        f"  {'cell':<58} {'capabilities':<24} {'games':>6} {'to play':>8} {'calls/game':>10} "
+        f"{'tokens/game':>11} {'est. cost':>10}",
+    ]
+    for c in est.cells[:max_cells]:
+        u = c.usage_per_game
+        caps = "+".join(c.cell.capabilities) or "-"
+        lines.append(
+            f"  {c.cell.name[:58]:<58} {caps[:24]:<24} {c.games:>6,} {c.to_play:>8,} {c.calls_per_game:>10.1f} "
+            f"{u.tokens:>11,} {_usd(c.scaled(c.to_play).cost_usd, u.unpriced):>10}"
+        )
+    if len(est.cells) > max_cells:
+        lines.append(f"  ... and {len(est.cells) - max_cells} more cells (--max-cells)")
+    total = est.total()
+    lines += [
+        "",
+        f"To play: {est.to_play:,} games, about {total.calls:,} model calls, {total.input_tokens:,} input + "
+        f"{total.output_tokens:,} output tokens, about {_usd(total.cost_usd, total.unpriced)} "
+        f"[prices {est.price_version}]",
+    ]
+    per_model = est.per_model()
+    if per_model:
+        lines.append("Per model:")
+        for spec, u in sorted(per_model.items()):
+            lines.append(
+                f"  {spec:<50} {u.calls:>9,} calls {u.input_tokens:>13,} in {u.output_tokens:>11,} out "
+                f"{_usd(u.cost_usd, u.unpriced):>12}"
+            )
+    if total.unpriced:
+        lines.append(f"Unpriced (no row in the price table): {', '.join(sorted(total.unpriced))}")
+    b = exp.budget
+    if b.active:
+        cap = ", ".join(
+            x
+            for x in (
+                f"{b.max_tokens:,} tokens" if b.max_tokens is not None else "",
+                f"${b.max_usd:,.2f}" if b.max_usd is not None else "",
+            )
+            if x
+        )
+        lines.append(f"Budget cap: {cap} (the run stops starting games when it is reached)")
+    lines.append(
+        "Estimate: sample games against an in-process fake; output counted at each call's token cap; no cache hits."
+    )
+    return "\n".join(lines)
