@@ -10,16 +10,18 @@ from typing import Any
 from prefect import flow, task
 
 from mafiabench.importers import run_import
+from mafiabench.landing import warehouse_lock
 from mafiabench.warehouse import DEFAULT_WAREHOUSE, connect
 
 
 @task(name="import-dataset", retries=0)
 def import_dataset(fmt: str, path: str, warehouse: str, records: str | None) -> dict[str, Any]:
-    con = connect(warehouse)
-    try:
-        report = run_import(fmt, Path(path), con, records_dir=Path(records) if records else None)
-    finally:
-        con.close()
+    with warehouse_lock(Path(warehouse), what=f"import {fmt}"):
+        con = connect(warehouse)
+        try:
+            report = run_import(fmt, Path(path), con, records_dir=Path(records) if records else None)
+        finally:
+            con.close()
     return report.to_dict()
 
 

@@ -62,16 +62,16 @@ final as (
         coalesce(e.n_game_end, 0) as n_game_end,
         e.end_winner,
         -- A finished game has exactly one game_end, a winner, and the log's winner agrees with the outcome.
-        (g.status <> 'finished' or (
+        coalesce(g.status <> 'finished' or (
             coalesce(e.n_game_end, 0) = 1 and g.winner in ('mafia', 'town') and coalesce(e.end_winner, '') = g.winner
-        )) as one_winner_ok,
+        ), false) as one_winner_ok,
         coalesce(p.n_seats, 0) as n_seats,
         coalesce(p.n_seats, 0) - coalesce(p.n_distinct_names, 0) as duplicate_names,
         coalesce(p.n_seats, 0) - coalesce(p.n_distinct_seats, 0) as duplicate_seats,
         coalesce(p.n_empty_models, 0) as n_empty_models,
         -- Mini-Mafia composition: four seats, 1 mafioso, 1 detective, 2 villagers (other variants pass).
-        (g.variant <> 'mini-mafia' or (p.n_seats = 4 and p.n_mafioso = 1 and p.n_detective = 1 and p.n_villager = 2))
-            as composition_ok,
+        coalesce(g.variant <> 'mini-mafia'
+            or (p.n_seats = 4 and p.n_mafioso = 1 and p.n_detective = 1 and p.n_villager = 2), false) as composition_ok,
         coalesce(b.n_invalid_votes, 0) as n_invalid_votes,
         b.first_invalid_vote
     from games as g

@@ -19,6 +19,7 @@ rounds as (
     select
         game_id,
         round,
+        list(voter) as voters,
         count(*) as n_voters,
         count(distinct target) as n_targets,
         count(*) filter (where random_fallback) as n_fallback_votes
@@ -53,6 +54,7 @@ joined as (
         p.role as eliminated_role,
         p.team as eliminated_team,
         e.tie_break,
+        coalesce(list_contains(r.voters, e.eliminated), false) as eliminated_voted,
         r.n_voters,
         r.n_targets,
         r.n_fallback_votes,
@@ -69,8 +71,11 @@ joined as (
 final as (
     select
         *,
-        (n_targets = 1 and n_voters > 1) as is_unanimous,
-        (n_targets = 1 and n_voters > 1 and eliminated_team = 'town') as is_unanimous_wrong,
+        -- Unanimous: every voter but the eliminated player (who cannot vote for itself) voted for it.
+        (votes_for_eliminated > 1 and votes_for_eliminated = n_voters - eliminated_voted::int)
+            as is_unanimous,
+        (votes_for_eliminated > 1 and votes_for_eliminated = n_voters - eliminated_voted::int
+            and eliminated_team = 'town') as is_unanimous_wrong,
         -- Without its random fallback votes the eliminated player would not have been the clear plurality.
         (fallback_votes_for_eliminated > 0
             and votes_for_eliminated - fallback_votes_for_eliminated <= max_votes_for_others) as fallback_decided,

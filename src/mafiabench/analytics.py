@@ -232,7 +232,9 @@ LATENT_FIT_SCHEMA = {
 }
 
 
-def latent_tables(con: duckdb.DuckDBPyConnection, *, folds: int = 5, ridge: float = DEFAULT_RIDGE) -> dict[str, pl.DataFrame]:
+def latent_tables(
+    con: duckdb.DuckDBPyConnection, *, folds: int = 5, ridge: float = DEFAULT_RIDGE
+) -> dict[str, pl.DataFrame]:
     """Fit the latent model per study on scored Mini-Mafia games with a scripted night (one model per role)."""
     games = con.sql(
         """select study, mafioso_model, detective_model, villager_model, mafia_won

@@ -9,10 +9,11 @@ seeds derive from it, so renaming an experiment starts it afresh while re-runnin
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.agents.scripted import POLICIES
@@ -184,15 +185,20 @@ class Experiment(BaseModel):
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
     seed: int = Field(0, ge=0, description="Base seed; 0 keeps the seeds derived from (name, cell, index) alone.")
     games_per_cell: int = Field(10, ge=1, description="Games per cell unless a cell or the design says otherwise.")
+    endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra or overriding endpoints.")
     cells: list[CellSpec] = Field(default_factory=list, description="Explicit cells (seat assignments).")
-    design: DesignSpec | None = Field(None, description="A Mini-Mafia background design.")
+    design: DesignSpec | None = Field(
+        None, validate_default=True, description="A Mini-Mafia background design (targets × backgrounds)."
+    )
     models: dict[str, ModelSettings] = Field(
         default_factory=dict, description="Settings per agent spec; the key 'default' applies to the others."
     )
-    endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra or overriding endpoints.")
     concurrency: Concurrency = Field(default_factory=Concurrency, description="In-process concurrency limits.")
     budget: Budget = Field(default_factory=Budget, description="Spending cap (tokens and/or USD).")
-    prices: dict[str, Price] = Field(default_factory=dict, description="Price rows added to or overriding the table.")
+    prices: list[Price] = Field(
+        default_factory=list,
+        description="[[prices]] rows added to or overriding the price table (provider, model, input, output, ...).",
+    )
     warehouse: str = Field(str(DEFAULT_WAREHOUSE), description="DuckDB file (relative to the working directory).")
     shard_size: int = Field(50, ge=1, le=100_000, description="Games per orchestration task (a Prefect task run).")
     cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
@@ -211,32 +217,52 @@ class Experiment(BaseModel):
             raise ValueError(f"unknown variant; known: {', '.join(VARIANTS)}")
         return v
 
-    @model_validator(mode="after")
-    def _check(self) -> Experiment:
-        if not self.cells and self.design is None:
-            raise ValueError("give [[cells]] (explicit seat assignments) or a [design] (targets × backgrounds)")
-        if self.design is not None and self.variant != "mini-mafia":
-            raise ValueError("a background [design] needs variant = 'mini-mafia' (its roles are fixed)")
-        _check_rules(self.variant, self.rules, "rules")
-        names = [c.name for c in self.cells]
+    @field_validator("rules")
+    @classmethod
+    def _rules(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        if "variant" in info.data:
+            _check_rules(info.data["variant"], v)
+        return v
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoints(cls, v: dict[str, EndpointSpec]) -> dict[str, EndpointSpec]:
+        try:
+            endpoints_from(v)
+        except Exception as exc:  # a ConfigError naming the endpoint
+            raise ValueError(str(exc)) from None
+        return v
+
+    @field_validator("cells")
+    @classmethod
+    def _cells(cls, v: list[CellSpec], info: ValidationInfo) -> list[CellSpec]:
+        names = [c.name for c in v]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"cell names must be unique; repeated: {dupes}")
-        for c in self.cells:
-            _check_rules(self.variant, {**self.rules, **c.rules}, f"cells[{c.name}].rules")
-        try:
-            endpoints = self.endpoint_configs()
-        except Exception as exc:  # a ConfigError naming the endpoint
-            raise ValueError(str(exc)) from None
-        known = {**BUILTIN_ENDPOINTS, **endpoints}
-        for spec in self.agent_specs():
-            provider, _ = split_spec(spec)
-            if provider != "policy" and provider != "human" and provider not in known:
-                raise ValueError(
-                    f"agent {spec!r}: unknown provider {provider!r}; known: {', '.join(sorted(known))} "
-                    "(add it under [endpoints])"
-                )
-        return self
+        for c in v:
+            if "variant" in info.data and "rules" in info.data:
+                try:
+                    _check_rules(info.data["variant"], {**info.data["rules"], **c.rules})
+                except ValueError as exc:
+                    raise ValueError(f"cell {c.name!r}: {exc}") from None
+            _check_providers(c.agents.values(), info)
+        return v
+
+    @field_validator("design")
+    @classmethod
+    def _design(cls, v: DesignSpec | None, info: ValidationInfo) -> DesignSpec | None:
+        if v is None:
+            if "cells" in info.data and not info.data["cells"]:
+                raise ValueError("give [[cells]] (explicit seat assignments) or a [design] (targets × backgrounds)")
+            return v
+        if info.data.get("variant", "mini-mafia") != "mini-mafia":
+            raise ValueError("a background [design] needs variant = 'mini-mafia' (its roles are fixed)")
+        specs = list(v.targets)
+        for b in v.backgrounds:
+            specs += [b] if isinstance(b, str) else list(b.role_map().values())
+        _check_providers(specs, info)
+        return v
 
     # -- derived ------------------------------------------------------------------------------------------------
     def endpoint_configs(self) -> dict[str, EndpointConfig]:
@@ -270,12 +296,25 @@ class Experiment(BaseModel):
         return Path(override) if override is not None else Path(self.warehouse)
 
 
-def _check_rules(variant: str, rules: dict[str, Any], where: str) -> None:
+def _check_rules(variant: str, rules: dict[str, Any]) -> None:
     try:
         rules_for(variant, rules)
     except ValidationError as exc:
         detail = "; ".join(f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}" for e in exc.errors())
-        raise ValueError(f"{where}: {detail}") from None
+        raise ValueError(detail) from None
+
+
+def _check_providers(specs: Iterable[str], info: ValidationInfo) -> None:
+    """Every agent's provider is a built-in or declared endpoint (keys are checked only when a run starts)."""
+    declared = info.data.get("endpoints") or {}
+    known = set(BUILTIN_ENDPOINTS) | set(declared)
+    for spec in specs:
+        provider, _ = split_spec(spec)
+        if provider not in ("policy", "human") and provider not in known:
+            raise ValueError(
+                f"agent {spec!r}: unknown provider {provider!r}; known: {', '.join(sorted(known))} "
+                "(add it under [endpoints])"
+            )
 
 
 def load_experiment(path: str | Path) -> Experiment:

@@ -1,9 +1,11 @@
 """The versioned price table and the cost ledger: tokens and money per call, game and cell.
 
-Prices live in the repository (`prices.toml`, with a `version`), never fetched, so a figure in a run summary can be
-traced to the table that produced it. An experiment may add or override rows. Providers of kind `fake` or `scripted`
-and `policy/...` agents cost nothing; a real model without a row is *unpriced*: its tokens are counted, its money is
-not, and the summary names it (a USD budget refuses to start with one, since it could not be enforced).
+Prices live in the repository (`prices.toml`, shared with the cost marts: `[[price]]` rows of provider, model or
+`*`, and USD per million `input`, `cached_input`, `output` tokens, under a `version`), never fetched, so a figure in
+a run summary can be traced to the table that produced it. An experiment may add or override rows in the same
+format. Providers of kind `fake` or `scripted` (whatever their endpoint's name) and `policy/...` agents cost
+nothing; a real model without a row is *unpriced*: its tokens are counted, its money is not, and the summary names
+it (a USD budget refuses to start with one, since it could not be enforced).
 """
 
 from __future__ import annotations
@@ -25,23 +27,27 @@ FREE_KINDS = frozenset({"fake", "scripted"})
 
 
 class Price(BaseModel):
-    """One model's list price in USD per million tokens."""
+    """One row of the price table: a model's list price in USD per million tokens."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    input_per_mtok: float = Field(ge=0, description="Uncached input tokens, USD per million.")
-    output_per_mtok: float = Field(ge=0, description="Output tokens (reasoning included), USD per million.")
-    cached_per_mtok: float | None = Field(
-        None, ge=0, description="Cache-hit input tokens, USD per million; None = billed as ordinary input."
+    provider: str = Field(description="Endpoint name (openai, anthropic, deepseek, openrouter, ...).")
+    model: str = Field(description="Model name as sent to the provider, or '*' for every model of the provider.")
+    input: float = Field(ge=0, description="Uncached input tokens, USD per million.")
+    output: float = Field(ge=0, description="Output tokens (reasoning included), USD per million.")
+    cached_input: float | None = Field(
+        None, ge=0, description="Cache-hit input tokens, USD per million; absent = billed as ordinary input."
     )
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}/{self.model}"
 
     def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
         """`input_tokens` is the whole prompt, cache hits included (how our backends report it)."""
         cached = min(max(cached_tokens, 0), max(input_tokens, 0))
-        cached_rate = self.input_per_mtok if self.cached_per_mtok is None else self.cached_per_mtok
-        return (
-            (input_tokens - cached) * self.input_per_mtok + cached * cached_rate + output_tokens * self.output_per_mtok
-        ) / 1e6
+        cached_rate = self.input if self.cached_input is None else self.cached_input
+        return ((input_tokens - cached) * self.input + cached * cached_rate + output_tokens * self.output) / 1e6
 
 
 class PriceTableFile(BaseModel):
@@ -51,17 +57,17 @@ class PriceTableFile(BaseModel):
 
     version: str = Field(description="Date or tag of this table; recorded with every run summary.")
     currency: str = Field("USD", description="Always USD.")
-    models: dict[str, Price] = Field(default_factory=dict, description="Price per `provider/model` or `provider/*`.")
+    price: list[Price] = Field(default_factory=list, description="One row per provider and model (or '*').")
 
 
 @dataclass(frozen=True)
 class PriceTable:
     version: str
-    models: Mapping[str, Price]
+    models: Mapping[str, Price]  # by "provider/model" ("provider/*" for wildcards)
     free_providers: frozenset[str] = frozenset()
 
     def lookup(self, spec: str) -> Price | None:
-        """Exact `provider/model` first, then `provider/*`."""
+        """Exact `provider/model` first, then the provider's `*` row."""
         if spec in self.models:
             return self.models[spec]
         provider = spec.split("/", 1)[0]
@@ -71,24 +77,21 @@ class PriceTable:
         return spec.startswith("policy/") or spec.split("/", 1)[0] in self.free_providers
 
     def cost(self, spec: str, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float | None:
-        """USD for one call, or None when the model is unpriced."""
-        if self.is_free(spec):
-            return 0.0
+        """USD for one call: its row if it has one (so a fake run can be priced as if real), else 0 for free
+        providers, else None (unpriced)."""
         price = self.lookup(spec)
-        return None if price is None else price.cost(input_tokens, output_tokens, cached_tokens)
+        if price is not None:
+            return price.cost(input_tokens, output_tokens, cached_tokens)
+        return 0.0 if self.is_free(spec) else None
 
-    def with_overrides(self, overrides: Mapping[str, Price], free_providers: Iterable[str] = ()) -> PriceTable:
+    def with_overrides(self, overrides: Iterable[Price], free_providers: Iterable[str] = ()) -> PriceTable:
+        """The table with an experiment's rows added (its version then says so) and free providers marked."""
+        extra = {p.spec: p for p in overrides}
         return PriceTable(
-            version=self.version if not overrides else f"{self.version}+experiment",
-            models={**self.models, **overrides},
+            version=f"{self.version}+experiment" if extra else self.version,
+            models={**self.models, **extra},
             free_providers=self.free_providers | frozenset(free_providers),
         )
-
-    def rows(self) -> list[dict[str, Any]]:
-        """The table as rows (version, spec, prices): for a warehouse table or a cost mart."""
-        return [
-            {"version": self.version, "spec": spec, **price.model_dump()} for spec, price in sorted(self.models.items())
-        ]
 
 
 DEFAULT_PRICES_PATH = Path(str(resources.files("mafiabench") / "prices.toml"))
@@ -104,7 +107,7 @@ def load_prices(path: Path | None = None) -> PriceTable:
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
     parsed = validate(PriceTableFile, data, str(path))
-    return PriceTable(version=parsed.version, models=dict(parsed.models), free_providers=frozenset())
+    return PriceTable(version=parsed.version, models={p.spec: p for p in parsed.price})
 
 
 def free_providers_of(endpoints: Mapping[str, Any]) -> set[str]:

@@ -16,7 +16,7 @@ import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -333,7 +333,7 @@ def run_suites(
 
 def store_results(con: duckdb.DuckDBPyConnection, build_id: str, results: Sequence[ExpectationResult]) -> None:
     con.execute(f"create table if not exists validation_results ({VALIDATION_RESULTS_SCHEMA})")
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    now = datetime.now(UTC).replace(tzinfo=None)
     rows = [
         (
             build_id,

@@ -43,24 +43,39 @@ from mafiabench.warehouse import LoadResult, connect
 # -- plan pieces --------------------------------------------------------------------------------------------------
 
 
-@dataclass
 class Shard:
-    """A batch of games: the unit of orchestration (one Prefect task run), never of concurrency."""
+    """A batch of games: the unit of orchestration (one Prefect task run), never of concurrency.
 
-    index: int
-    games: list[PlannedGame]
+    Deliberately not a dataclass (nor is `ShardResult`): Prefect walks dataclass task arguments and results
+    recursively, which for a shard of game records costs more CPU than playing the games."""
+
+    __slots__ = ("games", "index")
+
+    def __init__(self, index: int, games: list[PlannedGame]) -> None:
+        self.index = index
+        self.games = games
 
     def __len__(self) -> int:
         return len(self.games)
 
+    def __repr__(self) -> str:
+        return f"Shard({self.index}, {len(self.games)} games)"
 
-@dataclass
+
 class ShardResult:
-    index: int
-    records: list[GameRecord] = field(default_factory=list)
-    not_started: int = 0  # skipped by the budget guard
-    reused: int = 0  # found already written by an earlier attempt of this shard
-    wall_s: float = 0.0
+    """The records a shard produced, and what it did not play."""
+
+    __slots__ = ("index", "not_started", "records", "reused", "wall_s")
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+        self.records: list[GameRecord] = []
+        self.not_started = 0  # skipped by the budget guard
+        self.reused = 0  # found already written by an earlier attempt of this shard
+        self.wall_s = 0.0
+
+    def __repr__(self) -> str:
+        return f"ShardResult({self.index}, {len(self.records)} records, {self.not_started} not started)"
 
 
 def is_infrastructure_fault(exc: BaseException) -> bool:
@@ -272,10 +287,13 @@ class RunSummary:
         ]
         if self.budget:
             spent = self.budget_spent
+            cap = ", ".join(
+                f"${v:,.2f}" if k == "max_usd" else f"{v:,} tokens" for k, v in sorted(self.budget.items())
+            )
             rows.append(
                 (
                     "budget",
-                    f"cap {self.budget}; experiment spent {spent.tokens:,} tokens, ${spent.cost_usd:,.4f}"
+                    f"cap {cap}; the experiment has spent {spent.tokens:,} tokens, ${spent.cost_usd:,.4f}"
                     + (" — STOPPED at the cap" if self.budget_stopped else ""),
                 )
             )
@@ -521,7 +539,24 @@ class Study:
         pool = self.pool()
         slots = self._slots[id(asyncio.get_running_loop())]
         result = ShardResult(shard.index)
-        outcomes = await asyncio.gather(*(self._play_one(g, pool, slots) for g in shard.games))
+        tasks = [asyncio.ensure_future(self._play_one(g, pool, slots)) for g in shard.games]
+        try:
+            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        except BaseException:  # cancelled from outside: take the games down with us
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+        if failed:
+            # A failing attempt stops its other games before it reports, so a retry never overlaps them.
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            exc = failed[0].exception()
+            assert exc is not None
+            raise exc
+        outcomes = [t.result() for t in tasks]
         for kind, rec in outcomes:
             if kind == "not-started":
                 result.not_started += 1

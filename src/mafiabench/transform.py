@@ -21,7 +21,7 @@ import tomllib
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -166,7 +166,7 @@ def discover_sql_models(sql_dir: Path) -> dict[str, Model]:
                 raise BuildError(f"{path}: a {layer} model's name must start with {' or '.join(PREFIXES[layer])}")
             header = parse_header(text)
             if not header.get("grain") or not header.get("purpose"):
-                raise BuildError(f"{path}: the header must state the model's grain and purpose (-- grain: / -- purpose:)")
+                raise BuildError(f"{path}: the header must state the grain and purpose (-- grain: / -- purpose:)")
             materialized = header.get("materialized") or ("view" if layer == "staging" else "table")
             if materialized not in ("view", "table"):
                 raise BuildError(f"{path}: materialized must be view or table, not {materialized!r}")
@@ -360,7 +360,7 @@ BUILD_RUNS_SCHEMA = """
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc).replace(tzinfo=None)
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def build_warehouse(

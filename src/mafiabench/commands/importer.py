@@ -34,14 +34,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mafiabench.importers.common import run_import
+    from mafiabench.landing import warehouse_lock
     from mafiabench.warehouse import connect
 
     if not args.path.exists():
         raise UserError(f"{args.path}: no such file or directory (the {args.format} dataset to import)")
-    con = connect(args.warehouse)
-    try:
-        report = run_import(args.format, args.path, con, records_dir=args.records)
-    finally:
-        con.close()
+    with warehouse_lock(args.warehouse, what=f"import {args.format}"):
+        con = connect(args.warehouse)
+        try:
+            report = run_import(args.format, args.path, con, records_dir=args.records)
+        finally:
+            con.close()
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.to_text())
     return 1 if args.strict and report.unreadable else 0

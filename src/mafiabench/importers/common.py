@@ -101,7 +101,7 @@ class ImportReport:
         ]
         lines += [f"    {reason}: {n}" for reason, n in sorted(self.invalid.items())]
         lines.append(f"  unreadable (not landed): {len(self.unreadable)}")
-        lines += [f"    {f}: {r}" for f, r in self.unreadable]
+        lines += [f"    {r if r.startswith(f) else f'{f}: {r}'}" for f, r in self.unreadable]
         return "\n".join(lines)
 
 
@@ -257,23 +257,25 @@ def mini_mafia_design(models_by_role: Mapping[str, str]) -> dict[str, Any]:
     One model everywhere: homogeneous, all three capabilities, target = background = that model. Exactly one
     role differs from the other two: that role's capability (mafioso: deceive, villager: detect, detective:
     disclose), target = its model, background = the model of the other two roles. All three different: no
-    capability, target None, background "mixed". `cell` names the combination, so games of one model
-    configuration share a cell whichever experiment played them.
+    capability, target None, background "mixed". `cell` is named as `design.py` names design cells
+    (`homogeneous|<model>`, `<capability>|<target>|<background>`), so an imported game and a simulated game of
+    the same configuration share a cell; all-different games get `mixed|mafioso=…;detective=…;villager=…`.
     """
     try:
         m, d, v = models_by_role["mafioso"], models_by_role["detective"], models_by_role["villager"]
     except KeyError as exc:
         raise ValueError(f"models_by_role needs mafioso, detective and villager; got {sorted(models_by_role)}") from exc
-    cell = f"mafioso={m};detective={d};villager={v}"
     if m == d == v:
-        return {"cell": cell, "capabilities": ["deceive", "detect", "disclose"], "target": m, "background": m}
-    if d == v:
-        return {"cell": cell, "capabilities": ["deceive"], "target": m, "background": d}
-    if m == d:
-        return {"cell": cell, "capabilities": ["detect"], "target": v, "background": m}
-    if m == v:
-        return {"cell": cell, "capabilities": ["disclose"], "target": d, "background": m}
-    return {"cell": cell, "capabilities": [], "target": None, "background": "mixed"}
+        return {"cell": f"homogeneous|{m}", "capabilities": ["deceive", "detect", "disclose"], "target": m,
+                "background": m}
+    for cap, target, background in (("deceive", m, d) if d == v else ("", "", ""),
+                                    ("detect", v, m) if m == d else ("", "", ""),
+                                    ("disclose", d, m) if m == v else ("", "", "")):
+        if cap:
+            return {"cell": f"{cap}|{target}|{background}", "capabilities": [cap], "target": target,
+                    "background": background}
+    return {"cell": f"mixed|mafioso={m};detective={d};villager={v}", "capabilities": [], "target": None,
+            "background": "mixed"}
 
 
 # -- building records ------------------------------------------------------------------------------------------------
@@ -336,7 +338,9 @@ def make_game_id(source: str, identity: str) -> str:
     """Deterministic from the source and the game's own identity (never from the path it was read from), so
     re-importing the same game from anywhere finds it already landed. Safe as a file name."""
     ident = _ID_UNSAFE.sub("-", identity.strip().lower()).strip("-.")
-    ident = ident or hashlib.sha256(identity.encode()).hexdigest()[:16]
+    if not ident or len(ident) > 100 or ident != identity.strip().lower():
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:10]
+        ident = f"{ident[:80]}-{digest}" if ident else digest
     return f"{source}-{ident}"
 
 
@@ -365,9 +369,6 @@ def folder_files(folder: Path) -> list[Path]:
     """The files of a game folder in name order (hidden files skipped): what its checksum covers."""
     return sorted((p for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")), key=lambda p: p.name)
 
-
-def visibility_for(phase: str) -> str:
-    return "team:mafia" if phase == "night" else PUBLIC
 
 
 # -- text clean-up shared by the chat formats --------------------------------------------------------------------------
@@ -493,7 +494,9 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
                     continue
                 if previous.get(it.actor):
                     base["previous"] = previous[it.actor]
-                if not _eligible(it, ph.kind, active, role_of, team_of):
+                if ph.kind == "night":
+                    base["kind"] = "night_proposal"
+                if it.target not in role_of or not _eligible(it, ph.kind, active, role_of, team_of):
                     base["counted"] = False
                 log.emit(ph.kind, ph.round, "vote", actor=it.actor, target=it.target, visibility=it.visibility,  # type: ignore[arg-type]
                          data=base)
@@ -524,8 +527,10 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
                 role = role_of.get(victim)
                 edata = {**base, "votes": counts, "role": role, "role_revealed": True}
                 if ph.kind == "night":
-                    log.emit("night", ph.round, "kill", target=victim, visibility="team:mafia", tie_break=tie,
-                             text=f"You killed {victim}.")
+                    mafia = [n for n in role_of if n in active and team_of(role_of[n]) == "mafia"]
+                    killer = mafia[0] if len(mafia) == 1 else "mafia"  # as the classic engine names a mafia vote
+                    log.emit("night", ph.round, "kill", actor=killer, target=victim, visibility="team:mafia",
+                             tie_break=tie, text=f"You killed {victim}.")
                     log.emit("night", ph.round, "death", target=victim, tie_break=tie,
                              text=f"{victim} was found dead.", data={"cause": "night_kill", **edata})
                 else:
@@ -551,6 +556,15 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
             else:
                 summary.phases_without_votes.append(f"{ph.kind} {ph.round}")
     return summary
+
+
+def phases_without_votes(summary: AsyncSummary, phases: list[AsyncPhase], *, finished: bool) -> list[str]:
+    """Phases that ended with no votes; in a game that never finished, the phase it stopped in is not counted
+    (it was interrupted, not played without voting)."""
+    out = list(summary.phases_without_votes)
+    if not finished and phases and out and out[-1] == f"{phases[-1].kind} {phases[-1].round}":
+        out.pop()
+    return out
 
 
 def _eligible(vote: Item, phase: str, active: set[str], role_of: Mapping[str, str],

@@ -37,6 +37,7 @@ from mafiabench.importers.common import (
     game_end,
     make_game_id,
     number_phases,
+    phases_without_votes,
     relative_name,
     setup_events,
     sha256_chunks,
@@ -48,7 +49,6 @@ from mafiabench.record import GameRecord, PlayerRecord, Provenance, git_commit
 
 SOURCE = "ibraheem2022-human"
 VARIANT = "async"
-FILES = ("node.csv", "info.csv", "network.csv")
 ROLE_OF_TYPE = {"mafioso": "mafioso", "bystander": "bystander"}
 _PHASE_CHANGE = re.compile(r"^Phase Change to (?P<kind>Daytime|Nighttime)(?::\s*Victim - (?P<victim>.*))?\s*$")
 _TRUE = {"true", "t", "1", "yes", "y"}
@@ -162,8 +162,8 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
         t = _time(row.get("creation_time"), f"{where}: field creation_time")
         if t is None:
             raise FormatProblem(f"{where}: field creation_time is empty")
-        rid = (row.get("id") or "").strip()
-        rows.append((t, int(rid) if rid.isdigit() else 0, row))
+        row_id = (row.get("id") or "").strip()
+        rows.append((t, int(row_id) if row_id.isdigit() else 0, row))
     rows.sort(key=lambda r: (r[0], r[1]))
     problems = list(notes)
     if not rows:
@@ -266,20 +266,21 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
         reasons.append("technical failure")
     if recorded is None:
         reasons.append("no winner recorded")
-    if summary.phases_without_votes:
+    without = phases_without_votes(summary, phases, finished=recorded is not None)
+    if without:
         reasons.append("no votes cast")
-    details = problems + [f"no votes cast in {p}" for p in summary.phases_without_votes]
-    n = len(players)
+    details = problems + [f"no votes cast in {p}" for p in without]
+    n_players = len(players)
     return GameRecord(
         game_id=make_game_id(SOURCE, folder.name.removesuffix("-data")),
         variant=VARIANT,
         seed=None,
-        rules={"n_players": n, "n_mafia": n_mafia, "start": "night", "night_chat": True, "reveal_role": True},
+        rules={"n_players": n_players, "n_mafia": n_mafia, "start": "night", "night_chat": True, "reveal_role": True},
         players=[PlayerRecord(seat=i, name=name, role=role, agent="human/participant", model="human")
                  for i, (name, role) in enumerate(players)],
         events=log.events,
         outcome=outcome,
-        design={"experiment": SOURCE, "cell": f"n_players={n};n_mafia={n_mafia}", "game_index": None,
+        design={"experiment": SOURCE, "cell": f"n_players={n_players};n_mafia={n_mafia}", "game_index": None,
                 "capabilities": [], "target": None, "background": "human"},
         provenance=Provenance(git_commit=git_commit(), source=SOURCE, source_file=rel, source_sha256=sha),
         validity=validity(reasons, details or None),

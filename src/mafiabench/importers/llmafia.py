@@ -35,6 +35,7 @@ from mafiabench.importers.common import (
     make_game_id,
     normalise_model,
     number_phases,
+    phases_without_votes,
     relative_name,
     setup_events,
     sha256_chunks,
@@ -220,7 +221,7 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     pending_infos: list[Item] = []
     for line in manager:
         seq += 1
-        data = {"time": line.time}
+        data: dict[str, Any] = {"time": line.time}
         if (m := _PHASE.match(line.text)) and line.name == MANAGER:
             kind = "night" if m["kind"] == "Nighttime" else "day"
             if m["minutes"]:
@@ -265,7 +266,7 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
                 problems.append(f"{line.file}: {kind} chat but no {kind} phase was announced")
                 same = [phases[0]]
             ph = next((p for p in reversed(same) if p.t <= line.t), same[0])
-            data: dict[str, Any] = {"time": line.time}
+            data = {"time": line.time}
             if line.name == MANAGER:
                 if (v := _VOTE.match(line.text)) and v["voter"].strip() in role_of:
                     target = v["target"].strip()
@@ -303,9 +304,10 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
         reasons.append("technical failure")
     if recorded is None and not aborted:
         reasons.append("no winner recorded")
-    if summary.phases_without_votes:
+    without = phases_without_votes(summary, phases, finished=recorded is not None)
+    if without:
         reasons.append("no votes cast")
-    details = problems + [f"no votes cast in {p}" for p in summary.phases_without_votes]
+    details = problems + [f"no votes cast in {p}" for p in without]
 
     rules: dict[str, Any] = {"n_players": len(names), "n_mafia": len(mafia), "start": phases[0].kind,
                              "night_chat": True, "reveal_role": True}

@@ -98,12 +98,12 @@ def parse_memory(lines: list[str], owner: str, names: set[str]) -> list[Token]:
         if (m := _SILENCE.match(line)) and (speaker := who(m["speaker"])) is not None:
             tokens.append(("silence", speaker))
         elif line.startswith("Votes:"):
-            votes = []
+            votes: list[tuple[str, str, bool]] = []
             for item in line[len("Votes:"):].strip().split(", "):
                 v = _VOTE.match(item.strip())
                 voter, target = (who(v["voter"]), who(v["target"])) if v else (None, None)
                 if not v or voter is None or target is None:
-                    votes = None
+                    votes = []
                     break
                 votes.append((voter, target, bool(v["random"])))
             tokens.append(("votes", tuple(votes)) if votes else ("info", line))
@@ -289,7 +289,10 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     if death is not None and victim is not None and death[1] != victim:
         problems.append(f"memories say {death[1]} was found dead, but {victim} is the dead player")
     votes_token = base.first("votes")
-    arrested = next((s.name for s in seats if s.imprisoned), None)
+    imprisoned = [s.name for s in seats if s.imprisoned]
+    if len(imprisoned) > 1:
+        problems.append(f"{len(imprisoned)} players arrested, expected 1: {imprisoned}")
+    arrested = imprisoned[0] if imprisoned else None
     arrest_token = base.first("arrest")
     if arrest_token is not None:
         if arrested is not None and arrest_token[1] != arrested:

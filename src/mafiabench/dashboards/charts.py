@@ -1,0 +1,590 @@
+"""Altair chart builders. Each takes rows already read from the marts (lists of dicts) and returns a Vega-Lite spec.
+
+Win rates are drawn the way the Mini-Mafia study draws them: horizontal bars of the observed rate split into clean
+wins and wins decided by a random tie-break (lighter shade), an error bar (a radio button switches between the
+Wilson 95% interval and the Beta posterior mean ± 1 sd), and the exact analytic baselines as dashed reference lines.
+Filters (study, variant, dimension, ...) are Vega-Lite parameters bound to dropdowns, so pages stay static files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import altair as alt
+
+Rows = Sequence[Mapping[str, Any]]
+
+CLEAN = "clean win"
+TIE = "won after a tie-break"
+PART_SCALE = alt.Scale(domain=[CLEAN, TIE], range=["#3b6fb6", "#a9c4ea"])
+BASELINE_COLOR = "#b2182b"
+WIDTH = 460
+
+
+DATA = alt.NamedData(name="rows")
+
+
+def _spec(chart: Any, rows: Rows) -> dict[str, Any]:
+    """The Vega-Lite dict with the rows attached as the named dataset `rows`.
+
+    Charts are built over a named data source and the rows added last: Altair deep-copies and validates inline
+    data at every step, which cost seconds per page; the spec itself is still schema-validated.
+    """
+    spec: dict[str, Any] = chart.to_dict()
+    spec["datasets"] = {"rows": [dict(r) for r in rows]}
+    return spec
+
+
+def _dropdown(name: str, options: Sequence[Any], label: str, value: Any | None = None) -> alt.Parameter:
+    options = list(options)
+    return alt.param(
+        name=name,
+        value=options[0] if value is None else value,
+        bind=alt.binding_select(options=options, name=label),
+    )
+
+
+def _interval_param() -> alt.Parameter:
+    return alt.param(
+        name="interval",
+        value="wilson",
+        bind=alt.binding_radio(
+            options=["wilson", "beta"],
+            labels=["Wilson 95% interval", "Beta posterior mean ± 1 sd"],
+            name="Error bars: ",
+        ),
+    )
+
+
+_LO = "interval == 'wilson' ? datum.wilson_low : max(0, datum.laplace_mean - datum.beta_sd)"
+_HI = "interval == 'wilson' ? datum.wilson_high : min(1, datum.laplace_mean + datum.beta_sd)"
+_MID = "interval == 'wilson' ? datum.rate : datum.laplace_mean"
+
+
+def rate_rows(rows: Rows, keys: Sequence[str]) -> list[dict[str, Any]]:
+    """Rate rows (k, k_tie, n, laplace_mean, beta_sd, wilson_*) → long rows for stacked bars plus one `ci` row each.
+
+    Bars show k/n split into clean and tie-decided parts; the `ci` row carries the interval fields.
+    """
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        n = r.get("n") or 0
+        k = r.get("k") or 0
+        k_tie = r.get("k_tie") or 0
+        base = {key: r.get(key) for key in keys}
+        stats = {
+            "n": n,
+            "k": k,
+            "k_tie": k_tie,
+            "rate": (k / n) if n else None,
+            "laplace_mean": r.get("laplace_mean"),
+            "beta_sd": r.get("beta_sd"),
+            "wilson_low": r.get("wilson_low"),
+            "wilson_high": r.get("wilson_high"),
+        }
+        if not n:
+            continue
+        out.append({**base, **stats, "kind": "bar", "part": CLEAN, "order": 0, "value": (k - k_tie) / n})
+        out.append({**base, **stats, "kind": "bar", "part": TIE, "order": 1, "value": k_tie / n})
+        out.append({**base, **stats, "kind": "ci"})
+    return out
+
+
+def _rate_tooltip(y: str, y_title: str) -> list[alt.Tooltip]:
+    return [
+        alt.Tooltip(f"{y}:N", title=y_title),
+        alt.Tooltip("k:Q", title="wins"),
+        alt.Tooltip("k_tie:Q", title="of which after a tie-break"),
+        alt.Tooltip("n:Q", title="games"),
+        alt.Tooltip("rate:Q", title="observed rate", format=".1%"),
+        alt.Tooltip("laplace_mean:Q", title="Beta posterior mean", format=".1%"),
+        alt.Tooltip("beta_sd:Q", title="Beta posterior sd", format=".1%"),
+        alt.Tooltip("wilson_low:Q", title="Wilson 95% low", format=".1%"),
+        alt.Tooltip("wilson_high:Q", title="Wilson 95% high", format=".1%"),
+    ]
+
+
+def _rate_layers(
+    y: str, y_title: str, x_title: str, *, y_offset: str | None = None, color_ci: bool = False
+) -> list[alt.Chart]:
+    """Stacked clean/tie bars plus the switchable error bar, over rows made by `rate_rows`."""
+    tooltip = _rate_tooltip(y, y_title)
+    y_enc = alt.Y(f"{y}:N", title=y_title, axis=alt.Axis(labelLimit=320))
+    bar_enc: dict[str, Any] = {
+        "x": alt.X("value:Q", stack="zero", title=x_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+        "y": y_enc,
+        "color": alt.Color("part:N", scale=PART_SCALE, title="win"),
+        "order": alt.Order("order:Q"),
+        "tooltip": tooltip,
+    }
+    ci_enc: dict[str, Any] = {"x": "lo:Q", "x2": "hi:Q", "y": y_enc, "tooltip": tooltip}
+    mid_enc: dict[str, Any] = {"x": "mid:Q", "y": y_enc, "tooltip": tooltip}
+    if y_offset:
+        bar_enc["yOffset"] = alt.YOffset(f"{y_offset}:N")
+        ci_enc["yOffset"] = alt.YOffset(f"{y_offset}:N")
+        mid_enc["yOffset"] = alt.YOffset(f"{y_offset}:N")
+    base = alt.Chart()
+    bars = base.mark_bar(height={"band": 0.75}).encode(**bar_enc).transform_filter("datum.kind == 'bar'")
+    ci = base.transform_filter("datum.kind == 'ci'").transform_calculate(lo=_LO, hi=_HI, mid=_MID)
+    rule = ci.mark_rule(color="#1d2330", strokeWidth=1.6).encode(**ci_enc)
+    tick = ci.mark_tick(color="#1d2330", thickness=2, size=10).encode(**mid_enc)
+    return [bars, rule, tick]
+
+
+def baseline_rows(
+    baselines: Sequence[Mapping[str, Any]], *, metric: str, night_modes: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Reference-line rows from `baselines.baseline_table()`: `metric` is `town_win` or `mafia_win`; only the
+    profiles whose night matches a night mode of the data (all when unknown)."""
+    out = []
+    for b in baselines:
+        if night_modes and b.get("night") not in night_modes:
+            continue
+        value = float(b[metric])
+        out.append(
+            {
+                "kind": "baseline",
+                "profile": f"{b['profile']}: {value:.1%}",
+                "baseline": value,
+                "fraction": b.get(f"{metric}_fraction"),
+                "description": b.get("description"),
+            }
+        )
+    return out
+
+
+def _baseline_layer() -> alt.Chart:
+    return (
+        alt.Chart()
+        .transform_filter("datum.kind == 'baseline'")
+        .mark_rule(color=BASELINE_COLOR, strokeWidth=1.4)
+        .encode(
+            x="baseline:Q",
+            strokeDash=alt.StrokeDash(
+                "profile:N", title="exact baseline (no skill)", legend=alt.Legend(labelLimit=400)
+            ),
+            tooltip=[
+                alt.Tooltip("profile:N", title="baseline"),
+                alt.Tooltip("fraction:N", title="exact value"),
+                alt.Tooltip("description:N"),
+            ],
+        )
+    )
+
+
+def capability_chart(
+    rows: Rows,
+    baselines: Sequence[Mapping[str, Any]],
+    *,
+    capability: str,
+    studies: Sequence[str],
+    night_modes: Mapping[str, Sequence[str]],
+) -> dict[str, Any]:
+    """One panel per background: each target's win rate (clean + tie part), error bar, baselines."""
+    metric = "mafia_win" if capability == "deceive" else "town_win"
+    data = rate_rows(rows, ["study", "background", "target_model"])
+    # Baseline rows carry an existing target of their panel: Vega-Lite builds the y domain from the unfiltered
+    # facet data too, and a row without one would add an empty band.
+    panels = {(r["study"], r["background"]): r["target_model"] for r in rows}
+    for (study, background), target in sorted(panels.items()):
+        for b in baseline_rows(baselines, metric=metric, night_modes=night_modes.get(study)):
+            data.append({**b, "study": study, "background": background, "target_model": target})
+    study = _dropdown("study", studies, "Study: ")
+    x_title = "mafia win rate (target plays the mafioso)" if capability == "deceive" else "town win rate"
+    layers = [*_rate_layers("target_model", "target model", x_title), _baseline_layer()]
+    chart = (
+        alt.layer(*layers, data=DATA)
+        .properties(width=WIDTH, height=alt.Step(22))
+        .facet(
+            facet=alt.Facet(
+                "background:N",
+                title=None,
+                header=alt.Header(
+                    labelOrient="top",
+                    labelAnchor="start",
+                    labelFontWeight="bold",
+                    labelLimit=900,
+                    labelExpr="'background: ' + datum.value",
+                ),
+            ),
+            columns=1,
+        )
+        .transform_filter("datum.study == study")
+        .add_params(study, _interval_param())
+        .resolve_scale(y="independent")
+    )
+    return _spec(chart, data)
+
+
+def win_rate_chart(rows: Rows, *, dimensions: Sequence[str], variants: Sequence[str]) -> dict[str, Any]:
+    """Win rates by a chosen grouping (dropdowns: variant, dimension)."""
+    data = rate_rows(rows, ["variant", "dimension", "value", "team"])
+    default_dim = "cell" if "cell" in dimensions else dimensions[0]
+    dim = _dropdown("dimension", dimensions, "Group by: ", default_dim)
+    variant = _dropdown("variant", variants, "Variant: ")
+    layers = _rate_layers("value", "group", "win rate of the team shown (mafia for game groupings)")
+    colorless = alt.layer(*layers, data=DATA).transform_filter(
+        "datum.dimension == dimension && datum.variant == variant"
+    )
+    return _spec(
+        colorless.add_params(dim, variant, _interval_param()).properties(width=WIDTH, height=alt.Step(20)), data
+    )
+
+
+def scores_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
+    """Bottom-up capability scores exp(mean z) with their 95% interval, one column per capability (log scale)."""
+    study = _dropdown("study", studies, "Study: ")
+    base = alt.Chart()
+    y = alt.Y("target_model:N", title="target model", axis=alt.Axis(labelLimit=320))
+    tooltip = [
+        alt.Tooltip("target_model:N", title="model"),
+        alt.Tooltip("score:Q", format=".3f"),
+        alt.Tooltip("score_sd:Q", title="sd (delta method)", format=".3f"),
+        alt.Tooltip("score_low:Q", title="95% low", format=".3f"),
+        alt.Tooltip("score_high:Q", title="95% high", format=".3f"),
+        alt.Tooltip("mean_z:Q", title="mean z", format=".3f"),
+        alt.Tooltip("n_backgrounds:Q", title="backgrounds"),
+        alt.Tooltip("n_games:Q", title="games"),
+    ]
+    x = alt.X("score:Q", title="score = exp(mean z)  (1 = average)", scale=alt.Scale(type="log"))
+    rule = base.mark_rule(color="#1d2330", strokeWidth=1.6).encode(
+        x=alt.X("score_low:Q", title=None), x2="score_high:Q", y=y, tooltip=tooltip
+    )
+    point = base.mark_point(filled=True, size=70, color="#3b6fb6").encode(x=x, y=y, tooltip=tooltip)
+    ref = base.mark_rule(color="#888", strokeDash=[4, 3]).encode(x="one:Q")
+    chart = (
+        alt.layer(rule, point, ref, data=DATA)
+        .transform_calculate(one="1")
+        .properties(width=260, height=alt.Step(22))
+        .facet(column=alt.Column("capability:N", title=None, header=alt.Header(labelFontWeight="bold")))
+        .transform_filter("datum.study == study")
+        .add_params(study)
+    )
+    return _spec(chart, rows)
+
+
+def latent_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
+    """Top-down latent abilities with Laplace 95% intervals: a (deceive), b (disclose) and c (detect)."""
+    study = _dropdown("study", studies, "Study: ")
+    base = alt.Chart()
+    y = alt.Y("model:N", title="model", axis=alt.Axis(labelLimit=320))
+    tooltip = [
+        alt.Tooltip("model:N"),
+        alt.Tooltip("ability:N"),
+        alt.Tooltip("parameter:N"),
+        alt.Tooltip("estimate:Q", format=".3f"),
+        alt.Tooltip("se:Q", title="standard error", format=".3f"),
+        alt.Tooltip("ci_low:Q", title="95% low", format=".3f"),
+        alt.Tooltip("ci_high:Q", title="95% high", format=".3f"),
+        alt.Tooltip("n_games:Q", title="games in this role"),
+    ]
+    rule = base.mark_rule(color="#1d2330", strokeWidth=1.6).encode(
+        x=alt.X("plot_ci_low:Q", title="estimate (logit scale; 0 = average)"),
+        x2="plot_ci_high:Q",
+        y=y,
+        tooltip=tooltip,
+    )
+    point = base.mark_point(filled=True, size=70, color="#7b4fb6").encode(x="plot_estimate:Q", y=y, tooltip=tooltip)
+    ref = base.mark_rule(color="#888", strokeDash=[4, 3]).encode(x="reference:Q")
+    chart = (
+        alt.layer(rule, point, ref, data=DATA)
+        .transform_calculate(reference="0")
+        .properties(width=260, height=alt.Step(22))
+        .facet(column=alt.Column("label:N", title=None, header=alt.Header(labelFontWeight="bold")))
+        .transform_filter("datum.study == study")
+        .add_params(study)
+        .resolve_scale(x="independent", y="independent")
+    )
+    return _spec(chart, rows)
+
+
+def surprise_chart(rows: Rows) -> dict[str, Any]:
+    """The most surprising games: one point per (game, rule); click a point to open its transcript."""
+    tooltip = [
+        alt.Tooltip("game_id:N", title="game"),
+        alt.Tooltip("rule:N"),
+        alt.Tooltip("surprise:Q", format=".2f"),
+        alt.Tooltip("probability:Q", title="p", format=".3g"),
+        alt.Tooltip("cell:N"),
+        alt.Tooltip("reason:N"),
+    ]
+    chart = (
+        alt.Chart(DATA)
+        .mark_point(filled=True, size=90, cursor="pointer")
+        .encode(
+            x=alt.X("surprise:Q", title="surprise = −ln p (higher is rarer)"),
+            y=alt.Y(
+                "game_id:N",
+                title=None,
+                sort=alt.EncodingSortField("surprise", op="max", order="descending"),
+                axis=alt.Axis(labelLimit=360),
+            ),
+            color=alt.Color("rule:N", title="rule", scale=alt.Scale(scheme="tableau10")),
+            shape=alt.Shape("rule:N", title="rule"),
+            href="href:N",
+            tooltip=tooltip,
+        )
+        .properties(width=WIDTH, height=alt.Step(18))
+    )
+    return _spec(chart, rows)
+
+
+def _rate_interval_chart(
+    rows: Rows,
+    *,
+    y: str,
+    y_title: str,
+    x_title: str,
+    column: str | None = None,
+    color: str | None = None,
+    params: Sequence[tuple[str, Sequence[Any], str]] = (),
+    extra_tooltip: Sequence[alt.Tooltip] = (),
+    width: int = 300,
+) -> dict[str, Any]:
+    """A point (Laplace mean) with its Wilson interval per row; optional column facet, color/offset and dropdowns."""
+    base = alt.Chart()
+    y_enc = alt.Y(f"{y}:N", title=y_title, axis=alt.Axis(labelLimit=320))
+    tooltip = [
+        alt.Tooltip(f"{y}:N", title=y_title),
+        *extra_tooltip,
+        alt.Tooltip("k:Q", title="count"),
+        alt.Tooltip("n:Q", title="out of"),
+        alt.Tooltip("rate:Q", title="observed rate", format=".1%"),
+        alt.Tooltip("laplace_mean:Q", title="Beta posterior mean", format=".1%"),
+        alt.Tooltip("wilson_low:Q", title="Wilson 95% low", format=".1%"),
+        alt.Tooltip("wilson_high:Q", title="Wilson 95% high", format=".1%"),
+    ]
+    enc_extra: dict[str, Any] = {}
+    rule_mark: dict[str, Any] = {"strokeWidth": 1.6}
+    point_mark: dict[str, Any] = {"filled": True, "size": 60}
+    if color:
+        enc_extra["color"] = alt.Color(f"{color}:N", title=color.replace("_", " "))
+        enc_extra["yOffset"] = alt.YOffset(f"{color}:N")
+    else:
+        rule_mark["color"] = "#1d2330"
+        point_mark["color"] = "#3b6fb6"
+    rule = base.mark_rule(**rule_mark).encode(
+        x=alt.X("wilson_low:Q", title=x_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+        x2="wilson_high:Q",
+        y=y_enc,
+        tooltip=tooltip,
+        **enc_extra,
+    )
+    point = base.mark_point(**point_mark).encode(x="laplace_mean:Q", y=y_enc, tooltip=tooltip, **enc_extra)
+    layer = alt.layer(rule, point, data=DATA).properties(width=width, height=alt.Step(20 if color else 22))
+    chart: Any
+    if column:
+        chart = layer.facet(
+            column=alt.Column(f"{column}:N", title=None, header=alt.Header(labelFontWeight="bold"))
+        ).resolve_scale(y="independent")
+    else:
+        chart = layer
+    bound = [_dropdown(name, options, label) for name, options, label in params]
+    if bound:
+        chart = chart.transform_filter(" && ".join(f"datum.{name} == {name}" for name, _, _ in params)).add_params(
+            *bound
+        )
+    return _spec(chart, rows)
+
+
+def reasoning_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
+    return _rate_interval_chart(
+        rows,
+        y="model",
+        y_title="model",
+        x_title="failure rate",
+        column="level_label",
+        params=[("variant", variants, "Variant: ")],
+        extra_tooltip=[alt.Tooltip("n_failures_by_fallback:Q", title="failures that were random fallbacks")],
+    )
+
+
+def format_failure_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
+    return _rate_interval_chart(
+        rows,
+        y="model",
+        y_title="model",
+        x_title="format-failure rate",
+        column="action",
+        color="role",
+        params=[("variant", variants, "Variant: ")],
+        width=240,
+    )
+
+
+def last_speaker_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
+    return _rate_interval_chart(
+        rows,
+        y="role",
+        y_title="role",
+        x_title="win rate of the player's team",
+        color="spoke_last",
+        params=[("variant", variants, "Variant: ")],
+        extra_tooltip=[alt.Tooltip("spoke_last:N", title="spoke last"), alt.Tooltip("advantage:Q", format="+.1%")],
+    )
+
+
+def name_seat_chart(
+    rows: Rows, *, variants: Sequence[str], settings: Sequence[str], roles: Sequence[str]
+) -> dict[str, Any]:
+    return _rate_interval_chart(
+        rows,
+        y="value",
+        y_title="name or seat",
+        x_title="win rate of the player's team",
+        column="dimension",
+        params=[("variant", variants, "Variant: "), ("setting", settings, "Setting: "), ("role", roles, "Role: ")],
+        width=260,
+    )
+
+
+def fallback_share_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
+    """Share of game outcomes a random fallback vote decided, per cell."""
+    variant = _dropdown("variant", variants, "Variant: ")
+    chart = (
+        alt.Chart(DATA)
+        .mark_bar(color="#d08a2c")
+        .encode(
+            x=alt.X(
+                "share_fallback_decided:Q",
+                title="share of games decided by a random fallback vote",
+                axis=alt.Axis(format="%"),
+            ),
+            y=alt.Y("value:N", title="cell", axis=alt.Axis(labelLimit=420)),
+            tooltip=[
+                alt.Tooltip("value:N", title="cell"),
+                alt.Tooltip("n_fallback_decided:Q", title="games decided by a fallback"),
+                alt.Tooltip("n:Q", title="scored games"),
+                alt.Tooltip("share_fallback_decided:Q", title="share", format=".1%"),
+            ],
+        )
+        .transform_filter("datum.variant == variant")
+        .add_params(variant)
+        .properties(width=WIDTH, height=alt.Step(18))
+    )
+    return _spec(chart, rows)
+
+
+def model_tokens_chart(rows: Rows) -> dict[str, Any]:
+    """Tokens per game by model, split into input (cached and not) and output."""
+    order = {"input (not cached)": 0, "input (cached)": 1, "output": 2}
+    data = []
+    for r in rows:
+        games = r.get("n_games") or 0
+        if not games:
+            continue
+        cached = r.get("cached_tokens") or 0
+        parts = {
+            "input (not cached)": (r.get("input_tokens") or 0) - cached,
+            "input (cached)": cached,
+            "output": r.get("output_tokens") or 0,
+        }
+        for part, tokens in parts.items():
+            data.append(
+                {
+                    "model": r["model"],
+                    "part": part,
+                    "order": order[part],
+                    "tokens_per_game": tokens / games,
+                    "games": games,
+                }
+            )
+    chart = (
+        alt.Chart(DATA)
+        .mark_bar()
+        .encode(
+            x=alt.X("tokens_per_game:Q", title="tokens per game (this model's calls)", stack="zero"),
+            y=alt.Y("model:N", title="model", axis=alt.Axis(labelLimit=320)),
+            color=alt.Color(
+                "part:N", title="tokens", scale=alt.Scale(domain=list(order), range=["#3b6fb6", "#a9c4ea", "#d08a2c"])
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("model:N"),
+                alt.Tooltip("part:N"),
+                alt.Tooltip("tokens_per_game:Q", title="tokens per game", format=",.0f"),
+                alt.Tooltip("games:Q"),
+            ],
+        )
+        .properties(width=WIDTH, height=alt.Step(22))
+    )
+    return _spec(chart, data)
+
+
+def model_cost_chart(rows: Rows) -> dict[str, Any]:
+    rows = [r for r in rows if r.get("n_games")]
+    chart = (
+        alt.Chart(DATA)
+        .mark_bar(color="#3b6fb6")
+        .encode(
+            x=alt.X("cost_usd_per_game:Q", title="US$ per game (this model's calls; unpriced models show 0)"),
+            y=alt.Y("model:N", title="model", axis=alt.Axis(labelLimit=320)),
+            tooltip=[
+                alt.Tooltip("model:N"),
+                alt.Tooltip("cost_usd:Q", title="total US$", format=",.4f"),
+                alt.Tooltip("cost_usd_per_game:Q", title="US$ per game", format=",.4f"),
+                alt.Tooltip("n_games:Q", title="games"),
+                alt.Tooltip("n_calls:Q", title="calls"),
+                alt.Tooltip("fully_priced:N", title="priced"),
+            ],
+        )
+        .properties(width=WIDTH, height=alt.Step(22))
+    )
+    return _spec(chart, rows)
+
+
+def histogram_chart(rows: Rows, *, x_title: str) -> dict[str, Any]:
+    """Pre-binned rows (lo, hi, games): SQL bins them so a million games stay a few dozen data points."""
+    chart = (
+        alt.Chart(DATA)
+        .mark_bar(color="#3b6fb6", binSpacing=1)
+        .encode(
+            x=alt.X("lo:Q", title=x_title, bin="binned"),
+            x2="hi:Q",
+            y=alt.Y("games:Q", title="games"),
+            tooltip=[
+                alt.Tooltip("lo:Q", title="from", format=",.0f"),
+                alt.Tooltip("hi:Q", title="to", format=",.0f"),
+                alt.Tooltip("games:Q"),
+            ],
+        )
+        .properties(width=WIDTH, height=200)
+    )
+    return _spec(chart, rows)
+
+
+def validation_chart(rows: Rows) -> dict[str, Any]:
+    """Expectations per suite, passed and failed."""
+    chart = (
+        alt.Chart(DATA)
+        .mark_bar()
+        .encode(
+            x=alt.X("expectations:Q", title="expectations", stack="zero"),
+            y=alt.Y("suite:N", title="suite", sort=alt.EncodingSortField("failed_first", order="ascending")),
+            color=alt.Color("outcome:N", scale=alt.Scale(domain=["failed", "passed"], range=["#c62828", "#5fa55a"])),
+            tooltip=[alt.Tooltip("suite:N"), alt.Tooltip("outcome:N"), alt.Tooltip("expectations:Q")],
+        )
+        .properties(width=WIDTH, height=alt.Step(20))
+    )
+    return _spec(chart, rows)
+
+
+def outcomes_chart(rows: Rows) -> dict[str, Any]:
+    """Games per study by outcome (index page)."""
+    domain = ["mafia won", "town won", "unfinished", "failed", "invalid"]
+    chart = (
+        alt.Chart(DATA)
+        .mark_bar()
+        .encode(
+            x=alt.X("games:Q", title="games", stack="zero"),
+            y=alt.Y("study:N", title="study", axis=alt.Axis(labelLimit=320)),
+            color=alt.Color(
+                "outcome:N",
+                scale=alt.Scale(domain=domain, range=["#b2182b", "#3b6fb6", "#bbbbbb", "#555555", "#e6a23c"]),
+            ),
+            tooltip=[alt.Tooltip("study:N"), alt.Tooltip("outcome:N"), alt.Tooltip("games:Q")],
+        )
+        .properties(width=WIDTH, height=alt.Step(24))
+    )
+    return _spec(chart, rows)

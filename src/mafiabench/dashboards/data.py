@@ -1,0 +1,67 @@
+"""Read-only access to the built warehouse for page builders: which marts exist, rows as dicts, small frames.
+
+Pages read marts only (transcripts also read the event log through `stg_events`). A mart that a build did not
+produce makes its section say so instead of failing the whole render.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+
+class Marts:
+    """A thin reader over one DuckDB connection."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection) -> None:
+        self.con = con
+        rows = con.execute(
+            "select table_name from duckdb_tables() union select view_name from duckdb_views() where not internal"
+        ).fetchall()
+        self.tables: set[str] = {r[0] for r in rows}
+        self._columns: dict[str, set[str]] = {}
+
+    def has(self, *names: str) -> bool:
+        return all(n in self.tables for n in names)
+
+    def columns(self, table: str) -> set[str]:
+        if table not in self._columns:
+            if table not in self.tables:
+                self._columns[table] = set()
+            else:
+                cur = self.con.execute(f"select * from {table} limit 0")
+                self._columns[table] = {d[0] for d in cur.description}
+        return self._columns[table]
+
+    def rows(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+        cur = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+        cols = [d[0] for d in cur.description]
+        return [{c: clean(v) for c, v in zip(cols, r, strict=True)} for r in cur.fetchall()]
+
+    def one(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> dict[str, Any]:
+        out = self.rows(sql, params)
+        return out[0] if out else {}
+
+    def scalar(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Any:
+        cur = self.con.execute(sql, params) if params is not None else self.con.execute(sql)
+        row = cur.fetchone()
+        cur.fetchall()
+        return clean(row[0]) if row else None
+
+
+def clean(value: Any) -> Any:
+    """DuckDB values → JSON-friendly Python (Vega data and tables): NaN → None, dates → ISO text."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return None
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat(sep=" ", timespec="seconds") if isinstance(value, datetime) else value.isoformat()
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    return value

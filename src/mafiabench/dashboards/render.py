@@ -1,0 +1,297 @@
+"""`render_dashboards(con, out_dir)`: the flow's last step. Gated on the quality check, written atomically.
+
+Publishing is refused unless the latest build passed its quality gate and no game was landed since
+(`transform.gate_passed`). Pages are written to a temporary sibling folder and swapped in at the end, so a refused
+or crashed render leaves the previous dashboards exactly as they were.
+
+The Vega, Vega-Lite and vega-embed scripts are written once to `assets/vega-bundle.js` (from vl-convert, no
+network) and every page loads them by relative path, so the folder works offline from `file://` (one ~900 KB copy
+instead of one per page).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from mafiabench import __version__
+from mafiabench.dashboards import pages
+from mafiabench.dashboards.data import Marts
+from mafiabench.dashboards.html import ASSETS, STYLE, STYLESHEET, VEGA_BUNDLE, Markup, Page, esc, render_page
+from mafiabench.dashboards.transcripts import transcript_pages, transcript_path
+from mafiabench.errors import UserError
+
+KEEP_FILES = ("README.md",)  # hand-written files of the output folder that a render carries over
+
+
+class PublishBlockedError(UserError):
+    """The quality gate did not pass: nothing is published and the previous dashboards stay as they were."""
+
+
+@dataclass
+class RenderResult:
+    out_dir: Path
+    pages: list[str] = field(default_factory=list)  # overview pages, relative to out_dir
+    transcripts: int = 0
+    games: int = 0
+    transcripts_sampled: bool = False
+    images: list[str] = field(default_factory=list)
+    build_id: str | None = None
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        sampled = " (linked games plus a sample)" if self.transcripts_sampled else ""
+        images = f", {len(self.images)} images" if self.images else ""
+        return (
+            f"dashboards written to {self.out_dir}: {len(self.pages)} pages, {self.transcripts} of {self.games} game "
+            f"transcripts{sampled}{images} in {self.seconds:.1f}s (build {self.build_id}); open "
+            f"{self.out_dir / 'index.html'}"
+        )
+
+
+@functools.lru_cache(maxsize=1)
+def vega_bundle() -> str:
+    """vega + vega-lite + vega-embed as one classic script, from vl-convert (offline).
+
+    Bundling takes 2-6 s, so the result is cached in memory and in the user's cache folder, keyed by the
+    vl-convert version that made it (the bundle depends on nothing else).
+    """
+    import vl_convert
+
+    cache_root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    cached = cache_root / "mafiabench" / f"vega-bundle-vl-convert-{getattr(vl_convert, '__version__', 'unknown')}.js"
+    try:
+        text = cached.read_text(encoding="utf-8")
+        if "window.vegaEmbed" in text:
+            return text
+    except OSError:
+        pass
+    text = str(vl_convert.javascript_bundle(None))  # type: ignore[arg-type]  # None: the default snippet
+    try:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_name(f"{cached.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, cached)
+    except OSError:
+        pass  # a read-only home only costs the next render a few seconds
+    return text
+
+
+def check_gate(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """The latest build, if publishing is allowed; else `PublishBlockedError` saying why and what to do."""
+    from mafiabench import transform
+
+    build = transform.latest_build(con)
+    if transform.gate_passed(con):
+        assert build is not None
+        return build
+    if build is None:
+        raise PublishBlockedError(
+            "the warehouse has not been built: run `mafiabench build` first; dashboards not published"
+        )
+    if build.get("status") == "failed":
+        first = (build.get("message") or "").splitlines()
+        detail = f": {first[0]}" if first else ""
+        raise PublishBlockedError(
+            f"the latest build {build['build_id']} failed its quality gate ({build.get('n_failed')} of "
+            f"{build.get('n_expectations')} expectations failed){detail}. Dashboards not published; the previous "
+            "ones are left untouched. Fix the data or the models and run `mafiabench build` again."
+        )
+    if not build.get("published"):
+        raise PublishBlockedError(
+            f"the latest build {build['build_id']} was not validated (status {build.get('status')}); run "
+            "`mafiabench build` with validation; dashboards not published"
+        )
+    raise PublishBlockedError(
+        f"games were landed or removed after the latest build {build['build_id']}: its marts are stale. Run "
+        "`mafiabench build` again; dashboards not published"
+    )
+
+
+def select_transcripts(
+    m: Marts, linked: Sequence[str], *, max_transcripts: int, sample: int
+) -> tuple[list[str], int, str]:
+    """Which games get a transcript page: all of them for a warehouse of at most `max_transcripts` games, else
+    every linked game plus a deterministic sample spread over the cells. Returns (ids, total games, note)."""
+    total = int(m.scalar("select count(*) from fct_games") or 0)
+    if total <= max_transcripts:
+        ids = [r["game_id"] for r in m.rows("select game_id from fct_games order by study, cell, game_index, game_id")]
+        return ids, total, f"All {total:,} games have a transcript."
+    n_cells = int(m.scalar("select count(distinct cell) from fct_games") or 1)
+    per_cell = max(1, -(-sample // max(n_cells, 1)))
+    sampled = m.rows(
+        """select game_id from fct_games
+           qualify row_number() over (partition by cell order by hash(game_id), game_id) <= ?
+           order by hash(game_id), game_id limit ?""",
+        [per_cell, sample],
+    )
+    ids = list(dict.fromkeys([*linked, *(r["game_id"] for r in sampled)]))
+    note = (
+        f"{len(ids):,} of {total:,} games have a transcript: every game linked from another page "
+        f"({len(set(linked)):,}) plus a deterministic sample of up to {sample:,} spread over the cells. "
+        "The full event log of every game is in the warehouse."
+    )
+    return ids, total, note
+
+
+def render_dashboards(
+    con: duckdb.DuckDBPyConnection,
+    out_dir: Path | str = Path("dashboards"),
+    *,
+    export_images: bool = False,
+    max_transcripts: int = 2000,
+    transcript_sample: int = 200,
+    max_rows: int = 500,
+) -> RenderResult:
+    """Render every page from the marts into `out_dir`, replacing its previous content atomically.
+
+    Raises `PublishBlockedError` (the previous dashboards untouched) when the latest build did not pass its gate.
+    """
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    build = check_gate(con)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise UserError(f"{out_dir} exists and is not a folder")
+    parent = out_dir.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    try:
+        result = _render_into(
+            con,
+            staging,
+            build=build,
+            export_images=export_images,
+            max_transcripts=max_transcripts,
+            transcript_sample=transcript_sample,
+            max_rows=max_rows,
+        )
+        for name in KEEP_FILES:
+            if (out_dir / name).is_file():
+                shutil.copy2(out_dir / name, staging / name)
+        os.chmod(staging, 0o755)
+        _swap(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    result.out_dir = out_dir
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+def _swap(new: Path, target: Path) -> None:
+    """Put `new` in place of `target`: two renames in the same folder (the old one is deleted afterwards)."""
+    if target.exists():
+        old = target.absolute().parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        os.rename(target, old)
+        try:
+            os.rename(new, target)
+        except BaseException:
+            os.rename(old, target)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(new, target)
+
+
+def _render_into(
+    con: duckdb.DuckDBPyConnection,
+    out: Path,
+    *,
+    build: dict[str, Any],
+    export_images: bool,
+    max_transcripts: int,
+    transcript_sample: int,
+    max_rows: int,
+) -> RenderResult:
+    from mafiabench.baselines import baseline_table
+
+    m = Marts(con)
+    if not m.has("fct_games", "stg_events", "fct_player_games"):
+        raise UserError("the warehouse has no fct_games / fct_player_games / stg_events: run `mafiabench build`")
+    linked = list(dict.fromkeys([*pages.exceptional_ids(m, max_rows), *pages.costly_ids(m)]))
+    ids, total, note = select_transcripts(m, linked, max_transcripts=max_transcripts, sample=transcript_sample)
+    rendered = {gid: transcript_path(gid) for gid in ids}
+    ctx = pages.Context(
+        marts=m,
+        baselines=[dict(b) for b in baseline_table()],
+        transcripts=rendered,
+        n_games=total,
+        transcripts_note=note,
+        max_rows=max_rows,
+        build=build,
+    )
+    if len(ids) < total:
+        ctx.notes.append(note)
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    footer = Markup(
+        f"Generated {esc(generated)} by mafiabench {esc(__version__)} from build {esc(build.get('build_id'))}. "
+        "Static files: no server and no network needed."
+    )
+    (out / ASSETS).mkdir()
+    (out / ASSETS / VEGA_BUNDLE).write_text(vega_bundle(), encoding="utf-8")
+    (out / ASSETS / STYLESHEET).write_text(STYLE, encoding="utf-8")
+    (out / "transcripts").mkdir()
+
+    result = RenderResult(
+        out_dir=out,
+        games=total,
+        transcripts=len(ids),
+        transcripts_sampled=len(ids) < total,
+        build_id=build.get("build_id"),
+    )
+    overview = [builder(ctx) for builder in pages.overview_builders()]
+    index_rows = _transcript_index_rows(m, ids)
+    overview.append(pages.transcripts_index_page(ctx, index_rows))
+    for page in overview:
+        if export_images:
+            result.images.extend(_export_images(page, out))
+        _write(out, page, footer)
+        result.pages.append(page.path)
+    for page in transcript_pages(m, ids, rendered=rendered):
+        _write(out, page, footer)
+    return result
+
+
+def _transcript_index_rows(m: Marts, ids: Sequence[str]) -> list[dict[str, Any]]:
+    if not ids:
+        return []
+    return m.rows(
+        """select game_id, study, cell, variant, status, winner, tie_decided, fallback_decided, n_format_failures
+           from fct_games where game_id in (select unnest($ids)) order by study, cell, game_index, game_id""",
+        {"ids": list(ids)},
+    )
+
+
+def _write(out: Path, page: Page, footer: Markup) -> None:
+    path = out / page.path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_page(page, nav=pages.NAV, footer=footer), encoding="utf-8")
+
+
+def _export_images(page: Page, out: Path) -> list[str]:
+    """PNG (2x) and SVG of each chart, written beside the page as `<page>.<chart>.png|svg`; links added."""
+    import vl_convert
+
+    written: list[str] = []
+    folder = (out / page.path).parent
+    stem = Path(page.path).stem
+    for block in page.charts:
+        base = f"{stem}.{block.key}"
+        svg = vl_convert.vegalite_to_svg(block.spec)
+        (folder / f"{base}.svg").write_text(svg, encoding="utf-8")
+        (folder / f"{base}.png").write_bytes(vl_convert.svg_to_png(svg, scale=2))  # 4x faster than from the spec
+        block.images = {"png": f"{base}.png", "svg": f"{base}.svg"}
+        prefix = str(Path(page.path).parent / base) if "/" in page.path else base
+        written += [f"{prefix}.png", f"{prefix}.svg"]
+    return written

@@ -1,0 +1,311 @@
+"""Static dashboards: every page is written from the marts, every link resolves to a file, nothing is loaded from
+the network, model text is escaped, images export, large warehouses get a bounded set of transcripts, and a failed
+quality gate leaves the previous dashboards untouched."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from mafiabench import quality, transform, warehouse
+from mafiabench.backends.registry import EndpointConfig
+from mafiabench.cli import main
+from mafiabench.dashboards import PublishBlockedError, render_dashboards, transcript_path
+from mafiabench.dashboards.html import Column, script_json, table
+from mafiabench.dashboards.pages import PAGES
+from mafiabench.record import GameRecord
+from mafiabench.runner import BackendPool, GameSpec, play_game
+
+SCRIPT = "<script>alert(1)</script>"
+BACKGROUNDS = ("policy/informed", "scripted/naive")
+TARGETS = ("fake/alpha", "flaky/beta", "policy/random")
+ROLE = {"deceive": "mafioso", "detect": "villager", "disclose": "detective"}
+
+
+def _pool() -> BackendPool:
+    # `flaky/...` breaks the answer format now and then: format failures, silences and random fallback votes.
+    return BackendPool(endpoints={"flaky": EndpointConfig("flaky", "fake", options={"p_malformed": 0.3})})
+
+
+def study_records(games_per_cell: int = 4, experiment: str = "dash") -> list[GameRecord]:
+    """A small Mini-Mafia design: 2 backgrounds x 3 targets x 3 capabilities, plus one homogeneous cell.
+
+    One message of the first game is replaced by a script tag, as a model might write it.
+    """
+    specs: list[GameSpec] = []
+    seed = 0
+    cells: list[tuple[str, dict[str, str], list[str], str | None, str | None]] = []
+    for background in BACKGROUNDS:
+        for target in TARGETS:
+            for cap, role in ROLE.items():
+                agents = dict.fromkeys(ROLE.values(), background)
+                agents[role] = target
+                cells.append((f"{cap}|{target}|{background}", agents, [cap], target, background))
+    cells.append(("homogeneous|fake/alpha", dict.fromkeys(ROLE.values(), "fake/alpha"), list(ROLE), "fake/alpha",
+                  "fake/alpha"))
+    for cell, agents, caps, target, background in cells:
+        for i in range(games_per_cell):
+            seed += 1
+            gid = f"{experiment}.{re.sub(r'[^A-Za-z0-9]+', '-', cell)}.{i:03d}"
+            design = {"experiment": experiment, "cell": cell, "game_index": i, "capabilities": caps,
+                      "target": target, "background": background}
+            specs.append(GameSpec.build(gid, "mini-mafia", None, seed, agents, design=design))
+
+    async def play() -> list[GameRecord]:
+        pool = _pool()
+        return list(await asyncio.gather(*(play_game(s, pool) for s in specs)))
+
+    records = asyncio.run(play())
+    first = records[0]
+    for j, e in enumerate(first.events):
+        if e.type == "message":
+            first.events[j] = dataclasses.replace(e, text=f"{SCRIPT} I am innocent & so is </script> Bob")
+            break
+    return records
+
+
+def build_study(path: Path, games_per_cell: int = 4) -> Path:
+    """Play, land and build a small study warehouse at `path` (closed afterwards, so tests can copy it)."""
+    con = warehouse.connect(path)
+    try:
+        warehouse.load_records(con, study_records(games_per_cell))
+        transform.build_warehouse(con, upset_threshold=0.3)
+        con.execute("checkpoint")
+    finally:
+        con.close()
+    return path
+
+
+class Links(HTMLParser):
+    """Every href/src of a page, and the text of each link."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refs: list[tuple[str, str, str]] = []  # (tag, attribute, value)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for name, value in attrs:
+            if name in ("href", "src") and value is not None:
+                self.refs.append((tag, name, value))
+
+
+def refs(page: Path) -> list[tuple[str, str, str]]:
+    parser = Links()
+    parser.feed(page.read_text(encoding="utf-8"))
+    return parser.refs
+
+
+def broken_links(site: Path) -> list[str]:
+    """Links that leave the folder, point to the network or to a missing file."""
+    bad = []
+    for page in site.rglob("*.html"):
+        for tag, attr, value in refs(page):
+            if value.startswith("#"):
+                continue
+            if re.match(r"^[a-z][a-z0-9+.-]*:", value) or value.startswith("//"):
+                bad.append(f"{page.relative_to(site)}: remote {tag}[{attr}]={value}")
+                continue
+            target = (page.parent / value.split("#")[0]).resolve()
+            if not target.is_file() or site.resolve() not in target.parents:
+                bad.append(f"{page.relative_to(site)}: missing {value}")
+    return bad
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_study(tmp_path_factory.mktemp("study") / "study.duckdb")
+
+
+@pytest.fixture(scope="module")
+def site(study: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dashboards as the command line writes them, with images."""
+    out = tmp_path_factory.mktemp("site") / "dashboards"
+    assert main(["dashboards", "--warehouse", str(study), "--out", str(out), "--export-images"]) == 0
+    return out
+
+
+def test_every_page_is_written_and_linked_from_the_index(site: Path) -> None:
+    for path, _, _ in PAGES:
+        assert (site / path).is_file(), path
+    index_links = {v for _, _, v in refs(site / "index.html")}
+    for path, _, _ in PAGES[1:]:
+        assert path in index_links, f"index does not link {path}"
+    assert (site / "assets" / "vega-bundle.js").stat().st_size > 500_000
+
+
+def test_links_resolve_and_nothing_comes_from_the_network(site: Path) -> None:
+    assert broken_links(site) == []
+    for page in site.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        assert "cdn.jsdelivr" not in text and "<script src=\"http" not in text
+
+
+def test_exceptional_games_link_to_their_transcripts(site: Path) -> None:
+    links = [v for _, attr, v in refs(site / "exceptional-games.html") if v.startswith("transcripts/")
+             and v != "transcripts/index.html"]
+    assert links, "no exceptional game linked"
+    for value in links:
+        page = site / value
+        game_id = Path(value).stem
+        assert f"Game {game_id}" in page.read_text(encoding="utf-8")
+
+
+def test_model_text_is_escaped_everywhere(site: Path) -> None:
+    hits = [p for p in (site / "transcripts").glob("*.html") if "alert(1)" in p.read_text(encoding="utf-8")]
+    assert len(hits) == 1
+    text = hits[0].read_text(encoding="utf-8")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; I am innocent &amp; so is &lt;/script&gt; Bob" in text
+    for page in site.rglob("*.html"):
+        assert SCRIPT not in page.read_text(encoding="utf-8"), page
+
+
+def test_transcripts_show_seats_votes_fallbacks_and_outcome(site: Path, study: Path) -> None:
+    con = duckdb.connect(str(study), read_only=True)
+    try:
+        gid = con.execute(
+            "select game_id from stg_events where event_type = 'vote' and random_fallback order by game_id limit 1"
+        ).fetchall()[0][0]
+        players = con.execute("select name, model from fct_player_games where game_id = ?", [gid]).fetchall()
+    finally:
+        con.close()
+    text = (site / transcript_path(gid)).read_text(encoding="utf-8")
+    assert "random fallback" in text and "votes for" in text and "Game over:" in text
+    assert "Night 1" in text and "Day 1" in text
+    for name, model in players:
+        assert name in text and model in text
+
+
+def test_each_chart_is_exported_as_png_and_svg_and_linked(site: Path) -> None:
+    n_charts = 0
+    for page in site.glob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        charts = re.findall(r'id="chart-([^"]+)"', text)
+        n_charts += len(charts)
+        for key in charts:
+            for fmt in ("png", "svg"):
+                name = f"{page.stem}.{key}.{fmt}"
+                assert f'href="{name}"' in text, f"{page.name} does not link {name}"
+        for key in charts:
+            assert (site / f"{page.stem}.{key}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+            assert "<svg" in (site / f"{page.stem}.{key}.svg").read_text(encoding="utf-8")[:500]
+    assert n_charts >= 12
+
+
+def test_chart_json_cannot_close_its_script_element() -> None:
+    text = script_json({"reason": "</script><script>alert(1)</script> <!-- \u2028"})
+    assert "</" not in text and "<!--" not in text and "\u2028" not in text
+    assert json.loads(text) == {"reason": "</script><script>alert(1)</script> <!-- \u2028"}
+    cell = table([{"m": "<b>x</b>"}], [Column("model", "m")])
+    assert "&lt;b&gt;x&lt;/b&gt;" in cell and "<b>x" not in cell
+
+
+def test_unsafe_game_ids_get_distinct_safe_pages() -> None:
+    assert transcript_path("exp.cell-1.00003") == "transcripts/exp.cell-1.00003.html"
+    assert transcript_path("index") != "transcripts/index.html"
+    a, b = transcript_path("../x/y z"), transcript_path("../x/y_z")
+    assert a != b
+    for p in (a, b):
+        assert re.fullmatch(r"transcripts/[A-Za-z0-9._-]+\.html", p) and ".." not in p
+
+
+def _copy(study: Path, tmp_path: Path) -> Path:
+    target = tmp_path / "copy.duckdb"
+    shutil.copy(study, target)
+    return target
+
+
+def test_failed_gate_leaves_the_previous_dashboards_untouched(
+    study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = _copy(study, tmp_path)
+    out = tmp_path / "dashboards"
+    con = warehouse.connect(db)
+    try:
+        render_dashboards(con, out)
+        before = snapshot(out)
+        assert before
+
+        # A game landed after the build: the marts are stale, publishing is refused.
+        extra = study_records(1, experiment="late")[0]
+        warehouse.load_records(con, [extra])
+        with pytest.raises(PublishBlockedError, match="stale"):
+            render_dashboards(con, out)
+        assert snapshot(out) == before
+
+        # The next build fails an expectation: refused again, with the reason, and nothing changes.
+        failing = quality.ExpectationResult("raw_games", "expect_something", "an injected failure", {}, False, 1, 1)
+        real = quality.run_suites
+        monkeypatch.setattr(quality, "run_suites", lambda *a, **k: [*real(*a, **k), failing])
+        result = transform.build_warehouse(con, raise_on_failure=False)
+        assert not result.published
+        with pytest.raises(PublishBlockedError, match="quality gate"):
+            render_dashboards(con, out)
+    finally:
+        con.close()
+    assert snapshot(out) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.duckdb", "dashboards"]
+
+
+def test_the_command_refuses_with_one_clear_line(
+    study: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["dashboards", "--warehouse", str(tmp_path / "nope.duckdb"), "--out", str(tmp_path / "d")]) == 2
+    assert "not found" in capsys.readouterr().err
+    db = _copy(study, tmp_path)
+    con = duckdb.connect(str(db))
+    con.execute("update build_runs set status = 'failed', published = false, n_failed = 1")
+    con.close()
+    assert main(["dashboards", "--warehouse", str(db), "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert "quality gate" in err and "not published" in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_large_warehouse_renders_linked_games_plus_a_sample(study: Path, tmp_path: Path) -> None:
+    con = duckdb.connect(str(study), read_only=True)
+    try:
+        n_games = con.execute("select count(*) from fct_games").fetchall()[0][0]
+        flagged = {r[0] for r in con.execute("select game_id from mart_exceptional_games").fetchall()}
+        result = render_dashboards(con, tmp_path / "d", max_transcripts=10, transcript_sample=5)
+    finally:
+        con.close()
+    pages = list((tmp_path / "d" / "transcripts").glob("*.html"))
+    assert result.transcripts_sampled and result.games == n_games
+    assert len(pages) - 1 == result.transcripts < n_games  # minus the list of transcripts
+    rendered = {p.stem for p in pages}
+    assert flagged <= rendered, "every game linked from the exceptional page has its transcript"
+    assert broken_links(tmp_path / "d") == []
+    assert f"of {n_games:,} games have a transcript" in (tmp_path / "d" / "transcripts" / "index.html").read_text()
+
+
+def _rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_capability_pages_carry_each_cell_and_the_exact_baselines(site: Path, study: Path) -> None:
+    for cap in ROLE:
+        text = (site / f"capability-{cap}.html").read_text(encoding="utf-8")
+        assert "day-informed" in text and "7/12" in text  # exact fraction of the informed-detective baseline
+        for (target,) in _rows(study, f"select distinct target_model from mart_capability_win_rates "
+                                      f"where capability = '{cap}'"):
+            assert target in text
+        assert '"datum.study == study"' in text or "datum.study == study" in text

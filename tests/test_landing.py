@@ -1,0 +1,112 @@
+"""Landing: atomic raw files, idempotent loading, the run ledger and the warehouse lock."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mafiabench import landing
+from mafiabench.design import expand
+from mafiabench.experiment import parse_experiment
+from mafiabench.record import GameRecord
+from mafiabench.runner import play_game
+from mafiabench.warehouse import connect
+
+
+def records(n: int = 6, name: str = "land") -> list[GameRecord]:
+    exp = parse_experiment(
+        {"name": name, "games_per_cell": n, "cells": [{"name": "c", "agents": {"default": "scripted/naive"}}]}
+    )
+
+    async def play() -> list[GameRecord]:
+        return list(await asyncio.gather(*(play_game(g.spec(exp)) for g in expand(exp))))
+
+    return asyncio.run(play())
+
+
+def count(con: object, table: str) -> int:
+    return con.execute(f"select count(*) from {table}").fetchone()[0]  # type: ignore[attr-defined]
+
+
+def test_raw_files_are_whole_and_temp_files_are_ignored_then_removed(tmp_path: Path) -> None:
+    folder = landing.raw_dir(tmp_path / "w.duckdb", "land")
+    recs = records(3)
+    for r in recs:
+        landing.write_raw(r, folder)
+    (folder / ".tmp-half.json").write_text('{"game_id": "trunc')  # what a kill -9 mid-write leaves
+    files = landing.raw_files(folder)
+    assert set(files) == {r.game_id for r in recs}
+    assert landing.read_raw(files[recs[0].game_id]).to_json() == recs[0].to_json()
+    assert landing.remove_partial(folder) == 1
+    assert not list(folder.glob(".tmp-*"))
+
+
+def test_landing_twice_or_from_files_never_duplicates(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    recs = records(5)
+    folder = landing.raw_dir(wh, "land")
+    paths = [landing.write_raw(r, folder) for r in recs]
+    con = connect(wh)
+    first = landing.land(con, recs[:3])
+    again = landing.land(con, recs)
+    from_files = landing.land_files(con, paths, batch=2)
+    assert (first.inserted, again.inserted, again.skipped) == (3, 2, 3)
+    assert from_files.inserted == 0 and from_files.skipped == 5
+    assert count(con, "raw_games") == 5
+    assert con.execute("select count(distinct game_id) from raw_model_calls").fetchone()[0] == 5
+    n_calls = sum(len(r.calls) for r in recs)
+    assert count(con, "raw_model_calls") == n_calls
+    state = landing.landing_state(con, [r.game_id for r in recs] + ["other"])
+    assert state.finished == {r.game_id for r in recs} and not state.failed
+    usage = landing.usage_by_model(con, "land")
+    assert usage[0][:3] == ("scripted", "naive", n_calls)
+    con.close()
+
+
+def test_run_ledger_upserts_one_row_per_run(tmp_path: Path) -> None:
+    con = connect(tmp_path / "w.duckdb")
+    landing.record_run(con, {"run_id": "r1", "experiment": "e", "status": "running", "unpriced_models": []})
+    landing.record_run(con, {"run_id": "r1", "experiment": "e", "status": "completed", "games_played": 4})
+    assert con.execute("select status, games_played from raw_runs").fetchall() == [("completed", 4)]
+    con.close()
+
+
+def test_lock_refuses_a_second_holder_and_names_the_first(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    with landing.warehouse_lock(wh, what="test run"):
+        with pytest.raises(landing.WarehouseLockedError) as info, landing.warehouse_lock(wh):
+            pass
+        assert f"pid {os.getpid()}" in str(info.value) and "test run" in str(info.value)
+    with landing.warehouse_lock(wh):  # released on exit
+        pass
+
+
+def test_lock_held_by_another_process_and_released_when_it_dies(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    code = (
+        "import sys, time; from pathlib import Path; from mafiabench.landing import warehouse_lock\n"
+        f"with warehouse_lock(Path({str(wh)!r})):\n    print('locked', flush=True); time.sleep(60)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        with pytest.raises(landing.WarehouseLockedError, match=f"pid {proc.pid}"), landing.warehouse_lock(wh):
+            pass
+    finally:
+        proc.kill()  # SIGKILL: the kernel releases the flock
+        proc.wait()
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            with landing.warehouse_lock(wh):
+                break
+        except landing.WarehouseLockedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)

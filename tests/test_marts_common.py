@@ -1,0 +1,237 @@
+"""Hand-built game records for the SQL and mart tests, shaped exactly like the engine's logs.
+
+Other test modules import these helpers (`from test_marts_common import ...`); the tests at the bottom check that
+a hand-built game lands like an engine game, so the expectations elsewhere are about real log shapes.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import duckdb
+
+from mafiabench.engine import Answer, Event, make_game
+from mafiabench.record import GameRecord, PlayerRecord, Provenance, record_from_engine
+from mafiabench.transform import build_models
+from mafiabench.warehouse import ensure_schema, load_records
+
+# Seat order used by the helpers: name, role.
+SEATS: tuple[tuple[str, str], ...] = (
+    ("Alice", "mafioso"),
+    ("Bob", "detective"),
+    ("Charlie", "villager"),
+    ("Diana", "villager"),
+)
+MAFIA_WIN_VOTES = {"Alice": "Bob", "Bob": "Alice", "Charlie": "Bob"}  # Bob (detective) arrested 2-1
+TOWN_WIN_VOTES = {"Alice": "Bob", "Bob": "Alice", "Charlie": "Alice"}  # Alice (mafioso) arrested 2-1
+TIE_VOTES = {"Alice": "Charlie", "Bob": "Alice", "Charlie": "Bob"}  # 1-1-1: a tie-break decides
+
+
+def fresh_con() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect(":memory:")
+    ensure_schema(con)
+    return con
+
+
+def mini_record(
+    game_id: str,
+    *,
+    models: Mapping[str, str] | str = "m",
+    votes: Mapping[str, str] = TOWN_WIN_VOTES,
+    eliminated: str | None = None,
+    victim: str = "Diana",
+    messages: Sequence[tuple[str, str | None]] = (),
+    discussion_rounds: int = 2,
+    fallback_voters: Iterable[str] = (),
+    design: Mapping[str, Any] | None = None,
+    seats: Sequence[tuple[str, str]] = SEATS,
+    valid: bool = True,
+    invalid_reason: str | None = None,
+    source: str = "simulation",
+    calls: Sequence[dict[str, Any]] = (),
+    prompt_version: str | None = "v4.1",
+    mafioso_knows_detective: bool = False,
+) -> GameRecord:
+    """A scripted-night Mini-Mafia game: `victim` dies at night, the detective learns the mafioso, then
+    `messages` (speaker, text or None for a format-failure silence) and `votes`. `models` maps role -> model,
+    or name -> model, or is one model for everyone. A tie needs `eliminated`."""
+    role_of = dict(seats)
+    names = [n for n, _ in seats]
+    if isinstance(models, str):
+        model_of = {n: models for n in names}
+    else:
+        model_of = {n: models.get(n, models.get(role_of[n], "m")) for n in names}
+    mafioso = next(n for n in names if role_of[n] == "mafioso")
+    detective = next(n for n in names if role_of[n] == "detective")
+    events: list[Event] = []
+
+    def emit(phase: str, rnd: int, type_: str, **kw: Any) -> None:
+        events.append(Event(seq=len(events), phase=phase, round=rnd, type=type_, **kw))  # type: ignore[arg-type]
+
+    emit(
+        "setup",
+        0,
+        "game_start",
+        data={"variant": "mini-mafia", "players": names, "composition": {"detective": 1, "mafioso": 1, "villager": 2}},
+    )
+    for n in names:
+        emit("setup", 0, "role_assigned", actor=n, visibility=f"player:{n}", data={"role": role_of[n]})
+    emit("night", 1, "phase_start", text="Night 1 begins.")
+    emit("night", 1, "kill", actor=mafioso, target=victim, visibility="team:mafia", text=f"You killed {victim}.")
+    emit("night", 1, "death", target=victim, text=f"{victim} was found dead.", data={"cause": "night_kill"})
+    emit(
+        "night",
+        1,
+        "investigate",
+        actor=detective,
+        target=mafioso,
+        visibility=f"player:{detective}",
+        data={"result": "mafioso", "scripted": True},
+    )
+    if mafioso_knows_detective:
+        emit("night", 1, "info", target=detective, visibility=f"player:{mafioso}", data={"detective": detective})
+    emit("day", 1, "phase_start", text="Day 1 begins.")
+    per_round = max(1, len(messages) // max(1, discussion_rounds)) if messages else 1
+    for i, (speaker, text) in enumerate(messages):
+        rnd = min(discussion_rounds, i // per_round + 1)
+        if text is None:
+            emit("day", 1, "silence", actor=speaker, text=f"{speaker} remained silent.", format_failure=True,
+                 random_fallback=True, data={"discussion_round": rnd})
+        else:
+            emit("day", 1, "message", actor=speaker, text=text, data={"discussion_round": rnd})
+    fallback = set(fallback_voters)
+    for voter, target in votes.items():
+        emit("day", 1, "vote", actor=voter, target=target, format_failure=voter in fallback,
+             random_fallback=voter in fallback)
+    counts = Counter(votes.values())
+    top = max(counts.values())
+    tied = [n for n, c in counts.items() if c == top]
+    tie = len(tied) > 1
+    if eliminated is None:
+        if tie:
+            raise ValueError("a tie needs `eliminated`")
+        eliminated = tied[0]
+    winner = "town" if role_of[eliminated] == "mafioso" else "mafia"
+    emit("day", 1, "elimination", target=eliminated, tie_break=tie, text=f"{eliminated} was arrested",
+         data={"votes": dict(counts), "role": role_of[eliminated], "role_revealed": False})
+    emit("end", 1, "game_end", data={"winner": winner, "reason": "x", "status": "finished", "tie_decided": tie,
+                                     "roles": role_of})
+    return GameRecord(
+        game_id=game_id,
+        variant="mini-mafia",
+        seed=1,
+        rules={"discussion_rounds": discussion_rounds, "message_limit": 200, "night": "scripted",
+               "mafioso_knows_detective": mafioso_knows_detective, "names": names},
+        players=[
+            PlayerRecord(seat=i, name=n, role=role_of[n], agent=f"fake/{model_of[n]}", model=model_of[n])
+            for i, n in enumerate(names)
+        ],
+        events=events,
+        outcome={"status": "finished", "winner": winner, "reason": "x", "tie_decided": tie, "days": 1},
+        calls=list(calls),
+        prompt={"version": prompt_version, "sha256": "0" * 64} if prompt_version else None,
+        design=dict(design) if design is not None else None,
+        provenance=Provenance(git_commit=None, source=source),
+        validity={"valid": valid, "reason": invalid_reason},
+    )
+
+
+def cell_records(
+    prefix: str,
+    *,
+    n: int,
+    mafia_wins: int,
+    models: Mapping[str, str] | str,
+    tie_wins: int = 0,
+    design: Mapping[str, Any] | None = None,
+    **kw: Any,
+) -> list[GameRecord]:
+    """`n` games of one cell of which `mafia_wins` mafia wins, the first `tie_wins` of those decided by a tie."""
+    out = []
+    for i in range(n):
+        if i < mafia_wins:
+            if i < tie_wins:
+                rec = mini_record(f"{prefix}-{i}", models=models, votes=TIE_VOTES, eliminated="Charlie",
+                                  design=design, **kw)
+            else:
+                rec = mini_record(f"{prefix}-{i}", models=models, votes=MAFIA_WIN_VOTES, design=design, **kw)
+        else:
+            rec = mini_record(f"{prefix}-{i}", models=models, votes=TOWN_WIN_VOTES, design=design, **kw)
+        out.append(rec)
+    return out
+
+
+def design(cell: str, capability: str | None, target: str, background: str, experiment: str = "exp") -> dict[str, Any]:
+    caps = ["deceive", "detect", "disclose"] if capability is None else [capability]
+    return {"experiment": experiment, "cell": cell, "game_index": 0, "capabilities": caps, "target": target,
+            "background": background}
+
+
+def landed(records: Iterable[GameRecord], **build: Any) -> duckdb.DuckDBPyConnection:
+    """A fresh in-memory warehouse with `records` landed and every model built (no quality gate)."""
+    con = fresh_con()
+    load_records(con, list(records))
+    build_models(con, **build)
+    return con
+
+
+def rows(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None) -> list[dict[str, Any]]:
+    cur = con.execute(sql, params or [])
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def one(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence[Any] | None = None) -> dict[str, Any]:
+    out = rows(con, sql, params)
+    assert len(out) == 1, out
+    return out[0]
+
+
+def engine_records(n: int, *, seed: int = 0, variant: str = "mini-mafia", rules: Mapping[str, Any] | None = None,
+                   failure_rate: float = 0.1) -> list[GameRecord]:
+    """Games played by the real engine with random answers (some format failures), one model per role."""
+    out = []
+    for i in range(n):
+        game = make_game(variant, dict(rules or {}), seed=seed * 100_000 + i)
+        rng = random.Random(i)
+        game.reset()
+        while not game.done:
+            answers = {}
+            for d in game.pending():
+                fail = rng.random() < failure_rate
+                if d.action == "speak":
+                    others = [p.name for p in game.players if p.name != d.player]
+                    text = f"I trust {rng.choice(others)}"
+                    answers[d.player] = Answer(format_failure=True) if fail else Answer(text=text)
+                elif d.mode == "belief":
+                    answers[d.player] = Answer(belief={c: rng.random() for c in d.choices})
+                else:
+                    answers[d.player] = Answer(format_failure=True) if fail else Answer(target=rng.choice(d.choices))
+            game.step(answers)
+        model_of = {p.name: {"mafioso": "M", "detective": "D"}.get(p.role, "V") for p in game.players}
+        out.append(record_from_engine(f"e{seed}-{i}", game, {k: f"fake/{v}" for k, v in model_of.items()}, model_of))
+    return out
+
+
+# -- the helpers' own checks ------------------------------------------------------------------------------------
+
+
+def test_hand_built_game_lands_like_an_engine_game() -> None:
+    hand = mini_record("h1", messages=[("Bob", "Alice is the mafioso"), ("Alice", None)])
+    engine = engine_records(1)[0]
+    c = landed([hand, engine])
+    # Same event types in the same phases, and both pass every per-game check.
+    types = rows(c, "select game_id, list(event_type order by seq) as t from stg_events group by game_id order by 1")
+    assert types[0]["t"][:8] == types[1]["t"][:8]
+    checks = rows(c, "select * from int_game_checks order by game_id")
+    for r in checks:
+        assert r["one_winner_ok"] and r["composition_ok"] and r["seq_defects"] == 0 and r["n_invalid_votes"] == 0
+
+
+def test_cell_records_counts() -> None:
+    recs = cell_records("c", n=5, mafia_wins=3, tie_wins=1, models="m")
+    assert [r.winner for r in recs] == ["mafia", "mafia", "mafia", "town", "town"]
+    assert [r.outcome["tie_decided"] for r in recs] == [True, False, False, False, False]

@@ -1,0 +1,63 @@
+"""mart_exceptional_games: upsets by leave-one-out Laplace probability, and the pattern rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from test_marts_common import MAFIA_WIN_VOTES, TOWN_WIN_VOTES, cell_records, landed, mini_record, rows
+
+WEAK_MAFIA = {"mafioso": "weak", "detective": "strong", "villager": "strong"}
+
+
+@pytest.fixture(scope="module")
+def con():
+    recs = cell_records("cell", n=20, mafia_wins=1, models=WEAK_MAFIA)  # cell-0 is the one mafia win
+    recs += cell_records("even", n=20, mafia_wins=10, models="X")
+    # The detective named the mafioso and the town still lost.
+    recs.append(mini_record("revealed", models="Y", votes=MAFIA_WIN_VOTES,
+                            messages=[("Bob", "Alice is the mafioso!")]))
+    # Alice and Bob both vote Charlie (a villager): unanimous among the voters who could vote for him.
+    recs.append(mini_record("unanimous", models="Y", votes={"Alice": "Charlie", "Bob": "Charlie", "Charlie": "Bob"}))
+    recs.append(mini_record("fallback", models="Y", votes=MAFIA_WIN_VOTES, fallback_voters=["Charlie"]))
+    return landed(recs)
+
+
+def test_upset_in_a_lopsided_cell(con) -> None:
+    got = rows(con, "select * from mart_exceptional_games where rule = 'upset'")
+    assert [r["game_id"] for r in got] == ["cell-0"]
+    r = got[0]
+    # The other 19 games are all town wins: p = (0 + 1) / (19 + 2) = 1/21.
+    assert r["probability"] == pytest.approx(1 / 21)
+    assert r["surprise"] == pytest.approx(math.log(21))
+    assert "mafia won" in r["reason"] and r["transcript_path"] == "transcripts/cell-0.html"
+    assert r["cell"].startswith("mafioso=weak")
+
+
+def test_upset_threshold_is_configurable() -> None:
+    c = landed(cell_records("cell", n=20, mafia_wins=1, models=WEAK_MAFIA), upset_threshold=0.01)
+    assert rows(c, "select * from mart_exceptional_games where rule = 'upset'") == []
+
+
+def test_pattern_rules(con) -> None:
+    got = {(r["game_id"], r["rule"]) for r in rows(con, "select game_id, rule from mart_exceptional_games")}
+    assert ("revealed", "detective_revealed_town_lost") in got
+    assert ("unanimous", "unanimous_wrong_vote") in got
+    assert ("fallback", "fallback_decided") in got
+    # A clean town win is not exceptional.
+    assert not any(g == "even-15" for g, _ in got)
+    r = rows(con, "select * from mart_exceptional_games where rule = 'detective_revealed_town_lost'")[0]
+    n_scored = 43
+    assert r["surprise"] == pytest.approx(-math.log(1 / n_scored))
+
+
+def test_rare_level1_failure_by_a_model_that_almost_never_fails() -> None:
+    models = {"mafioso": "M", "detective": "careful", "villager": "V"}
+    recs = [mini_record(f"ok{i}", models=models, votes=TOWN_WIN_VOTES) for i in range(25)]
+    recs.append(mini_record("slip", models=models, votes={"Alice": "Charlie", "Bob": "Charlie", "Charlie": "Alice"}))
+    c = landed(recs)
+    got = rows(c, "select * from mart_exceptional_games where rule = 'rare_level1_failure'")
+    assert [r["game_id"] for r in got] == ["slip"]
+    assert got[0]["probability"] == pytest.approx(1 / 27)
+    assert "0 of its other 25 chances" in got[0]["reason"]

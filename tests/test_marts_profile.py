@@ -1,0 +1,27 @@
+"""The dataset profile per source and the invalid games by reason."""
+
+from __future__ import annotations
+
+from test_marts_common import landed, mini_record, one, rows
+
+
+def test_profile_per_source() -> None:
+    c = landed(
+        [
+            mini_record("s1", messages=[("Alice", "a b c"), ("Bob", "d e")]),
+            mini_record("s2", messages=[("Alice", "one"), ("Bob", None)]),
+            mini_record("h1", source="naacl", messages=[("Alice", "x y z w")]),
+            mini_record("h2", source="naacl", valid=False, invalid_reason="no votes cast"),
+            mini_record("h3", source="naacl", valid=False, invalid_reason="no votes cast"),
+            mini_record("h4", source="naacl", valid=False, invalid_reason="no winner recorded"),
+        ]
+    )
+    sim = one(c, "select * from mart_dataset_profile where source = 'simulation'")
+    assert (sim["games"], sim["invalid_games"], sim["participants_max"], sim["participants_min"]) == (2, 0, 4, 4)
+    assert (sim["days_max"], sim["days_mean"], sim["days_min"], sim["share_at_most_3_days"]) == (1, 1.0, 1, 1.0)
+    assert sim["utterances_per_game"] == 1.5  # the silence is not an utterance
+    assert sim["words_per_utterance"] == 2.0  # (3 + 2 + 1) / 3
+    nac = one(c, "select * from mart_dataset_profile where source = 'naacl'")
+    assert (nac["games"], nac["invalid_games"], nac["words_per_utterance"]) == (1, 3, 4.0)
+    reasons = rows(c, "select source, invalid_reason, games from mart_dataset_invalid order by invalid_reason")
+    assert [(r["invalid_reason"], r["games"]) for r in reasons] == [("no votes cast", 2), ("no winner recorded", 1)]

@@ -1,0 +1,114 @@
+"""The quality gate: GX suites + SQL asserts, stored results, and publishing blocked by corrupted raw data."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import pytest
+
+from mafiabench.quality import QualityGateError
+from mafiabench.transform import build_warehouse, gate_passed, latest_build
+from mafiabench.warehouse import load_records
+from test_marts_common import cell_records, engine_records, fresh_con, mini_record, rows
+
+
+def clean_con() -> duckdb.DuckDBPyConnection:
+    con = fresh_con()
+    recs = cell_records("h", n=6, mafia_wins=2, models="X", design={"experiment": "e", "capabilities": []})
+    recs += engine_records(10)
+    recs += engine_records(3, seed=1, variant="classic", rules={"n_players": 6, "n_mafia": 1, "decision": "belief"})
+    load_records(con, recs)
+    return con
+
+
+def test_clean_data_passes_and_is_published() -> None:
+    con = clean_con()
+    result = build_warehouse(con)
+    assert result.passed and result.published and gate_passed(con)
+    assert not result.failures
+    stored = rows(con, "select * from validation_results where build_id = ?", [result.build_id])
+    assert len(stored) == len(result.validation) > 20
+    assert all(r["success"] for r in stored)
+    suites = {r["suite"] for r in stored}
+    assert {"raw_games", "raw_players", "game_checks", "vote_violations", "beliefs", "mart_rates",
+            "homogeneous_cells", "sql_asserts"} <= suites
+    build = latest_build(con)
+    assert build is not None and build["build_id"] == result.build_id and build["status"] == "passed"
+    # Landing a new game makes the published marts stale until the next build.
+    load_records(con, [mini_record("late")])
+    assert not gate_passed(con)
+    build_warehouse(con)
+    assert gate_passed(con)
+
+
+def test_empty_warehouse_passes() -> None:
+    con = fresh_con()
+    assert build_warehouse(con).published and gate_passed(con)
+
+
+def _duplicate_game(con: duckdb.DuckDBPyConnection) -> None:
+    # A landing bug that wrote one game twice: the raw_games primary key would refuse it, so drop the key first
+    # (as an older or hand-made warehouse might lack it) and copy every row of the game.
+    con.execute("create table _g as select * from raw_games; drop table raw_games; alter table _g rename to raw_games")
+    for table in ("raw_games", "raw_players", "raw_events"):
+        con.execute(f"insert into {table} select * from {table} where game_id = 'h-1'")
+
+
+CASES = {
+    "duplicated game": (
+        _duplicate_game,
+        ["no duplicate game ids", "event seq contiguous per game", "h-1"],
+    ),
+    "vote by a dead player": (
+        # Diana was killed in the night; make her cast Charlie's vote.
+        lambda c: c.execute("update raw_events set actor = 'Diana' "
+                            "where game_id = 'h-2' and type = 'vote' and actor = 'Charlie'"),
+        ["votes only by active players for other active players", "h-2", "Diana", "voter not active"],
+    ),
+    "missing winner": (
+        lambda c: c.execute("update raw_games set winner = null where game_id = 'h-3'"),
+        ["one winner per finished game", "h-3"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_corrupted_raw_data_fails_the_gate_with_a_clear_message(case: str) -> None:
+    corrupt, expected = CASES[case]
+    con = clean_con()
+    build_warehouse(con)
+    assert gate_passed(con)
+    corrupt(con)
+    with pytest.raises(QualityGateError) as err:
+        build_warehouse(con)
+    message = str(err.value)
+    assert message.startswith("quality gate failed for build")
+    assert "not published" in message
+    for text in expected:
+        assert text in message, (text, message)
+    assert not gate_passed(con)
+    build = latest_build(con)
+    assert build is not None and build["status"] == "failed" and not build["published"]
+    failed = rows(con, "select * from validation_results where build_id = ? and not success", [build["build_id"]])
+    assert failed and all(r["unexpected_count"] != 0 for r in failed)
+    samples = [json.loads(r["failing_rows_json"]) for r in failed]
+    assert any(sample for sample in samples)
+
+
+def test_failure_can_be_returned_instead_of_raised() -> None:
+    con = clean_con()
+    con.execute("update raw_games set winner = null where game_id = 'h-3'")
+    result = build_warehouse(con, raise_on_failure=False)
+    assert not result.passed and not result.published
+    rules = {f.rule for f in result.failures}
+    assert "one winner per finished game" in rules
+    failing = next(f for f in result.failures if f.suite == "game_checks")
+    assert failing.failing_rows[0]["game_id"] == "h-3" and failing.unexpected_count == 1
+
+
+def test_unvalidated_build_is_not_published() -> None:
+    con = fresh_con()
+    result = build_warehouse(con, validate=False)
+    assert not result.published and not gate_passed(con)
+    assert "skipped" in result.summary()

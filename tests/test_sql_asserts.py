@@ -1,0 +1,96 @@
+"""Each sql/tests/assert_*.sql returns no rows on clean data and the offending rows on corrupted data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from mafiabench import transform
+from mafiabench.transform import build_models
+from mafiabench.warehouse import load_records
+from test_marts_common import cell_records, engine_records, fresh_con, mini_record
+
+TESTS = transform.default_sql_dir() / "tests"
+
+
+def run_assert(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple]:
+    return con.execute((TESTS / f"{name}.sql").read_text()).fetchall()
+
+
+def clean_con() -> duckdb.DuckDBPyConnection:
+    con = fresh_con()
+    recs = cell_records("h", n=6, mafia_wins=2, models="X", design={"experiment": "e", "capabilities": []})
+    recs += engine_records(20) + engine_records(5, seed=1, variant="classic",
+                                                 rules={"n_players": 6, "n_mafia": 1, "decision": "belief"})
+    load_records(con, recs)
+    return con
+
+
+def _drop_pk(con: duckdb.DuckDBPyConnection) -> None:
+    # The raw table's primary key already refuses duplicates; the rule also guards warehouses built without it.
+    con.execute("create table _g as select * from raw_games; drop table raw_games; alter table _g rename to raw_games")
+
+
+CORRUPTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
+    "assert_unique_game_ids": lambda c: (
+        _drop_pk(c),
+        c.execute("insert into raw_games select * from raw_games limit 1"),
+    ),
+    "assert_one_winner_per_finished_game": lambda c: c.execute(
+        "update raw_games set winner = null where game_id = 'h-0'"
+    ),
+    "assert_event_seq_contiguous": lambda c: c.execute("delete from raw_events where game_id = 'h-1' and seq = 3"),
+    "assert_votes_by_active_players": lambda c: c.execute(
+        "update raw_events set actor = 'Diana' where game_id = 'h-2' and type = 'vote' and actor = 'Charlie'"
+    ),
+    "assert_mini_mafia_composition": lambda c: c.execute(
+        "update raw_players set role = 'villager' where game_id = 'h-3' and role = 'detective'"
+    ),
+    "assert_no_empty_model_names": lambda c: c.execute("update raw_players set model = ' ' where game_id = 'h-4'"),
+    "assert_belief_probabilities_valid": lambda c: c.execute(
+        "update raw_beliefs set probability = probability + 0.5 where rowid = (select min(rowid) from raw_beliefs)"
+    ),
+    "assert_rates_in_unit_interval": lambda c: c.execute("update mart_win_rates set laplace_mean = 1.5"),
+    "assert_homogeneous_cells_invariant": lambda c: c.execute(
+        "update mart_capability_win_rates set laplace_mean = 0.9 where capability = 'detect'"
+    ),
+}
+
+
+def test_every_assert_has_a_corruption_case() -> None:
+    assert {p.stem for p in TESTS.glob("assert_*.sql")} == set(CORRUPTIONS)
+
+
+def test_asserts_pass_on_clean_data() -> None:
+    con = clean_con()
+    build_models(con)
+    for name in CORRUPTIONS:
+        assert run_assert(con, name) == [], name
+
+
+@pytest.mark.parametrize("name", sorted(CORRUPTIONS))
+def test_assert_fails_on_corrupted_data(name: str) -> None:
+    con = clean_con()
+    mart_level = name in ("assert_rates_in_unit_interval", "assert_homogeneous_cells_invariant")
+    if mart_level:
+        build_models(con)
+        CORRUPTIONS[name](con)
+    else:
+        CORRUPTIONS[name](con)
+        build_models(con)
+    assert run_assert(con, name), name
+
+
+def test_a_vote_by_the_night_victim_is_named() -> None:
+    con = fresh_con()
+    load_records(con, [mini_record("dead", votes={"Alice": "Bob", "Bob": "Alice", "Diana": "Alice"})])
+    build_models(con)
+    bad = run_assert(con, "assert_votes_by_active_players")
+    assert len(bad) == 1 and bad[0][0] == "dead" and bad[0][3] == "Diana"
+
+
+def test_sql_dir_exists() -> None:
+    assert Path(TESTS).is_dir()
