@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     name = args.name or load_experiment(args.experiment).name
     schedule: dict[str, Any] = {"interval": args.interval} if args.interval else {"cron": args.cron}
-    study_flow.serve(name=name, parameters=params, **schedule)
+    # One run at a time: each holds the warehouse lock, so an overlapping run could only fail.
+    study_flow.serve(name=name, parameters=params, limit=1, **schedule)
     return 0
 
 

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import fcntl
 import hashlib
 import json
+import os
 import re
 import shutil
 from html.parser import HTMLParser
@@ -126,17 +128,42 @@ def snapshot(folder: Path) -> dict[str, str]:
             for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def _shared(tmp_path_factory: pytest.TempPathFactory, name: str) -> tuple[Path, Any]:
+    """A folder shared by every pytest-xdist worker of this session, and an exclusive lock on it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    lock = open(root / f"{name}.lock", "w")  # noqa: SIM115 - held until the caller closes it
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return root / name, lock
+
+
+def shared_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(warehouse, dashboards): a small study built once per test session and rendered by the command line with
+    images; both test files use it read-only (building costs ~10 s, rendering with images a few more)."""
+    folder, lock = _shared(tmp_path_factory, "dashboards-study")
+    try:
+        db, out = folder / "study.duckdb", folder / "dashboards"
+        if not (folder / "done").is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build_study(db)
+            assert main(["dashboards", "--warehouse", str(db), "--out", str(out), "--export-images"]) == 0
+            (folder / "done").touch()
+        return db, out
+    finally:
+        lock.close()
+
+
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_study(tmp_path_factory.mktemp("study") / "study.duckdb")
+    return shared_site(tmp_path_factory)[0]
 
 
 @pytest.fixture(scope="module")
-def site(study: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The dashboards as the command line writes them, with images."""
-    out = tmp_path_factory.mktemp("site") / "dashboards"
-    assert main(["dashboards", "--warehouse", str(study), "--out", str(out), "--export-images"]) == 0
-    return out
+    return shared_site(tmp_path_factory)[1]
 
 
 def test_every_page_is_written_and_linked_from_the_index(site: Path) -> None:
@@ -234,11 +261,13 @@ def test_failed_gate_leaves_the_previous_dashboards_untouched(
 ) -> None:
     db = _copy(study, tmp_path)
     out = tmp_path / "dashboards"
+    out.mkdir()
+    (out / "README.md").write_text("hand-written, kept across renders\n")
     con = warehouse.connect(db)
     try:
         render_dashboards(con, out)
         before = snapshot(out)
-        assert before
+        assert "README.md" in before and "index.html" in before
 
         # A game landed after the build: the marts are stale, publishing is refused.
         extra = study_records(1, experiment="late")[0]
@@ -248,9 +277,9 @@ def test_failed_gate_leaves_the_previous_dashboards_untouched(
         assert snapshot(out) == before
 
         # The next build fails an expectation: refused again, with the reason, and nothing changes.
+        # (Only the injected result is returned: the real suites cost seconds and are tested elsewhere.)
         failing = quality.ExpectationResult("raw_games", "expect_something", "an injected failure", {}, False, 1, 1)
-        real = quality.run_suites
-        monkeypatch.setattr(quality, "run_suites", lambda *a, **k: [*real(*a, **k), failing])
+        monkeypatch.setattr(quality, "run_suites", lambda *a, **k: [failing])
         result = transform.build_warehouse(con, raise_on_failure=False)
         assert not result.published
         with pytest.raises(PublishBlockedError, match="quality gate"):

@@ -65,3 +65,20 @@ def test_cell_costs(con) -> None:
     assert mini["n_calls_with_errors"] == 1 and mini["fully_priced"]
     assert mini["latency_ms_p50"] == pytest.approx(150.0)
     assert mini["prefix_reuse_share"] == pytest.approx(400 / 900)
+
+
+def test_run_operations_from_the_run_ledger() -> None:
+    from mafiabench.landing import record_run
+
+    c = landed([])
+    record_run(c, {"run_id": "r1", "experiment": "e", "status": "done", "wall_s": 10.0, "games_planned": 100,
+                   "games_already_landed": 40, "games_played": 50, "games_done": 90, "games_failed": 10,
+                   "calls": 200, "failed_calls": 5, "games_concurrency": 7.5})
+    from mafiabench.transform import build_models
+
+    build_models(c)
+    r = one(c, "select * from mart_runs")
+    assert (r["games_planned"], r["games_done"], r["games_skipped_already_landed"], r["games_failed"]) == (
+        100, 90, 40, 10
+    )
+    assert r["games_per_second"] == 5.0 and r["failed_call_share"] == 0.025 and r["games_concurrency"] == 7.5

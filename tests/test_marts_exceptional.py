@@ -61,3 +61,12 @@ def test_rare_level1_failure_by_a_model_that_almost_never_fails() -> None:
     assert [r["game_id"] for r in got] == ["slip"]
     assert got[0]["probability"] == pytest.approx(1 / 27)
     assert "0 of its other 25 chances" in got[0]["reason"]
+
+
+def test_transcript_links_match_the_dashboards() -> None:
+    from mafiabench.dashboards import transcript_path
+
+    ids = ["plain-1", "index", "has space/and slash", "é", "x" * 200]
+    c = landed([mini_record(i) for i in ids])
+    got = {r["game_id"]: r["transcript_path"] for r in rows(c, "select game_id, transcript_path from fct_games")}
+    assert got == {i: transcript_path(i) for i in ids}

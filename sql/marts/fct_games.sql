@@ -92,7 +92,12 @@ final as (
         coalesce(f.n_decisions, 0) as n_decisions,
         coalesce(f.n_format_failures, 0) as n_format_failures,
         (rv.game_id is not null) as detective_revealed,
-        'transcripts/' || g.game_id || '.html' as transcript_path
+        g.prompt_sha256,
+        g.package_version,
+        g.git_commit,
+        g.record_sha256,
+        g.landed_at,
+        transcript_path(g.game_id) as transcript_path
     from games as g
     left join roles as r on r.game_id = g.game_id
     left join last_vote as v on v.game_id = g.game_id

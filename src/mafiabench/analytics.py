@@ -333,43 +333,44 @@ def _ability(
 BASELINES_SCHEMA = {
     "case": pl.Utf8,
     "description": pl.Utf8,
+    "night": pl.Utf8,
     "town_win_fraction": pl.Utf8,
     "town_win_probability": pl.Float64,
+    "mafia_win_fraction": pl.Utf8,
     "mafia_win_probability": pl.Float64,
+    "town_win_after_tie": pl.Float64,
     "source": pl.Utf8,
 }
 
 
-def baseline_rows() -> list[dict[str, Any]]:
-    """Rows of `mafiabench.baselines.baseline_table()` when that module exists (written separately), else none.
+def _fraction(value: Any) -> Fraction:
+    return Fraction(value).limit_denominator(10**12) if isinstance(value, float) else Fraction(value)
 
-    Accepts dicts with `case` and `town_win_fraction` (optional `description`), or (case, fraction[, description])
-    tuples; a fraction may be a `Fraction`, an "a/b" string or a float.
+
+def baseline_rows() -> list[dict[str, Any]]:
+    """Rows of `mafiabench.baselines.baseline_table()`: exact fractions kept as "a/b" text beside their floats.
+
+    Reads the keys that function returns (`profile`, `description`, `night`, `town_win_fraction`,
+    `town_win_after_tie`); a missing module or function gives an empty (typed) table rather than a failed build.
     """
     try:
-        from mafiabench import baselines  # type: ignore[attr-defined]
+        from mafiabench.baselines import baseline_table
     except ImportError:
         return []
-    table = getattr(baselines, "baseline_table", None)
-    if table is None:
-        return []
     rows: list[dict[str, Any]] = []
-    for item in table():
-        if isinstance(item, Mapping):
-            case = item.get("case") or item.get("name")
-            frac = item.get("town_win_fraction", item.get("town_win"))
-            desc = item.get("description")
-        else:
-            case, frac, *rest = item
-            desc = rest[0] if rest else None
-        value = Fraction(frac) if not isinstance(frac, float) else Fraction(frac).limit_denominator(10**9)
+    for item in baseline_table():
+        town = _fraction(item.get("town_win_fraction", item.get("town_win")))
+        after_tie = item.get("town_win_after_tie")
         rows.append(
             {
-                "case": str(case),
-                "description": None if desc is None else str(desc),
-                "town_win_fraction": f"{value.numerator}/{value.denominator}",
-                "town_win_probability": float(value),
-                "mafia_win_probability": float(1 - value),
+                "case": str(item.get("profile") or item.get("case")),
+                "description": None if item.get("description") is None else str(item["description"]),
+                "night": None if item.get("night") is None else str(item["night"]),
+                "town_win_fraction": f"{town.numerator}/{town.denominator}",
+                "town_win_probability": float(town),
+                "mafia_win_fraction": f"{(1 - town).numerator}/{(1 - town).denominator}",
+                "mafia_win_probability": float(1 - town),
+                "town_win_after_tie": None if after_tie is None else float(_fraction(after_tie)),
                 "source": "mafiabench.baselines",
             }
         )

@@ -66,8 +66,8 @@ class Check:
 
 @dataclass(frozen=True)
 class Suite:
-    """A DataFrame pulled by `query` and the expectations it must meet. `when` skips a suite whose table is empty
-    of the relevant rows (no beliefs landed, say) without failing."""
+    """A DataFrame pulled by `query` and the expectations it must meet (an empty frame meets every column
+    expectation: no beliefs landed is not a failure)."""
 
     name: str
     query: str

@@ -34,8 +34,8 @@ from mafiabench.warehouse import RAW_SCHEMA, ensure_schema
 LAYERS = ("staging", "intermediate", "marts")
 PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
 PRICES_PATH = Path(__file__).resolve().parent / "prices.toml"
-# Tables the build reads but does not define: the landed raw tables and the seeded price table.
-SOURCES = (*RAW_SCHEMA, "ref_prices")
+# Tables the build reads but does not define: the landed raw tables, the runner's run ledger, the seeded prices.
+SOURCES = (*RAW_SCHEMA, "raw_runs", "ref_prices")
 
 Materialized = Literal["view", "table"]
 
@@ -318,6 +318,7 @@ def build_models(
         wanted = _with_upstream(models, set(only))
         order = [m for m in order if m.name in wanted]
     ensure_schema(con)
+    _ensure_runs_table(con)
     runs: list[ModelRun] = []
     con.execute("begin transaction")
     try:
@@ -338,6 +339,13 @@ def build_models(
         con.execute("rollback")
         raise
     return runs
+
+
+def _ensure_runs_table(con: duckdb.DuckDBPyConnection) -> None:
+    """The run ledger is written by the runner (`landing.record_run`); an unrun warehouse gets it empty."""
+    from mafiabench.landing import ensure_runs_table
+
+    ensure_runs_table(con)
 
 
 def _with_upstream(models: Mapping[str, Model], names: set[str]) -> set[str]:

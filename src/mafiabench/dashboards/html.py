@@ -121,6 +121,7 @@ def table(
     cls: str = "",
     empty: str = "No rows.",
     row_class: Callable[[Mapping[str, Any]], str | None] | None = None,
+    header: bool = True,
 ) -> Markup:
     if not rows:
         return Markup(f'<p class="empty">{esc(empty)}</p>')
@@ -135,8 +136,9 @@ def table(
         cells = "".join(f"<td{' class=num' if c.numeric else ''}>{esc(_show(c.cell(row)))}</td>" for c in columns)
         body.append(f"<tr{f' class={chr(34)}{esc(rc)}{chr(34)}' if rc else ''}>{cells}</tr>")
     return Markup(
-        f'<div class="table-wrap"><table class="{esc(cls)}"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(body)}</tbody></table></div>"
+        f'<div class="table-wrap"><table class="{esc(cls)}">'
+        + (f"<thead><tr>{head}</tr></thead>" if header else "")
+        + f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -202,9 +204,19 @@ class Page:
 
 
 EMBED_OPTIONS = {
-    "renderer": "svg",
-    "actions": {"export": True, "source": False, "compiled": False, "editor": False},
+    # Specs are compiled to Vega here (vl-convert), not in the browser: pages draw faster and Vega-Lite's compile
+    # warnings (it warns about every faceted chart with independent scales) stay out of the console.
+    "mode": "vega",
+    "renderer": "svg",  # text stays text in the DOM (searchable, testable); PNG export still works from the menu
+    "actions": {"export": True, "source": False, "compiled": False, "editor": False},  # no editor link: offline
 }
+
+
+def compile_vega(spec: dict[str, Any]) -> dict[str, Any]:
+    """Vega-Lite → Vega with the Vega-Lite version vl-convert bundles (the one the pages load)."""
+    import vl_convert
+
+    return dict(vl_convert.vegalite_to_vega(spec))
 
 
 def figure(block: ChartBlock) -> Markup:
@@ -228,7 +240,7 @@ def render_page(page: Page, *, nav: Sequence[tuple[str, str]], footer: Markup) -
     )
     scripts = ""
     if page.charts:
-        charts = [{"id": b.element_id, "spec": b.spec} for b in page.charts]
+        charts = [{"id": b.element_id, "spec": compile_vega(b.spec)} for b in page.charts]
         scripts = (
             f'<script src="{esc(href(root + ASSETS + "/" + VEGA_BUNDLE))}"></script>\n'
             "<script>\n(function () {\n"
@@ -291,6 +303,7 @@ table { border-collapse: collapse; font-size: 13.5px; }
 th, td { border-bottom: 1px solid var(--line); padding: .3rem .6rem; text-align: left; vertical-align: top; }
 th { background: var(--soft); font-weight: 600; position: sticky; top: 0; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+table.facts td:first-child { color: var(--muted); white-space: nowrap; }
 tr.failed td { background: #fdecec; }
 tr.passed td { background: #f3faf3; }
 .tiles { display: flex; flex-wrap: wrap; gap: .8rem; margin: .5rem 0 1rem; }
@@ -321,6 +334,7 @@ figure.chart figcaption { color: var(--muted); font-size: 13px; max-width: 70rem
 .log li.elimination, .log li.death { font-weight: 600; }
 .log li.end { margin-top: .8rem; font-weight: 700; background: var(--soft); }
 .speaker { font-weight: 600; }
+table.exceptional .game { white-space: nowrap; }
 .says { white-space: pre-wrap; overflow-wrap: anywhere; }
 pre.json { white-space: pre-wrap; overflow-wrap: anywhere; font-size: 12px; background: var(--soft);
            padding: .4rem; margin: 0; max-width: 50rem; }

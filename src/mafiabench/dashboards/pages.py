@@ -179,7 +179,7 @@ def index_page(ctx: Context) -> Page:
                 f"(finished {ctx.build.get('finished_at')}, quality gate {ctx.build.get('status')})",
             }
         )
-    parts.append(table(facts, [Column("", "what"), Column("", "value")], cls="facts"))
+    parts.append(table(facts, [Column("", "what"), Column("", "value")], cls="facts", header=False))
 
     parts.append("<h2>Pages</h2><div class=cards>")
     for path, label, desc in PAGES[1:]:
@@ -194,8 +194,11 @@ def index_page(ctx: Context) -> Page:
            from fct_games group by all order by study, outcome"""
     )
     parts.append("<h2>Games per study</h2>")
-    page.charts.append(ChartBlock("outcomes", charts.outcomes_chart(outcome_rows), "Games per study by outcome."))
-    parts.append(page.chart("outcomes"))
+    if outcome_rows:
+        page.charts.append(ChartBlock("outcomes", charts.outcomes_chart(outcome_rows), "Games per study by outcome."))
+        parts.append(page.chart("outcomes"))
+    else:
+        parts.append('<p class="empty">No game has been landed yet.</p>')
     if m.has("mart_win_rates"):
         study_rows = m.rows(
             """select value as study, variant, n, k, k_tie, laplace_mean, beta_sd, wilson_low, wilson_high,
@@ -422,7 +425,8 @@ def scores_page(ctx: Context) -> Page:
         parts.append(
             '<p class="lead">logit P(mafia wins | mafioso i, detective j, villager k) = c<sub>k</sub> '
             "(a<sub>i</sub> − b<sub>j</sub>): a = deceive, b = disclose (logit scale, centred), c = detect "
-            "(a multiplier, geometric mean 1). Maximum likelihood with Laplace 95% intervals.</p>"
+            "(a multiplier, geometric mean 1; plotted as ln c so 0 is average everywhere). Maximum likelihood with "
+            "Laplace 95% intervals; the table gives c itself.</p>"
         )
         rows = m.rows("select * from mart_latent_abilities order by study, ability, model")
         for r in rows:

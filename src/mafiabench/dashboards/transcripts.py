@@ -223,7 +223,7 @@ def _summary(game: Mapping[str, Any], cost: Mapping[str, Any] | None) -> Markup:
         )
     if game.get("error"):
         rows.append(("error", Markup(f'<pre class="json">{esc(game["error"])}</pre>')))
-    return table([{"k": k, "v": v} for k, v in rows], [Column("", "k"), Column("", "v")], cls="facts")
+    return table([{"k": k, "v": v} for k, v in rows], [Column("", "k"), Column("", "v")], cls="facts", header=False)
 
 
 def _player(name: Any, who: Mapping[str, Mapping[str, Any]]) -> Markup:

@@ -1,0 +1,259 @@
+"""The dashboards in a real browser: headless Debian chromium opens every page from file:// (no network), every
+chart draws, no console error or uncaught exception, a dropdown re-filters a chart, a link from the exceptional
+games leads to a transcript, and a message holding a script tag shows as text. A screenshot of the index is saved
+under test-artifacts/ for a person to look at.
+
+Chromium is driven through the DevTools protocol (the `websockets` package) rather than scraping its log: events
+say exactly which page raised what.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+import urllib.request
+from base64 import b64decode
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mafiabench.dashboards import charts
+from mafiabench.dashboards.html import ChartBlock, Markup, render_page
+from mafiabench.dashboards.html import Page as HtmlPage
+
+CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (Debian: apt-get install chromium; `make browser` does it); CI has it",
+    ),
+]
+
+
+class Page:
+    """One browser tab over the DevTools protocol: commands, and the events that arrive meanwhile."""
+
+    def __init__(self, ws_url: str) -> None:
+        from websockets.sync.client import connect
+
+        self.ws = connect(ws_url, max_size=64 * 2**20, open_timeout=10)
+        self.ids = itertools.count(1)
+        self.events: list[dict[str, Any]] = []
+
+    def send(self, method: str, params: dict[str, Any] | None = None, timeout: float = 20) -> dict[str, Any]:
+        msg_id = next(self.ids)
+        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params or {}}))
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if msg.get("id") == msg_id:
+                if "error" in msg:
+                    raise RuntimeError(f"{method}: {msg['error']}")
+                return dict(msg.get("result") or {})
+            if "method" in msg:
+                self.events.append(msg)
+
+    def wait_event(self, method: str, timeout: float = 20) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, e in enumerate(self.events):
+                if e["method"] == method:
+                    return self.events.pop(i)
+            msg = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
+            if "method" in msg:
+                self.events.append(msg)
+
+    def eval(self, expression: str) -> Any:
+        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
+        if "exceptionDetails" in result:
+            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
+        return result["result"].get("value")
+
+    def goto(self, url: str) -> None:
+        self.events = [e for e in self.events if e["method"] != "Page.loadEventFired"]
+        self.send("Page.navigate", {"url": url})
+        self.wait_event("Page.loadEventFired")
+
+    def wait_for(self, expression: str, timeout: float = 15) -> Any:
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.eval(expression)
+            if value or time.monotonic() > deadline:
+                return value
+            time.sleep(0.05)
+
+    def errors(self) -> list[str]:
+        """Uncaught exceptions, console.error calls and browser log errors (failed loads) since the last call."""
+        out = []
+        for e in self.events:
+            p = e.get("params", {})
+            if e["method"] == "Runtime.exceptionThrown":
+                out.append(f"exception: {p['exceptionDetails'].get('exception', {}).get('description') or p}")
+            elif e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                out.append("console.error: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+            elif e["method"] == "Log.entryAdded" and p["entry"].get("level") == "error":
+                out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
+            elif e["method"] == "Page.javascriptDialogOpening":
+                out.append(f"dialog opened: {p.get('message')}")
+        self.events = [e for e in self.events if e["method"] not in (
+            "Runtime.exceptionThrown", "Runtime.consoleAPICalled", "Log.entryAdded", "Page.javascriptDialogOpening")]
+        return out
+
+
+@contextlib.contextmanager
+def chromium(tmp: Path) -> Iterator[Page]:
+    """A headless chromium with a fresh profile and no background networking; killed (its own process group)."""
+    profile = tmp / "profile"
+    profile.mkdir()
+    assert CHROMIUM is not None
+    proc = subprocess.Popen(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
+         f"--user-data-dir={profile}", "--remote-debugging-port=0",
+         "--window-size=1400,1000", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    page: Page | None = None
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.is_file() and port_file.read_text().strip()):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"chromium did not start (exit {proc.poll()})")
+            time.sleep(0.05)
+        port = int(port_file.read_text().split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as resp:  # local only
+            targets = json.load(resp)
+        ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page")
+        page = Page(ws_url)
+        for domain in ("Page", "Runtime", "Log"):
+            page.send(f"{domain}.enable")
+        yield page
+    finally:
+        if page is not None:
+            page.ws.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dashboards of test_dashboards' small study (built once per session, shared by both files)."""
+    from test_dashboards import shared_site
+
+    return shared_site(tmp_path_factory)[1]
+
+
+N_CHARTS = "document.querySelectorAll('.vis').length"
+DRAWN = "Array.from(document.querySelectorAll('.vis')).filter(v => v.querySelector('svg, canvas')).length"
+
+
+@pytest.fixture(scope="module")
+def tab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    with chromium(tmp_path_factory.mktemp("chromium")) as page:
+        yield page
+
+
+def test_every_page_opens_without_errors_and_draws_its_charts(site: Path, tab: Page) -> None:
+    total_charts = 0
+    for page in sorted(site.rglob("*.html")):
+        tab.goto(page.as_uri())
+        n = tab.eval(N_CHARTS)
+        if n:
+            drawn = tab.wait_for(f"({DRAWN}) === ({N_CHARTS}) && ({DRAWN})")
+            assert drawn == n, f"{page.name}: {tab.eval(DRAWN)} of {n} charts drawn"
+            marks = tab.eval("document.querySelectorAll('.vis svg .mark-rect path, .vis svg .mark-symbol path, "
+                             ".vis svg .mark-rule line').length")
+            assert marks > 0, f"{page.name}: charts have no marks"
+            total_charts += n
+        assert tab.errors() == [], page.relative_to(site)
+    assert total_charts >= 12
+
+
+def test_a_dropdown_refilters_a_chart(site: Path, tab: Page) -> None:
+    """Win rates grouped by the mafioso's model instead of the cell: a Vega-Lite parameter bound to a select."""
+    tab.goto((site / "win-rates.html").as_uri())
+    tab.wait_for(f"({DRAWN}) === 1")
+    label = "Array.from(document.querySelectorAll('.vis svg text')).some(t => t.textContent === 'flaky/beta')"
+    assert tab.eval(label) is False  # grouped by cell, labels are whole cell names
+    assert tab.eval(
+        """(() => { const s = Array.from(document.querySelectorAll('.vega-bindings select'))
+               .find(s => Array.from(s.options).some(o => o.value === 'model_as_mafioso'));
+           s.value = 'model_as_mafioso'; s.dispatchEvent(new Event('change'));
+           return true; })()"""
+    )
+    assert tab.wait_for(label)
+    assert tab.errors() == []
+
+
+def test_an_exceptional_game_links_to_its_transcript(site: Path, tab: Page) -> None:
+    tab.goto((site / "exceptional-games.html").as_uri())
+    first = tab.eval("document.querySelector('table.exceptional a').getAttribute('href')")
+    tab.events = [e for e in tab.events if e["method"] != "Page.loadEventFired"]
+    tab.eval("document.querySelector('table.exceptional a').click()")
+    tab.wait_event("Page.loadEventFired")
+    assert tab.eval("location.href") == (site / first).resolve().as_uri()
+    assert tab.eval("document.querySelector('h1').textContent") == f"Game {Path(first).stem}"
+    assert tab.eval("document.querySelectorAll('ol.log li.vote').length") >= 3
+    assert tab.errors() == []
+
+
+def test_a_message_with_a_script_tag_is_shown_as_text(site: Path, tab: Page) -> None:
+    hit = next(p for p in (site / "transcripts").glob("*.html") if "alert(1)" in p.read_text(encoding="utf-8"))
+    tab.goto(hit.as_uri())
+    shown = "Array.from(document.querySelectorAll('q.says')).some(q => q.textContent.includes('<script>alert(1)'))"
+    assert tab.eval(shown)
+    assert tab.eval("document.querySelectorAll('main script').length") == 0
+    assert tab.errors() == []  # includes "no dialog opened"
+
+
+def test_chart_tooltips_show_html_as_text(site: Path, tab: Page, tmp_path: Path) -> None:
+    """Vega data is data: a reason holding markup appears in the tooltip as text and runs nothing."""
+    evil = '<img src=x onerror="window.pwned = 1"><b>bold</b>'
+    row = {"game_id": "g1", "rule": "upset", "surprise": 3.0, "probability": 0.05, "cell": "c", "reason": evil,
+           "href": None}
+    page = HtmlPage("tooltip.html", "Tooltip", Markup(""))
+    page.charts.append(ChartBlock("t", charts.surprise_chart([row])))
+    page.body = page.chart("t")
+    shutil.copytree(site / "assets", tmp_path / "assets")
+    (tmp_path / "tooltip.html").write_text(render_page(page, nav=[], footer=Markup("")), encoding="utf-8")
+    tab.goto((tmp_path / "tooltip.html").as_uri())
+    tab.wait_for(f"({DRAWN}) === 1")
+    box = tab.eval("(() => { const r = document.querySelector('.vis .mark-symbol path').getBoundingClientRect();"
+                   " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+    for dx in (0, 1):
+        tab.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": box[0] + dx, "y": box[1]})
+    tip = "document.getElementById('vg-tooltip-element')"
+    assert tab.wait_for(f"{tip} && {tip}.textContent.includes('onerror')")
+    assert tab.eval(f"{tip}.querySelectorAll('img, b').length") == 0
+    assert tab.eval("window.pwned === undefined")
+    assert tab.errors() == []
+
+
+def test_screenshot_of_the_index(site: Path, tab: Page) -> None:
+    """Saved as test-artifacts/dashboards-index.png for a person to look at."""
+    tab.send("Emulation.setDeviceMetricsOverride", {"width": 1400, "height": 1700, "deviceScaleFactor": 1,
+                                                    "mobile": False})
+    tab.goto((site / "index.html").as_uri())
+    assert tab.wait_for(f"({DRAWN}) === ({N_CHARTS})")
+    png = b64decode(tab.send("Page.captureScreenshot", {"format": "png"})["data"])
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "dashboards-index.png").write_bytes(png)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
+    assert tab.errors() == []
