@@ -71,3 +71,13 @@ def test_readme_lists_every_command() -> None:
     readme = (ROOT / "README.md").read_text()
     documented = set(re.findall(r"^\| `mafiabench ([a-z-]+)", readme, flags=re.M))
     assert commands == documented
+
+
+def test_agent_assignment_by_name_role_and_default() -> None:
+    from mafiabench.runner import agent_spec_for
+
+    agents = {"default": "policy/random", "villager": "fake/v", "Bob": "policy/informed"}
+    assert agent_spec_for(agents, "Alice", "mafioso") == "policy/random"
+    assert agent_spec_for(agents, "Cy", "villager") == "fake/v"
+    assert agent_spec_for(agents, "Cy", "bystander") == "fake/v"
+    assert agent_spec_for(agents, "Bob", "detective") == "policy/informed"

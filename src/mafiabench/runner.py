@@ -100,7 +100,8 @@ class GameSpec:
 
 def agent_spec_for(agents: Mapping[str, str], name: str, role: str) -> str:
     """Per player name, else per role (villager/bystander interchangeable), else `default`."""
-    for key in (name, role, "bystander" if role == "villager" else "villager", "default"):
+    alias = {"villager": "bystander", "bystander": "villager"}.get(role, role)
+    for key in (name, role, alias, "default"):
         if key in agents:
             return agents[key]
     raise UserError(f"no agent for player {name!r} (role {role}); set agents.{role} or agents.default")

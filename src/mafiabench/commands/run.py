@@ -64,10 +64,24 @@ def flow_module() -> ModuleType:
 
 def main(args: argparse.Namespace) -> int:
     from mafiabench.experiment import load_experiment
-    from mafiabench.study import RunSummary, run_study
 
     exp = load_experiment(args.experiment)
     progress = False if args.no_progress else None
+    try:
+        summary = _run(args, exp, progress)
+    except KeyboardInterrupt:
+        print(
+            "\ninterrupted: finished games are in the raw folder; run the same command again to resume",
+            file=sys.stderr,
+        )
+        return 130
+    print(summary.text())
+    return 1 if summary.status == "failed" else 0
+
+
+def _run(args: argparse.Namespace, exp: Any, progress: bool | None) -> Any:
+    from mafiabench.study import RunSummary, run_study
+
     summary: RunSummary
     if args.no_prefect:
         summary = asyncio.run(run_study(exp, warehouse=args.warehouse, progress=progress))
@@ -85,5 +99,4 @@ def main(args: argparse.Namespace) -> int:
             )
         except module.StudyIncomplete as exc:
             summary = exc.summary
-    print(summary.text())
-    return 1 if summary.status == "failed" else 0
+    return summary

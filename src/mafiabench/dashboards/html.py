@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -34,10 +34,6 @@ def esc(value: Any) -> Markup:
     if isinstance(value, Markup):
         return value
     return Markup(html.escape(str(value), quote=True))
-
-
-def join(parts: Iterable[Any], sep: str = "") -> Markup:
-    return Markup(esc(sep).join(esc(p) for p in parts))
 
 
 def href(path: str) -> str:
@@ -190,7 +186,6 @@ class Page:
     title: str
     body: Markup
     charts: list[ChartBlock] = field(default_factory=list)
-    description: str = ""
 
     @property
     def root(self) -> str:
@@ -358,7 +353,6 @@ __all__ = [
     "fmt_pct",
     "fmt_usd",
     "href",
-    "join",
     "link",
     "render_page",
     "script_json",
