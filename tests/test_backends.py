@@ -252,14 +252,26 @@ def test_one_client_per_event_loop(srv: FakeModelServer, endpoints: dict[str, En
 
     async def clients() -> tuple[object, object]:
         await asyncio.gather(a.generate(VOTE, FAST), b.generate(VOTE, FAST))
-        ca, cb = a._client(), b._client()
+        ca, cb = a._clients(), b._clients()
         await aclose_clients()
         return ca, cb
 
     ca, cb = asyncio.run(clients())
     cc, _ = asyncio.run(clients())
-    assert ca is cb  # games on one loop share a client
+    assert ca is cb  # games on one loop share a client group
     assert cc is not ca  # a new loop gets its own
+
+
+def test_client_group_keeps_pools_small() -> None:
+    from mafiabench.backends.retry import ClientGroup
+
+    made: list[object] = []
+    group: ClientGroup[object] = ClientGroup(lambda: made.append(object()) or made[-1], per_client=2)
+    with group.lease() as a1, group.lease() as a2, group.lease() as b1:
+        assert a1 is not b1 and len(made) == 2  # a third concurrent request opens a second client
+        assert {a1, a2, b1} == set(made)
+    with group.lease() as again:
+        assert again in made and len(made) == 2  # idle clients are reused
 
 
 # --- registry ---------------------------------------------------------------------------------------------------

@@ -61,6 +61,8 @@ def write(tmp_path: Path, text: str) -> Path:
          ["carrier-pigeon"]),
         ('name = "x"\n[[cells]]\nname="c"\nagents={default="policy/random"}\n[[cells]]\nname="c"\n'
          'agents={default="policy/random"}', ["unique", "c"]),
+        ('name = "x"\nprompt_version = "v9"\n[[cells]]\nname="c"\nagents={default="policy/random"}',
+         ["prompt_version", "v9"]),
         ('name = "x"\nvariant="classic"\n[design]\ntargets=["fake/a"]\nbackgrounds=["fake/b"]', ["mini-mafia"]),
     ],
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +29,7 @@ _QUIET = {
 
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
-    if "prefect" not in os.sys.modules:  # type: ignore[attr-defined]
+    if "prefect" not in sys.modules:
         os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
     for key, value in _QUIET.items():
         os.environ.setdefault(key, value)

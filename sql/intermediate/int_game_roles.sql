@@ -7,13 +7,18 @@ with players as (
 final as (
     select
         game_id,
-        string_agg(distinct model, ' + ' order by model) filter (where role = 'mafioso') as mafioso_model,
-        string_agg(distinct model, ' + ' order by model) filter (where role = 'detective') as detective_model,
+        -- Distinct models of a role, sorted and joined with ' + ' (one name when the role has one model);
+        -- list aggregates are much cheaper than string_agg(distinct ... order by ...).
+        nullif(array_to_string(list_sort(list_distinct(list(model) filter (where role = 'mafioso'))), ' + '), '')
+            as mafioso_model,
+        nullif(array_to_string(list_sort(list_distinct(list(model) filter (where role = 'detective'))), ' + '), '')
+            as detective_model,
         -- The villager that matters is the one who was still playing by day (the night victim never speaks).
         coalesce(
-            string_agg(distinct model, ' + ' order by model)
-                filter (where role in ('villager', 'bystander') and fate <> 'killed'),
-            string_agg(distinct model, ' + ' order by model) filter (where role in ('villager', 'bystander'))
+            nullif(array_to_string(list_sort(list_distinct(
+                list(model) filter (where role in ('villager', 'bystander') and fate <> 'killed'))), ' + '), ''),
+            nullif(array_to_string(list_sort(list_distinct(
+                list(model) filter (where role in ('villager', 'bystander')))), ' + '), '')
         ) as villager_model,
         any_value(name) filter (where role = 'mafioso') as mafioso_name,
         any_value(name) filter (where role = 'detective') as detective_name,

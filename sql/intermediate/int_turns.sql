@@ -15,6 +15,11 @@ with turns as (
     where event_type in ('message', 'silence') and phase = 'day'
 ),
 
+last_turns as (
+    -- The last turn of the last day with discussion: the "last speaker" of the final round (seq grows with days).
+    select game_id, max(seq) as last_seq from turns group by game_id
+),
+
 final as (
     select
         game_id,
@@ -27,9 +32,9 @@ final as (
         truncated,
         format_failure,
         case when event_type = 'message' then len(string_split(trim(coalesce(text, '')), ' ')) else 0 end as words,
-        -- The last turn of the last day with discussion: the "last speaker" of the final round.
-        row_number() over (partition by game_id order by day desc, seq desc) = 1 as is_last_turn
-    from turns
+        t.seq = l.last_seq as is_last_turn
+    from turns as t
+    inner join last_turns as l using (game_id)
 )
 
 select * from final

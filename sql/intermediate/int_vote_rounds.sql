@@ -79,7 +79,7 @@ final as (
         -- Without its random fallback votes the eliminated player would not have been the clear plurality.
         (fallback_votes_for_eliminated > 0
             and votes_for_eliminated - fallback_votes_for_eliminated <= max_votes_for_others) as fallback_decided,
-        row_number() over (partition by game_id order by round desc) = 1 as is_last_vote
+        round = max(round) over (partition by game_id) as is_last_vote
     from joined
 )
 

@@ -6,7 +6,14 @@ with calls as (
 ),
 
 prices as (
-    select * from ref_prices
+    -- A price row matches a call's model as written or as provider/model (equi-joins, not an OR join).
+    select *, model as call_model from ref_prices where model <> '*'
+    union all
+    select *, provider || '/' || model as call_model from ref_prices where model <> '*'
+),
+
+wildcards as (
+    select * from ref_prices where model = '*'
 ),
 
 priced as (
@@ -19,9 +26,8 @@ priced as (
         coalesce(exact.cached_per_mtok, wild.cached_per_mtok, exact.input_per_mtok, wild.input_per_mtok)
             as cached_per_mtok
     from calls as c
-    left join prices as exact
-        on exact.provider = c.provider and (exact.model = c.model or exact.provider || '/' || exact.model = c.model)
-    left join prices as wild on wild.provider = c.provider and wild.model = '*'
+    left join prices as exact on exact.provider = c.provider and exact.call_model = c.model
+    left join wildcards as wild on wild.provider = c.provider
 ),
 
 final as (

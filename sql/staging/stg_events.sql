@@ -4,6 +4,17 @@ with source as (
     select * from raw_events
 ),
 
+parsed as (
+    -- One parse of data_json per event; each field is null where the event type does not carry it.
+    select
+        *,
+        from_json(data_json, '{
+            "kind": "VARCHAR", "result": "VARCHAR", "scripted": "BOOLEAN", "discussion_round": "INTEGER",
+            "role": "VARCHAR", "winner": "VARCHAR"
+        }') as d
+    from source
+),
+
 final as (
     select
         game_id,
@@ -20,13 +31,13 @@ final as (
         coalesce(truncated, false) as truncated,
         coalesce(tie_break, false) as tie_break,
         data_json,
-        json_extract_string(data_json, '$.kind') as data_kind,
-        json_extract_string(data_json, '$.result') as investigate_result,
-        coalesce(try_cast(json_extract_string(data_json, '$.scripted') as boolean), false) as is_scripted,
-        try_cast(json_extract_string(data_json, '$.discussion_round') as integer) as discussion_round,
-        json_extract_string(data_json, '$.role') as revealed_role,
-        json_extract_string(data_json, '$.winner') as end_winner
-    from source
+        d.kind as data_kind,
+        d.result as investigate_result,
+        coalesce(d.scripted, false) as is_scripted,
+        d.discussion_round,
+        d.role as revealed_role,
+        d.winner as end_winner
+    from parsed
 )
 
 select * from final

@@ -4,18 +4,15 @@ with source as (
     select * from raw_games
 ),
 
-rules as (
+parsed as (
+    -- One parse of rules_json per game (from_json), not one per option; a missing or mistyped option is null.
     select
-        game_id,
-        try_cast(json_extract_string(rules_json, '$.discussion_rounds') as integer) as discussion_rounds,
-        json_extract_string(rules_json, '$.night') as night_mode,
-        try_cast(json_extract_string(rules_json, '$.mafioso_knows_detective') as boolean) as mafioso_knows_detective,
-        try_cast(json_extract_string(rules_json, '$.speaking') as boolean) as speaking,
-        try_cast(json_extract_string(rules_json, '$.speaking_rounds') as integer) as speaking_rounds,
-        json_extract_string(rules_json, '$.decision') as decision_mode,
-        json_extract_string(rules_json, '$.sampling') as sampling,
-        json_extract_string(rules_json, '$.memory') as memory,
-        try_cast(json_extract_string(rules_json, '$.detective') as boolean) as has_detective_rule
+        *,
+        from_json(rules_json, '{
+            "discussion_rounds": "INTEGER", "night": "VARCHAR", "mafioso_knows_detective": "BOOLEAN",
+            "speaking": "BOOLEAN", "speaking_rounds": "INTEGER", "decision": "VARCHAR", "sampling": "VARCHAR",
+            "memory": "VARCHAR"
+        }') as opts
     from source
 ),
 
@@ -51,24 +48,23 @@ final as (
         s.source_sha256,
         s.record_sha256,
         s.landed_at,
-        r.discussion_rounds,
-        r.night_mode,
-        coalesce(r.mafioso_knows_detective, false) as mafioso_knows_detective,
-        r.speaking,
-        r.speaking_rounds,
-        r.decision_mode,
-        r.sampling,
-        r.memory,
+        s.opts.discussion_rounds,
+        s.opts.night as night_mode,
+        coalesce(s.opts.mafioso_knows_detective, false) as mafioso_knows_detective,
+        s.opts.speaking,
+        s.opts.speaking_rounds,
+        s.opts.decision as decision_mode,
+        s.opts.sampling,
+        s.opts.memory,
         -- No-communication setting: Mini-Mafia with 0 discussion rounds, classic without a speaking phase.
         case
-            when s.variant = 'mini-mafia' then coalesce(r.discussion_rounds, 2) > 0
-            when s.variant = 'classic' then coalesce(r.speaking, true) and coalesce(r.speaking_rounds, 1) > 0
+            when s.variant = 'mini-mafia' then coalesce(s.opts.discussion_rounds, 2) > 0
+            when s.variant = 'classic' then coalesce(s.opts.speaking, true) and coalesce(s.opts.speaking_rounds, 1) > 0
             else true
         end as has_communication,
         -- A game counts towards win rates when it finished with a winner and is valid.
         (s.status = 'finished' and coalesce(s.valid, true) and s.winner in ('mafia', 'town')) as is_scored
-    from source as s
-    left join rules as r on r.game_id = s.game_id
+    from parsed as s
 )
 
 select * from final

@@ -20,6 +20,7 @@ from mafiabench.agents.scripted import POLICIES
 from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.config import EndpointSpec, endpoints_from, read_toml, validate
 from mafiabench.engine import VARIANTS, rules_for
+from mafiabench.errors import UserError
 from mafiabench.prices import Price
 from mafiabench.warehouse import DEFAULT_WAREHOUSE
 
@@ -224,6 +225,18 @@ class Experiment(BaseModel):
             _check_rules(info.data["variant"], v)
         return v
 
+    @field_validator("prompt_version")
+    @classmethod
+    def _prompt_version(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if "variant" in info.data:
+            from mafiabench.agents.prompts import load_prompts
+
+            try:
+                load_prompts(info.data["variant"], v)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
     @field_validator("endpoints")
     @classmethod
     def _endpoints(cls, v: dict[str, EndpointSpec]) -> dict[str, EndpointSpec]:
@@ -291,6 +304,12 @@ class Experiment(BaseModel):
                 if not spec.startswith("policy/"):
                     out.setdefault(spec, default)
         return out
+
+    def prompt_label(self) -> str:
+        """The prompt version games will record (the variant's default when none is set)."""
+        from mafiabench.agents.prompts import load_prompts
+
+        return f"{self.variant}/{load_prompts(self.variant, self.prompt_version).version}"
 
     def warehouse_path(self, override: str | Path | None = None) -> Path:
         return Path(override) if override is not None else Path(self.warehouse)

@@ -28,7 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from mafiabench import landing
 from mafiabench.backends.registry import EndpointConfig, aclose_clients
@@ -175,6 +175,7 @@ class RunSummary:
     calls_concurrency: float = 0.0
     price_version: str = ""
     failures: list[tuple[str, str]] = field(default_factory=list)
+    description: str = ""
 
     @property
     def status(self) -> str:
@@ -328,7 +329,8 @@ class RunSummary:
         def esc(s: str) -> str:
             return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
-        out = [f"# Run `{self.run_id}`", "", f"Warehouse: `{self.warehouse}`", "", "| | |", "|---|---|"]
+        out = [f"# Run `{self.run_id}`", "", esc(self.description), "", f"Warehouse: `{self.warehouse}`", ""]
+        out += ["| | |", "|---|---|"]
         out += [f"| {esc(k)} | {esc(v)} |" for k, v in self._headline()]
         if self.per_model:
             out += [
@@ -380,7 +382,6 @@ class Study:
         orchestrator: str = "local",
         progress: bool | None = None,
         prices: PriceTable | None = None,
-        out: TextIO | None = None,
         shard_retries: int = 2,
         shard_retry_delays: tuple[float, ...] = (1.0, 5.0),
     ) -> None:
@@ -389,7 +390,6 @@ class Study:
         self.raw = landing.raw_dir(self.warehouse, experiment.name)
         self.orchestrator = orchestrator
         self.progress = progress
-        self.out = out if out is not None else sys.stdout
         self.shard_retries = shard_retries
         self.shard_retry_delays = shard_retry_delays
         self.endpoints: dict[str, EndpointConfig] = experiment.endpoint_configs()
@@ -404,6 +404,7 @@ class Study:
             started_at=datetime.now(UTC),
             price_version=self.prices.version,
             budget={k: v for k, v in experiment.budget.model_dump().items() if v is not None},
+            description=experiment.description,
         )
         self.cells: list[Cell] = []
         self.shards: list[Shard] = []
@@ -715,11 +716,10 @@ async def run_study(
     *,
     warehouse: str | Path | None = None,
     progress: bool | None = None,
-    out: TextIO | None = None,
     prices: PriceTable | None = None,
 ) -> RunSummary:
     """Run an experiment without Prefect (`mafiabench run --no-prefect`): the same steps as the flow."""
-    with Study(experiment, warehouse=warehouse, progress=progress, out=out, prices=prices) as study:
+    with Study(experiment, warehouse=warehouse, progress=progress, prices=prices) as study:
         study.prepare()
         await study.fan_out()
         return study.finish()

@@ -320,6 +320,9 @@ def build_models(
     ensure_schema(con)
     _ensure_runs_table(con)
     runs: list[ModelRun] = []
+    # Row order inside a mart carries no meaning; letting DuckDB write tables in parallel halves some builds.
+    preserve = con.execute("select current_setting('preserve_insertion_order')").fetchall()[0][0]
+    con.execute("set preserve_insertion_order = false")
     con.execute("begin transaction")
     try:
         con.execute(f"set variable upset_threshold = {float(upset_threshold)!r}")
@@ -338,6 +341,8 @@ def build_models(
     except BaseException:
         con.execute("rollback")
         raise
+    finally:
+        con.execute(f"set preserve_insertion_order = {bool(preserve)}")
     return runs
 
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 import anthropic
 
 from .base import BackendError, Completion, ConfigError, GenerateSettings, Message, TransientError
-from .retry import LoopLocal, call_with_retries, status_exception
+from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
 
 if TYPE_CHECKING:
     from .registry import EndpointConfig
 
-_CLIENTS: LoopLocal[anthropic.AsyncAnthropic] = LoopLocal()
+_CLIENTS: LoopLocal[ClientGroup[anthropic.AsyncAnthropic]] = LoopLocal()
 DEFAULT_MAX_TOKENS = 1024
 # Anthropic accepts at most four cache breakpoints per request; the last ones cover the longest prefixes.
 MAX_CACHE_BREAKPOINTS = 4
@@ -98,11 +98,13 @@ class AnthropicBackend:
             raise ConfigError(f"endpoint {self.endpoint.name!r} needs an API key in ${env}, which is not set")
         return key
 
-    def _client(self) -> anthropic.AsyncAnthropic:
+    def _clients(self) -> ClientGroup[anthropic.AsyncAnthropic]:
         ep = self.endpoint
         return _CLIENTS.get(
             (ep.name, ep.base_url, ep.api_key_env),
-            lambda: anthropic.AsyncAnthropic(api_key=self._api_key(), base_url=ep.base_url, max_retries=0),
+            lambda: ClientGroup(
+                lambda: anthropic.AsyncAnthropic(api_key=self._api_key(), base_url=ep.base_url, max_retries=0)
+            ),
         )
 
     def request_kwargs(self, messages: Sequence[Message], settings: GenerateSettings) -> dict[str, Any]:
@@ -122,7 +124,12 @@ class AnthropicBackend:
         return kwargs
 
     async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion:
-        client = self._client()
+        with self._clients().lease() as client:
+            return await self._generate(client, messages, settings)
+
+    async def _generate(
+        self, client: anthropic.AsyncAnthropic, messages: Sequence[Message], settings: GenerateSettings
+    ) -> Completion:
         kwargs = self.request_kwargs(messages, settings)
         started = time.perf_counter()
 

@@ -7,8 +7,9 @@ here: a backend reads its key from the environment variable named by its endpoin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, Sequence, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from mafiabench.errors import UserError
 

@@ -35,7 +35,8 @@ _NOT_NAMES = frozenset(
 
 _CHOICES_RE = re.compile(r"\bfrom:[ \t]*([^\n]+)", re.IGNORECASE)
 _LIST_RE = re.compile(
-    r"\b(?:other players|players|alive players|active players|names|participants)\b(?:[^:\n]{0,40}:| are)[ \t]*([^\n]+)",
+    r"\b(?:other players|players|alive players|active players|names|participants)\b"
+    r"(?:[^:\n]{0,40}:| are)[ \t]*([^\n]+)",
     re.IGNORECASE,
 )
 _SELF_RE = re.compile(r"\b(?i:your name is)[ \t]+([A-Z][\w'-]*(?:[ \t]\d+)?)")

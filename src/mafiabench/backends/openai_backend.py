@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 import openai
 
 from .base import BackendError, Completion, ConfigError, GenerateSettings, Message, TransientError
-from .retry import LoopLocal, call_with_retries, status_exception
+from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
 
 if TYPE_CHECKING:
     from .registry import EndpointConfig
 
-_CLIENTS: LoopLocal[openai.AsyncOpenAI] = LoopLocal()
+_CLIENTS: LoopLocal[ClientGroup[openai.AsyncOpenAI]] = LoopLocal()
 # Local servers (vLLM, Ollama, llama.cpp) accept any key; the SDK insists on one.
 PLACEHOLDER_KEY = "not-needed"
 
@@ -61,11 +61,13 @@ class OpenAIBackend:
             raise ConfigError(f"endpoint {self.endpoint.name!r} needs an API key in ${env}, which is not set")
         return PLACEHOLDER_KEY
 
-    def _client(self) -> openai.AsyncOpenAI:
+    def _clients(self) -> ClientGroup[openai.AsyncOpenAI]:
         ep = self.endpoint
         return _CLIENTS.get(
             (ep.name, ep.base_url, ep.api_key_env),
-            lambda: openai.AsyncOpenAI(api_key=self._api_key(), base_url=ep.base_url, max_retries=0),
+            lambda: ClientGroup(
+                lambda: openai.AsyncOpenAI(api_key=self._api_key(), base_url=ep.base_url, max_retries=0)
+            ),
         )
 
     def request_kwargs(self, messages: Sequence[Message], settings: GenerateSettings) -> dict[str, Any]:
@@ -85,7 +87,12 @@ class OpenAIBackend:
         return kwargs
 
     async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion:
-        client = self._client()
+        with self._clients().lease() as client:
+            return await self._generate(client, messages, settings)
+
+    async def _generate(
+        self, client: openai.AsyncOpenAI, messages: Sequence[Message], settings: GenerateSettings
+    ) -> Completion:
         kwargs = self.request_kwargs(messages, settings)
         started = time.perf_counter()
 

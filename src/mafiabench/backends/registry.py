@@ -175,5 +175,6 @@ async def aclose_clients() -> None:
         module = sys.modules.get(module_name)
         if module is None:
             continue
-        for client in module._CLIENTS.pop_current():
-            await client.close()
+        for group in module._CLIENTS.pop_current():
+            for client in group.clients:
+                await client.close()

@@ -41,7 +41,7 @@ def render(est: Any, *, max_cells: int = 60) -> str:
     exp = est.experiment
     landed = "warehouse busy: landed games unknown" if est.landed is None else f"{est.landed:,} already landed"
     lines = [
-        f"Experiment {exp.name} — variant {exp.variant}, prompt {exp.prompt_version or 'default'}, seed {exp.seed}",
+        f"Experiment {exp.name} — variant {exp.variant}, prompt {exp.prompt_label()}, seed {exp.seed}",
         f"{len(est.cells)} cells, {est.games:,} games ({landed}, {est.to_play:,} to play); "
         f"shards of {exp.shard_size}, {exp.concurrency.games} games in flight",
         "",
