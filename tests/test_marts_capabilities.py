@@ -84,3 +84,15 @@ def test_capability_win_rates_cells(scored) -> None:
     r = one(scored, "select * from mart_capability_win_rates where background = 'X' and target_model = 'A'")
     assert (r["capability"], r["n"], r["k"], r["laplace_mean"]) == ("deceive", 4, 3, pytest.approx(4 / 6))
     assert r["beta_sd"] == pytest.approx(beta_sd(3, 4))
+
+
+def test_explicit_cells_of_a_designed_experiment_measure_no_capability() -> None:
+    # A [[cells]] baseline of an experiment (design block with no capabilities) is not a capability cell, even
+    # when one policy plays every role.
+    explicit = {"experiment": "exp", "cell": "baseline", "capabilities": [], "target": None, "background": None}
+    recs = cell_records("b", n=3, mafia_wins=1, models="policy/random", design=explicit)
+    recs += cell_records("p", n=3, mafia_wins=1, models={"mafioso": "policy/random", "detective": "policy/informed",
+                                                          "villager": "policy/random"}, design=explicit)
+    c = landed(recs)
+    assert rows(c, "select * from int_capability_games") == []
+    assert one(c, "select n from mart_win_rates where dimension = 'cell' and value = 'baseline'")["n"] == 6

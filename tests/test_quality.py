@@ -10,12 +10,12 @@ import pytest
 from mafiabench.quality import QualityGateError
 from mafiabench.transform import build_warehouse, gate_passed, latest_build
 from mafiabench.warehouse import load_records
-from test_marts_common import cell_records, engine_records, fresh_con, mini_record, rows
+from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record, rows
 
 
 def clean_con() -> duckdb.DuckDBPyConnection:
     con = fresh_con()
-    recs = cell_records("h", n=6, mafia_wins=2, models="X", design={"experiment": "e", "capabilities": []})
+    recs = cell_records("h", n=6, mafia_wins=2, models="X", design=design("homogeneous|X", None, "X", "X"))
     recs += engine_records(10)
     recs += engine_records(3, seed=1, variant="classic", rules={"n_players": 6, "n_mafia": 1, "decision": "belief"})
     load_records(con, recs)
@@ -31,7 +31,7 @@ def test_clean_data_passes_and_is_published() -> None:
     assert len(stored) == len(result.validation) > 20
     assert all(r["success"] for r in stored)
     suites = {r["suite"] for r in stored}
-    assert {"raw_games", "raw_players", "game_checks", "vote_violations", "beliefs", "mart_rates",
+    assert {"raw_games", "raw_players", "game_checks", "valid_game_checks", "vote_violations", "beliefs", "mart_rates",
             "homogeneous_cells", "sql_asserts"} <= suites
     build = latest_build(con)
     assert build is not None and build["build_id"] == result.build_id and build["status"] == "passed"
@@ -103,7 +103,7 @@ def test_failure_can_be_returned_instead_of_raised() -> None:
     assert not result.passed and not result.published
     rules = {f.rule for f in result.failures}
     assert "one winner per finished game" in rules
-    failing = next(f for f in result.failures if f.suite == "game_checks")
+    failing = next(f for f in result.failures if f.suite == "valid_game_checks")
     assert failing.failing_rows[0]["game_id"] == "h-3" and failing.unexpected_count == 1
 
 
@@ -112,3 +112,14 @@ def test_unvalidated_build_is_not_published() -> None:
     result = build_warehouse(con, validate=False)
     assert not result.published and not gate_passed(con)
     assert "skipped" in result.summary()
+
+
+def test_games_flagged_invalid_do_not_block_publishing() -> None:
+    # An imported game the importer flagged invalid (here: a vote by the night victim, no winner) is excluded
+    # from every rate; the gate's rules about play skip it, its structural checks still apply.
+    con = fresh_con()
+    bad = mini_record("bad", votes={"Alice": "Bob", "Bob": "Alice", "Diana": "Alice"}, valid=False,
+                      invalid_reason="technical failure", source="naacl")
+    load_records(con, [bad, *cell_records("ok", n=2, mafia_wins=1, models="X")])
+    con.execute("update raw_games set winner = null where game_id = 'bad'")
+    assert build_warehouse(con).published

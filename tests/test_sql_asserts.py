@@ -11,7 +11,7 @@ import pytest
 from mafiabench import transform
 from mafiabench.transform import build_models
 from mafiabench.warehouse import load_records
-from test_marts_common import cell_records, engine_records, fresh_con, mini_record
+from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record
 
 TESTS = transform.default_sql_dir() / "tests"
 
@@ -22,7 +22,7 @@ def run_assert(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple]:
 
 def clean_con() -> duckdb.DuckDBPyConnection:
     con = fresh_con()
-    recs = cell_records("h", n=6, mafia_wins=2, models="X", design={"experiment": "e", "capabilities": []})
+    recs = cell_records("h", n=6, mafia_wins=2, models="X", design=design("homogeneous|X", None, "X", "X"))
     recs += engine_records(20) + engine_records(5, seed=1, variant="classic",
                                                  rules={"n_players": 6, "n_mafia": 1, "decision": "belief"})
     load_records(con, recs)

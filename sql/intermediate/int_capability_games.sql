@@ -23,8 +23,11 @@ caps as (
         r.villager_model,
         r.is_homogeneous,
         case
+            -- A designed game measures what its design says (an explicit, non-design cell measures nothing),
+            -- except that a homogeneous design cell always serves all three capabilities.
+            when g.experiment is not null and len(g.capabilities) = 0 then []::varchar[]
             when r.is_homogeneous then ['deceive', 'detect', 'disclose']
-            when len(g.capabilities) > 0 then g.capabilities
+            when g.experiment is not null then g.capabilities
             -- Imported games carry no design: infer the capability from which role differs from the other two.
             when r.detective_model = r.villager_model and r.mafioso_model <> r.detective_model then ['deceive']
             when r.mafioso_model = r.detective_model and r.villager_model <> r.mafioso_model then ['detect']

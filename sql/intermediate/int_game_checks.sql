@@ -1,6 +1,7 @@
 -- grain: one row per landed game
 -- purpose: data-quality measures per game (event sequence, winner, composition, vote validity) that the
--- quality gate expects to be clean; a failing row names the game.
+-- quality gate expects to be clean; a failing row names the game. Games an importer flagged invalid are exempt
+-- from the rules about play (winner, composition, votes): they are excluded from every rate already.
 with games as (
     select * from stg_games
 ),
@@ -61,6 +62,7 @@ final as (
         g.variant,
         g.status,
         g.winner,
+        g.valid,
         g.is_scored,
         coalesce(e.n_events, 0) as n_events,
         -- 0 when seq is exactly 0..n-1 without gaps or duplicates.

@@ -150,7 +150,9 @@ def fit_latent(
         g=g,
         cov=cov,
         log_likelihood=-nll,
-        converged=bool(res.success),
+        # BFGS often stops on "precision loss" at the optimum of a sum of many terms: a vanishing gradient is
+        # what convergence means here.
+        converged=bool(res.success or np.max(np.abs(res.jac), initial=0.0) < 1e-4),
         iterations=int(res.nit),
         n_games=len(y),
         n_cells=len(cells),
@@ -351,12 +353,10 @@ def baseline_rows() -> list[dict[str, Any]]:
     """Rows of `mafiabench.baselines.baseline_table()`: exact fractions kept as "a/b" text beside their floats.
 
     Reads the keys that function returns (`profile`, `description`, `night`, `town_win_fraction`,
-    `town_win_after_tie`); a missing module or function gives an empty (typed) table rather than a failed build.
+    `town_win_after_tie`).
     """
-    try:
-        from mafiabench.baselines import baseline_table
-    except ImportError:
-        return []
+    from mafiabench.baselines import baseline_table
+
     rows: list[dict[str, Any]] = []
     for item in baseline_table():
         town = _fraction(item.get("town_win_fraction", item.get("town_win")))

@@ -123,22 +123,30 @@ SUITES: tuple[Suite, ...] = (
         "game_checks",
         "select * from int_game_checks",
         (
-            _in("one_winner_ok", [True], "one winner per finished game"),
             _zero("seq_defects", "event seq contiguous per game"),
+            _zero("duplicate_names", "player names unique within a game"),
+            _zero("n_empty_models", "no empty model names"),
+        ),
+    ),
+    # Rules about play hold for valid games; games an importer flagged invalid are already out of every rate.
+    Suite(
+        "valid_game_checks",
+        "select * from int_game_checks where valid",
+        (
+            _in("one_winner_ok", [True], "one winner per finished game"),
             _in(
                 "composition_ok",
                 [True],
                 "mini-mafia games have four players: 1 mafioso, 1 detective, 2 villagers",
             ),
             _zero("n_invalid_votes", "votes only by active players for other active players"),
-            _zero("duplicate_names", "player names unique within a game"),
-            _zero("n_empty_models", "no empty model names"),
         ),
     ),
     Suite(
         "vote_violations",
-        """select game_id, seq, vote_kind, voter, target, voter_active, target_active, is_self_vote
-           from int_votes where not voter_active or not target_active or is_self_vote""",
+        """select v.game_id, v.seq, v.vote_kind, v.voter, v.target, v.voter_active, v.target_active, v.is_self_vote
+           from int_votes as v inner join stg_games as g on g.game_id = v.game_id
+           where g.valid and (not v.voter_active or not v.target_active or v.is_self_vote)""",
         (_no_rows("votes only by active players for other active players"),),
     ),
     Suite(
