@@ -5,9 +5,9 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.backends.base import ConfigError
@@ -62,6 +62,16 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
 
 
+def _known_variant(v: str) -> str:
+    if v not in VARIANTS:
+        raise ValueError(f"unknown variant; known: {', '.join(VARIANTS)}")
+    return v
+
+
+VariantName = Annotated[str, AfterValidator(_known_variant)]
+"""A variant the engine knows, checked where a config is read."""
+
+
 class EndpointSpec(BaseModel):
     """A named provider endpoint. OpenAI-compatible servers use kind = "openai" with a base URL."""
 
@@ -88,7 +98,7 @@ class GameConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    variant: str = Field("mini-mafia", description="mini-mafia | classic")
+    variant: VariantName = Field("mini-mafia", description="mini-mafia | classic")
     seed: int = Field(0, ge=0, description="The game's seed: roles, names, orders, tie-breaks, fallbacks.")
     game_id: str | None = Field(None, description="Defaults to play-<variant>-<seed>.")
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
@@ -100,13 +110,6 @@ class GameConfig(BaseModel):
     models: dict[str, ModelSettings] = Field(default_factory=dict, description="Settings per agent spec.")
     endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra named endpoints.")
     cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
-
-    @field_validator("variant")
-    @classmethod
-    def _variant(cls, v: str) -> str:
-        if v not in VARIANTS:
-            raise ValueError(f"unknown variant; known: {', '.join(VARIANTS)}")
-        return v
 
     @model_validator(mode="after")
     def _agents(self) -> GameConfig:
