@@ -81,3 +81,14 @@ def test_agent_assignment_by_name_role_and_default() -> None:
     assert agent_spec_for(agents, "Cy", "villager") == "fake/v"
     assert agent_spec_for(agents, "Cy", "bystander") == "fake/v"
     assert agent_spec_for(agents, "Bob", "detective") == "policy/informed"
+
+
+def test_run_names_a_missing_key_before_starting_anything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    exp = tmp_path / "exp.toml"
+    exp.write_text('name = "k"\ngames_per_cell = 1\n[[cells]]\nname = "c"\n'
+                   'agents = { default = "anthropic/claude-haiku-4-5" }\n')
+    assert main(["run", str(exp), "--warehouse", str(tmp_path / "w.duckdb")]) == 2
+    assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
+    assert not (tmp_path / "w.duckdb").exists()

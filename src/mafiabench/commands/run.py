@@ -65,7 +65,11 @@ def flow_module() -> ModuleType:
 def main(args: argparse.Namespace) -> int:
     from mafiabench.experiment import load_experiment
 
+    from mafiabench.runner import BackendPool
+
     exp = load_experiment(args.experiment)
+    # Unknown provider or missing key: say so in a second, before Prefect's server starts.
+    BackendPool(endpoints=exp.endpoint_configs()).check(exp.agent_specs())
     progress = False if args.no_progress else None
     try:
         summary = _run(args, exp, progress)
