@@ -64,7 +64,6 @@ def flow_module() -> ModuleType:
 
 def main(args: argparse.Namespace) -> int:
     from mafiabench.experiment import load_experiment
-
     from mafiabench.runner import BackendPool
 
     exp = load_experiment(args.experiment)
