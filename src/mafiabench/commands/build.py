@@ -30,19 +30,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mafiabench.transform import build_warehouse
-    from mafiabench.warehouse import connect
+    from mafiabench.publish import build
 
-    con = connect(args.warehouse)
-    try:
-        result = build_warehouse(
-            con,
-            sql_dir=args.sql_dir,
-            validate=not args.no_validate,
-            upset_threshold=args.upset_threshold,
-        )
-    finally:
-        con.close()
+    result = build(
+        args.warehouse, sql_dir=args.sql_dir, validate=not args.no_validate, upset_threshold=args.upset_threshold
+    )
     for m in result.models:
         rows = "" if m.rows is None else f"{m.rows:>10} rows"
         print(f"  {m.layer:<12} {m.name:<32} {m.materialized:<5} {rows} {m.seconds:7.3f}s", file=sys.stderr)

@@ -37,23 +37,16 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from mafiabench.dashboards import render_dashboards
-    from mafiabench.warehouse import connect
+    from mafiabench.publish import render
 
-    if not args.warehouse.is_file():
-        raise UserError(f"warehouse {args.warehouse} not found: run an experiment and `mafiabench build` first")
     if args.max_transcripts < 0 or args.transcript_sample < 0:
         raise UserError("--max-transcripts and --transcript-sample must be >= 0")
-    con = connect(args.warehouse, read_only=True)
-    try:
-        result = render_dashboards(
-            con,
-            args.out,
-            export_images=args.export_images,
-            max_transcripts=args.max_transcripts,
-            transcript_sample=args.transcript_sample,
-        )
-    finally:
-        con.close()
+    result = render(
+        args.warehouse,
+        args.out,
+        export_images=args.export_images,
+        max_transcripts=args.max_transcripts,
+        transcript_sample=args.transcript_sample,
+    )
     print(result.summary())
     return 0
