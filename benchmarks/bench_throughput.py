@@ -13,6 +13,7 @@ Prefect's overhead per shard: the same scripted (zero-latency) games played with
 
     .venv/bin/python benchmarks/bench_throughput.py                 # 1, 16, 64, 256 games in flight, 0.2 s calls
     .venv/bin/python benchmarks/bench_throughput.py --levels 1 16 --latency 0.5 --rounds 3
+    .venv/bin/python benchmarks/bench_throughput.py --levels 64 256 --processes 2 --no-prefect   # worker processes
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ def start_server(latency: float) -> tuple[subprocess.Popen[str], int]:
     return proc, int(proc.stdout.readline())
 
 
-def experiment(name: str, port: int, games: int, concurrency: int, shard_size: int, warehouse: Path) -> Any:
+def experiment(
+    name: str, port: int, games: int, concurrency: int, shard_size: int, warehouse: Path, processes: int = 1
+) -> Any:
     from mafiabench.experiment import parse_experiment
 
     return parse_experiment(
@@ -61,13 +64,19 @@ def experiment(name: str, port: int, games: int, concurrency: int, shard_size: i
                 "local": {"kind": "openai", "base_url": f"http://127.0.0.1:{port}/v1", "key_required": False}
             },
             "models": {"default": {"timeout_s": 60, "max_attempts": 3}},
-            "concurrency": {"games": concurrency, "providers": {"local": max(64, 4 * concurrency)}},
+            "concurrency": {
+                "games": concurrency,
+                "providers": {"local": max(64, 4 * concurrency)},
+                "processes": processes,
+            },
         },
         "<bench>",
     )
 
 
-def throughput(levels: list[int], latency: float, rounds: int, workdir: Path) -> list[dict[str, float]]:
+def throughput(
+    levels: list[int], latency: float, rounds: int, workdir: Path, processes: int = 1
+) -> list[dict[str, float]]:
     from mafiabench.study import run_study
 
     proc, port = start_server(latency)
@@ -75,7 +84,8 @@ def throughput(levels: list[int], latency: float, rounds: int, workdir: Path) ->
     try:
         for c in levels:
             games = max(2, rounds * c)
-            exp = experiment(f"bench-c{c}", port, games, c, max(1, min(50, games)), workdir / f"c{c}" / "w.duckdb")
+            shard = max(1, min(50, games))
+            exp = experiment(f"bench-c{c}", port, games, c, shard, workdir / f"c{c}" / "w.duckdb", processes)
             t0 = time.perf_counter()
             s = asyncio.run(run_study(exp, progress=False))
             wall = time.perf_counter() - t0
@@ -168,16 +178,20 @@ def main() -> int:
     parser.add_argument("--overhead-games", type=int, default=600, help="scripted games for the Prefect overhead")
     parser.add_argument("--overhead-shard", type=int, default=10, help="shard size for the Prefect overhead")
     parser.add_argument("--no-prefect", action="store_true", help="skip the Prefect overhead measurement")
+    parser.add_argument("--processes", type=int, default=1, help="worker processes (concurrency.processes)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT / "src"))
     with tempfile.TemporaryDirectory(prefix="mafiabench-bench-") as tmp:
         work = Path(tmp)
-        print(f"Throughput: fake OpenAI-compatible server, {args.latency:.3f} s per call, {os.cpu_count()} CPUs")
+        print(
+            f"Throughput: fake OpenAI-compatible server, {args.latency:.3f} s per call, {os.cpu_count()} CPUs, "
+            f"{args.processes} process(es) playing"
+        )
         print(
             f"{'games in flight':>15} {'games':>6} {'calls/game':>10} {'play s':>7} {'games/s':>8} "
             f"{'ideal (calls)':>13} {'share':>6} {'ideal (steps)':>13} {'share':>6} {'mean in flight':>14}"
         )
-        for r in throughput(args.levels, args.latency, args.rounds, work):
+        for r in throughput(args.levels, args.latency, args.rounds, work, args.processes):
             print(
                 f"{r['concurrency']:>15} {r['games']:>6} {r['calls_per_game']:>10.1f} {r['play_s']:>7.2f} "
                 f"{r['games_per_s']:>8.2f} {r['ideal_calls']:>13.2f} {r['games_per_s'] / r['ideal_calls']:>6.0%} "

@@ -1,6 +1,7 @@
 """The study flow: a table of contents over `mafiabench.study`, where all the logic lives (and is tested).
 
     expand → skip landed → fan out shard tasks → land each shard → summary artifact
+    → (publish=True) build marts + quality gate → render dashboards
 
 Run once (Prefect's temporary local server, nothing to start):
 
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
+from mafiabench import publish as publishing
 from mafiabench.experiment import load_experiment
 from mafiabench.study import RunSummary, Shard, ShardResult, Study, is_infrastructure_fault
 
@@ -59,6 +62,18 @@ async def land_shard(study: Study, result: ShardResult) -> dict[str, int]:
     return {"inserted": r.inserted, "replaced": r.replaced, "skipped": r.skipped}
 
 
+@task(name="build-marts", cache_policy=NO_CACHE)
+def build_marts(warehouse: str) -> str:
+    """Rebuild staging, marts and the quality gate; a failed expectation fails the flow run before publishing."""
+    return publishing.build(Path(warehouse)).summary()
+
+
+@task(name="render-dashboards", cache_policy=NO_CACHE)
+def render_dashboards(warehouse: str, out_dir: str) -> str:
+    """Render the static dashboards from the build that just passed its gate."""
+    return publishing.render(Path(warehouse), Path(out_dir)).summary()
+
+
 async def _play(study: Study, shard: Shard) -> ShardResult:
     return await play_shard(study, shard)
 
@@ -68,8 +83,15 @@ async def _land(study: Study, result: ShardResult) -> Any:
 
 
 @flow(name="mafiabench-study", log_prints=False)
-async def study_flow(experiment_path: str, warehouse: str | None = None, progress: bool | None = None) -> RunSummary:
-    """Play an experiment's missing games and land them; the run summary becomes a markdown artifact."""
+async def study_flow(
+    experiment_path: str,
+    warehouse: str | None = None,
+    progress: bool | None = None,
+    publish: bool = False,
+    dashboards: str = "dashboards",
+) -> RunSummary:
+    """Play an experiment's missing games and land them; the run summary becomes a markdown artifact. With
+    `publish`, then rebuild the marts behind the quality gate and render the dashboards."""
     logger = get_run_logger()
     experiment = load_experiment(experiment_path)
     with Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress) as study:
@@ -102,6 +124,9 @@ async def study_flow(experiment_path: str, warehouse: str | None = None, progres
     )
     if summary.shard_errors:
         raise StudyIncomplete(summary)
+    if publish:
+        logger.info(build_marts(summary.warehouse))
+        logger.info(render_dashboards(summary.warehouse, dashboards))
     return summary
 
 
@@ -113,12 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     for p in (run, serve):
         p.add_argument("experiment")
         p.add_argument("--warehouse", default=None)
+        p.add_argument("--publish", action="store_true", help="then build marts, validate and render dashboards")
     group = serve.add_mutually_exclusive_group()
     group.add_argument("--cron", default="0 3 * * *", help="cron schedule (default: daily at 03:00)")
     group.add_argument("--interval", type=float, default=None, help="seconds between runs instead of a cron")
     serve.add_argument("--name", default=None, help="deployment name (default: the experiment's name)")
     args = parser.parse_args(argv)
-    params = {"experiment_path": args.experiment, "warehouse": args.warehouse, "progress": False}
+    params = {
+        "experiment_path": args.experiment,
+        "warehouse": args.warehouse,
+        "progress": False,
+        "publish": args.publish,
+    }
     if args.cmd == "run":
         import asyncio
 

@@ -92,3 +92,15 @@ def test_run_names_a_missing_key_before_starting_anything(tmp_path: Path, monkey
     assert main(["run", str(exp), "--warehouse", str(tmp_path / "w.duckdb")]) == 2
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
     assert not (tmp_path / "w.duckdb").exists()
+
+
+def test_run_without_prefect_then_publish(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exp = tmp_path / "exp.toml"
+    exp.write_text('name = "tiny"\ngames_per_cell = 6\n[[cells]]\nname = "p"\n'
+                   'agents = { mafioso = "policy/random", default = "policy/informed" }\n')
+    out = tmp_path / "dash"
+    code = main(["run", str(exp), "--no-prefect", "--no-progress", "--publish", "--warehouse",
+                 str(tmp_path / "w.duckdb"), "--dashboards", str(out)])
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "PUBLISHED" in text and (out / "index.html").is_file()

@@ -56,7 +56,16 @@ def test_demo_flow_lands_every_game_and_publishes_a_summary(prefect_harness: Non
     demo = ROOT / "experiments" / "demo.toml"
     warehouse = tmp_path / "w.duckdb"
     module = _flow_module()
-    summary = asyncio.run(module.study_flow(experiment_path=str(demo), warehouse=str(warehouse), progress=False))
+    dashboards = tmp_path / "dashboards"
+    summary = asyncio.run(
+        module.study_flow(
+            experiment_path=str(demo),
+            warehouse=str(warehouse),
+            progress=False,
+            publish=True,
+            dashboards=str(dashboards),
+        )
+    )
 
     planned = {g.game_id for g in expand(load_experiment(demo))}
     assert summary.orchestrator == "prefect" and summary.status == "completed"
@@ -65,9 +74,13 @@ def test_demo_flow_lands_every_game_and_publishes_a_summary(prefect_harness: Non
     try:
         ids = [r[0] for r in con.execute("select game_id from raw_games").fetchall()]
         (orchestrator,) = con.execute("select orchestrator from raw_runs").fetchone() or ("",)
+        (published,) = con.execute("select published from build_runs").fetchone() or (False,)
     finally:
         con.close()
     assert sorted(ids) == sorted(planned) and orchestrator == "prefect"
+    # the flow's last steps: marts built behind the quality gate, then the dashboards rendered from them
+    assert published is True
+    assert (dashboards / "index.html").is_file() and (dashboards / "capability-deceive.html").is_file()
 
     async def artifact() -> Any:
         async with get_client() as client:

@@ -5,9 +5,10 @@ All the logic of a run lives here and is tested without Prefect; `flows/study_fl
 
 1. `prepare()` takes the warehouse lock, expands the design, loads raw files that reached the landing folder but not
    DuckDB (a crash between the two), and shards the games still missing (failed games are replayed).
-2. `play_shard()` plays a shard's games concurrently on the running event loop, under a global games-in-flight
-   limit, per-provider call limits (`BackendPool`) and the budget guard, and writes each record atomically to the
-   raw folder. It never touches DuckDB, and it is idempotent: a retried shard reuses the records it already wrote.
+2. `play_shard()` plays a shard's games concurrently on the running event loop (or, with `concurrency.processes`
+   above 1, in worker processes: `mafiabench.workers`), under a global games-in-flight limit, per-provider call
+   limits (`BackendPool`) and the budget guard, and writes each record atomically to the raw folder. It never
+   touches DuckDB, and it is idempotent: a retried shard reuses the records it already wrote.
 3. `land_shard()` loads a shard's records into DuckDB; the Study is the run's one writer.
 4. `finish()` builds the run summary (games, calls, tokens, cost, wall time, achieved concurrency), records it in
    `raw_runs`, and prints it.
@@ -37,8 +38,9 @@ from mafiabench.errors import UserError
 from mafiabench.experiment import Budget, Experiment
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
 from mafiabench.record import GameRecord, Provenance, git_commit
-from mafiabench.runner import BackendPool, play_game
+from mafiabench.runner import BackendPool, GameSpec, play_game
 from mafiabench.warehouse import LoadResult, connect
+from mafiabench.workers import WorkerConfig, WorkerPool
 
 # -- plan pieces --------------------------------------------------------------------------------------------------
 
@@ -416,6 +418,7 @@ class Study:
         self._pools: dict[int, BackendPool] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._land_lock: asyncio.Lock | None = None
+        self._workers: WorkerPool | None = None
         self._busy_games_s = 0.0
         self._busy_calls_s = 0.0
         self._provenance = Provenance(git_commit=git_commit())
@@ -436,6 +439,7 @@ class Study:
 
     def __exit__(self, *exc: object) -> None:
         try:
+            self._close_workers()
             if self._bar is not None:
                 self._bar.close()
             if self._con is not None:
@@ -582,7 +586,7 @@ class Study:
             usage: Usage | None = None
             try:
                 t0 = time.perf_counter()
-                rec = await play_game(g.spec(self.exp, self.models), pool, provenance=self._provenance)
+                rec = await self._play_game(g.spec(self.exp, self.models), pool)
                 busy = time.perf_counter() - t0
                 usage, per_model = game_usage(rec, self.prices)
             finally:
@@ -592,6 +596,29 @@ class Study:
         self._account(rec, usage, per_model, busy)
         self._tick()
         return "played", rec
+
+    def _play_game(self, spec: GameSpec, pool: BackendPool) -> Awaitable[GameRecord]:
+        """On this event loop, or with `concurrency.processes > 1` in the least busy worker process."""
+        c = self.exp.concurrency
+        if c.processes == 1:
+            return play_game(spec, pool, provenance=self._provenance)
+        if self._workers is None:
+            self._workers = WorkerPool(
+                WorkerConfig(
+                    endpoints=self.endpoints,
+                    limits=dict(c.providers),
+                    default_limit=c.default_provider,
+                    cache_dir=self.exp.cache_dir,
+                    provenance=self._provenance,
+                    processes=c.processes,
+                )
+            )
+        return self._workers.play(spec)
+
+    def _close_workers(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
 
     def _account(self, rec: GameRecord, total: Usage, per_model: dict[str, Usage], busy_s: float) -> None:
         """Add a landed game to the run's ledger (after its file is written, so a retried shard counts it once)."""
@@ -659,6 +686,7 @@ class Study:
         finally:
             self.summary.play_wall_s = time.perf_counter() - t0
             await aclose_clients()
+            await asyncio.to_thread(self._close_workers)
         results: list[ShardResult] = []
         for shard, o in zip(self.shards, outcomes, strict=True):
             if isinstance(o, BaseException):

@@ -41,6 +41,12 @@ def register(subparsers: Any) -> None:
     p.add_argument("--warehouse", type=Path, default=None, help="DuckDB file (default: the experiment's `warehouse`)")
     p.add_argument("--no-prefect", action="store_true", help="run without Prefect (same steps, no flow run)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="after landing, rebuild the marts behind the quality gate and render the dashboards",
+    )
+    p.add_argument("--dashboards", type=Path, default=Path("dashboards"), help="dashboards folder (with --publish)")
     p.set_defaults(func=main)
 
 
@@ -88,6 +94,11 @@ def _run(args: argparse.Namespace, exp: Any, progress: bool | None) -> Any:
     summary: RunSummary
     if args.no_prefect:
         summary = asyncio.run(run_study(exp, warehouse=args.warehouse, progress=progress))
+        if args.publish and not summary.shard_errors:
+            from mafiabench import publish
+
+            print(publish.build(Path(summary.warehouse)).summary())
+            print(publish.render(Path(summary.warehouse), args.dashboards).summary())
     else:
         for key, value in PREFECT_DEFAULTS.items():
             os.environ.setdefault(key, value)
@@ -98,6 +109,8 @@ def _run(args: argparse.Namespace, exp: Any, progress: bool | None) -> Any:
                     experiment_path=str(args.experiment),
                     warehouse=None if args.warehouse is None else str(args.warehouse),
                     progress=progress,
+                    publish=args.publish,
+                    dashboards=str(args.dashboards),
                 )
             )
         except module.StudyIncomplete as exc:

@@ -1,0 +1,242 @@
+"""Games played in worker processes (`concurrency.processes > 1`), for when one event loop's CPU is the limit.
+
+Over HTTP, the model SDK costs about 5 ms of CPU per call, so one event loop tops out near 180 calls/s whatever the
+concurrency. With `processes = N` the study spawns N workers, each with its own event loop and its own
+`BackendPool` (SDK clients are loop-bound), and hands them games one at a time. The parent keeps everything else:
+the plan, the games-in-flight limit and the budget guard (so it alone decides which game starts), the raw files and
+DuckDB (one writer), the progress bar and the summary. A worker sends each record back as a dict.
+
+How the limits are shared: `concurrency.games` stays one global limit, enforced in the parent, and each game goes
+to the worker with the fewest in flight, so each carries about games / N. Each provider's call limit (and
+`default_provider`) is split evenly: a limit of 64 over 3 workers gives 22, 21 and 21 (at least 1 each), so the
+run never has more calls in flight to a provider than the experiment allows.
+
+A worker that dies fails the games it had in flight with `WorkerLost`, a `ConnectionError`, so their shard is
+retried like any infrastructure fault; the dead worker is replaced on the next game. A worker exits when the parent
+closes its pipe, or when the parent dies (the kernel closes it), so a killed run leaves no worker behind.
+
+Workers are started with "spawn", which re-imports the main module: a script that runs a study with
+`processes > 1` needs the usual `if __name__ == "__main__":` guard (the `mafiabench` command has it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import multiprocessing
+import pickle
+import signal
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import Any
+
+from mafiabench.backends.registry import EndpointConfig, aclose_clients
+from mafiabench.record import GameRecord, Provenance
+from mafiabench.runner import BackendPool, GameSpec, play_game
+
+
+class WorkerLost(ConnectionError):
+    """A worker process died with games in flight (an infrastructure fault: the shard is retried)."""
+
+
+def split_limit(total: int, workers: int, index: int) -> int:
+    """Worker `index`'s share of a limit: `total` split as evenly as possible, at least 1."""
+    return max(1, total // workers + (1 if index < total % workers else 0))
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What a worker needs to play games (pickled once, at spawn)."""
+
+    endpoints: dict[str, EndpointConfig]
+    limits: dict[str, int]
+    default_limit: int
+    cache_dir: str | None
+    provenance: Provenance
+    processes: int
+
+    def pool(self, index: int) -> BackendPool:
+        n = self.processes
+        return BackendPool(
+            endpoints=self.endpoints,
+            limits={p: split_limit(k, n, index) for p, k in self.limits.items()},
+            default_limit=split_limit(self.default_limit, n, index),
+            cache_dir=self.cache_dir,
+        )
+
+
+# -- the worker's side ----------------------------------------------------------------------------------------------
+
+
+def _worker_main(inbox: Connection, outbox: Connection, config: WorkerConfig, index: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it cancels our games
+    asyncio.run(_serve(inbox, outbox, config.pool(index), config.provenance))
+
+
+async def _serve(inbox: Connection, outbox: Connection, pool: BackendPool, provenance: Provenance) -> None:
+    loop = asyncio.get_running_loop()
+    tasks: dict[int, asyncio.Task[None]] = {}
+    closed = asyncio.Event()
+
+    async def play(req: int, spec: GameSpec) -> None:
+        try:
+            rec = await play_game(spec, pool, provenance=provenance)
+            reply: tuple[int, str, Any] = (req, "ok", rec.to_dict())
+        except asyncio.CancelledError:
+            reply = (req, "cancelled", None)
+        except Exception as exc:  # not a failed game (those are records): the parent raises it in the shard
+            reply = (req, "error", _picklable(exc))
+        finally:
+            tasks.pop(req, None)
+        with contextlib.suppress(OSError):  # the parent is gone
+            outbox.send(reply)
+
+    def receive(msg: tuple[str, int, Any]) -> None:
+        kind, req, spec = msg
+        if kind == "play":
+            tasks[req] = loop.create_task(play(req, spec))
+        elif kind == "cancel" and req in tasks:
+            tasks[req].cancel()
+
+    def read() -> None:
+        try:
+            while True:
+                loop.call_soon_threadsafe(receive, inbox.recv())
+        except (EOFError, OSError):  # the parent closed our pipe, or died
+            loop.call_soon_threadsafe(closed.set)
+
+    threading.Thread(target=read, name="mafiabench-worker-inbox", daemon=True).start()
+    await closed.wait()
+    for t in list(tasks.values()):
+        t.cancel()
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+    await aclose_clients()
+
+
+def _picklable(exc: Exception) -> Exception:
+    try:
+        pickle.loads(pickle.dumps(exc))
+        return exc
+    except Exception:
+        return RuntimeError(f"{type(exc).__name__}: {exc}")
+
+
+# -- the parent's side ----------------------------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, ctx: Any, config: WorkerConfig, index: int) -> None:
+        their_inbox, self._outbox = ctx.Pipe(duplex=False)
+        self._inbox, their_outbox = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(
+            target=_worker_main,
+            args=(their_inbox, their_outbox, config, index),
+            name=f"mafiabench-worker-{index}",
+            daemon=True,
+        )
+        self.process.start()
+        their_inbox.close()
+        their_outbox.close()
+        self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[tuple[str, Any]]]] = {}
+        self.alive = True
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, name=f"mafiabench-worker-{index}-replies", daemon=True)
+        self._reader.start()
+
+    def send(self, msg: tuple[str, int, Any], fut: asyncio.Future[tuple[str, Any]] | None = None) -> None:
+        """Send a request; with `fut`, the reply (or `WorkerLost`) settles it."""
+        req = msg[1]
+        with self._lock:
+            if not self.alive:
+                raise WorkerLost(f"{self.process.name} is gone")
+            if fut is not None:
+                self.pending[req] = (fut.get_loop(), fut)
+            try:
+                self._outbox.send(msg)
+            except OSError as exc:
+                self.pending.pop(req, None)
+                raise WorkerLost(f"{self.process.name}: {exc}") from exc
+
+    def _read(self) -> None:
+        try:
+            while True:
+                req, kind, payload = self._inbox.recv()
+                with self._lock:
+                    waiter = self.pending.pop(req, None)
+                if waiter is not None:
+                    with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+                        waiter[0].call_soon_threadsafe(_settle, waiter[1], (kind, payload))
+        except (EOFError, OSError):
+            self.process.join(1.0)  # for its exit code
+        with self._lock:
+            self.alive = False
+            orphans, self.pending = list(self.pending.values()), {}
+        lost = ("lost", WorkerLost(f"{self.process.name} exited (code {self.process.exitcode}) with games in flight"))
+        for loop, fut in orphans:
+            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(_settle, fut, lost)
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Close our pipe (the worker cancels its games and exits), then wait for it."""
+        with self._lock:
+            self.alive = False
+            self._outbox.close()
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+        self._reader.join(timeout)
+        self._inbox.close()
+
+
+def _settle(fut: asyncio.Future[tuple[str, Any]], value: tuple[str, Any]) -> None:
+    if not fut.done():
+        fut.set_result(value)
+
+
+class WorkerPool:
+    """`processes` spawned workers; `play(spec)` plays a game in the least busy one and returns its record."""
+
+    def __init__(self, config: WorkerConfig) -> None:
+        self.config = config
+        self._ctx = multiprocessing.get_context("spawn")
+        self._workers: list[_Worker | None] = [None] * config.processes
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+
+    def _pick(self) -> _Worker:
+        with self._lock:
+            for i, w in enumerate(self._workers):
+                if w is None or not w.alive:
+                    if w is not None:
+                        w.close(timeout=1.0)
+                    self._workers[i] = _Worker(self._ctx, self.config, i)
+            return min((w for w in self._workers if w is not None), key=lambda w: len(w.pending))
+
+    async def play(self, spec: GameSpec) -> GameRecord:
+        loop = asyncio.get_running_loop()
+        worker = self._pick()
+        req = next(self._ids)
+        fut: asyncio.Future[tuple[str, Any]] = loop.create_future()
+        worker.send(("play", req, spec), fut)
+        try:
+            kind, payload = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            # Wait for the worker to stop the game, so a retried shard never overlaps it.
+            with contextlib.suppress(WorkerLost):
+                worker.send(("cancel", req, None))
+                await asyncio.shield(fut)
+            raise
+        if kind == "ok":
+            return GameRecord.from_dict(payload)
+        if kind == "cancelled":
+            raise asyncio.CancelledError
+        raise payload
+
+    def close(self) -> None:
+        with self._lock:
+            workers, self._workers = [w for w in self._workers if w is not None], [None] * self.config.processes
+        for w in workers:
+            w.close()
