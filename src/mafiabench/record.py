@@ -16,13 +16,43 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from mafiabench import __version__
 from mafiabench.engine.core import ROLE_TEAM, GameEngine, Outcome
 from mafiabench.engine.events import Event
 
 RECORD_VERSION = 1
+
+
+class ModelCall(TypedDict, total=False):
+    """One model call, as recorded in `GameRecord.calls` (and `raw_model_calls`): typed and timestamped.
+
+    `request` holds the messages and settings sent (never a key or a header); `response` the text received (None
+    when the call failed for good); `parse` whether the answer met the required format; `prefix_reuse_chars` how
+    much of the prompt repeats the same player's previous one (what a provider's prefix cache can reuse).
+    """
+
+    index: int | None
+    player: str
+    action: str
+    phase: str
+    round: int
+    provider: str
+    model: str
+    started_at: str
+    request: dict[str, Any]
+    prompt_chars: int
+    prefix_reuse_chars: int
+    latency_ms: float
+    attempts: int
+    input_tokens: int
+    output_tokens: int
+    cached_tokens: int
+    error_class: str | None
+    finish_reason: str | None
+    response: str | None
+    parse: dict[str, Any]
 
 
 @dataclass
@@ -82,7 +112,7 @@ class GameRecord:
     players: list[PlayerRecord]
     events: list[Event]
     outcome: dict[str, Any]
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[ModelCall] = field(default_factory=list)
     prompt: dict[str, Any] | None = None
     design: dict[str, Any] | None = None
     provenance: Provenance = field(default_factory=Provenance)
@@ -161,7 +191,7 @@ def record_from_engine(
     agents_by_name: dict[str, str],
     models_by_name: dict[str, str],
     *,
-    calls: Sequence[dict[str, Any]] = (),
+    calls: Sequence[ModelCall] = (),
     prompt: dict[str, Any] | None = None,
     design: dict[str, Any] | None = None,
     provenance: Provenance | None = None,

@@ -22,7 +22,7 @@ from mafiabench.backends.base import Backend, Completion, GenerateSettings, Mess
 from mafiabench.backends.registry import EndpointConfig, check_backend, resolve_backend, split_spec
 from mafiabench.engine import GameEngine, make_game, rules_for
 from mafiabench.errors import UserError
-from mafiabench.record import GameRecord, Provenance, record_from_engine
+from mafiabench.record import GameRecord, ModelCall, Provenance, record_from_engine
 
 
 def is_policy(spec: str) -> bool:
@@ -137,7 +137,7 @@ async def play_game(
                 a, pool.get(a), prompts, spec.models.get(a), game_id=spec.game_id, clock=clock
             )
     truth = {p.name: p.role for p in game.players}
-    calls: list[dict[str, Any]] = []
+    calls: list[ModelCall] = []
     error: str | None = None
     try:
         while not game.done:

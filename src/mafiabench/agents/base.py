@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pydantic import BaseModel
 
 from mafiabench.engine.core import Answer, Decision
 from mafiabench.engine.events import Event
+from mafiabench.record import ModelCall
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class PlayerView:
 @dataclass
 class AgentTurn:
     answer: Answer
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[ModelCall] = field(default_factory=list)
 
 
 class Agent(Protocol):

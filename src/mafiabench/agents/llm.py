@@ -21,6 +21,7 @@ from mafiabench.agents.prompts import (
 )
 from mafiabench.backends.base import Backend, BackendError, GenerateSettings, Message
 from mafiabench.engine.core import Answer, Decision
+from mafiabench.record import ModelCall
 
 Clock = Callable[[], str]
 
@@ -49,7 +50,7 @@ class ModelSettings(BaseModel):
 class AgentCallError(Exception):
     """A backend call failed for good; carries the calls made so far so the failed game keeps them."""
 
-    def __init__(self, cause: BackendError, calls: list[dict[str, Any]]) -> None:
+    def __init__(self, cause: BackendError, calls: list[ModelCall]) -> None:
         super().__init__(f"{cause.error_class}: {cause}")
         self.cause = cause
         self.calls = calls
@@ -78,7 +79,7 @@ class LLMAgent:
 
     async def act(self, decision: Decision, view: PlayerView) -> AgentTurn:
         prompt, prefix_chars = self.build_prompt(decision, view)
-        calls: list[dict[str, Any]] = []
+        calls: list[ModelCall] = []
         answer, error, _ = await self._ask(decision, prompt, prefix_chars, calls)
         if error and self.settings.reprompt_on_failure:
             retry_prompt = (
@@ -88,7 +89,7 @@ class LLMAgent:
         return AgentTurn(answer, calls)
 
     async def _ask(
-        self, decision: Decision, prompt: str, prefix_chars: int, calls: list[dict[str, Any]]
+        self, decision: Decision, prompt: str, prefix_chars: int, calls: list[ModelCall]
     ) -> tuple[Answer, str | None, str]:
         settings = self._settings(decision)
         messages = [Message("user", prompt, cache_prefix_chars=prefix_chars)]
@@ -96,7 +97,7 @@ class LLMAgent:
         self._previous_prompt = prompt
         self._n += 1
         started = self.clock()
-        call: dict[str, Any] = {
+        call: ModelCall = {
             "index": None,
             "player": decision.player,
             "action": decision.action,
@@ -113,29 +114,33 @@ class LLMAgent:
             completion = await self.backend.generate(messages, settings)
         except BackendError as exc:
             call.update(
-                latency_ms=0.0,
-                attempts=exc.attempts,
-                input_tokens=0,
-                output_tokens=0,
-                cached_tokens=0,
-                error_class=exc.error_class,
-                finish_reason=None,
-                response=None,
-                parse={"format_failure": False, "error": None},
+                {
+                    "latency_ms": 0.0,
+                    "attempts": exc.attempts,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "cached_tokens": 0,
+                    "error_class": exc.error_class,
+                    "finish_reason": None,
+                    "response": None,
+                    "parse": {"format_failure": False, "error": None},
+                }
             )
             calls.append(call)
             raise AgentCallError(exc, calls) from exc
         answer, error = self.parse(decision, completion.text)
         call.update(
-            latency_ms=round(completion.latency_ms, 3),
-            attempts=completion.attempts,
-            input_tokens=completion.input_tokens,
-            output_tokens=completion.output_tokens,
-            cached_tokens=completion.cached_tokens,
-            error_class=completion.error_class,
-            finish_reason=completion.finish_reason,
-            response=completion.text,
-            parse={"format_failure": error is not None, "error": error},
+            {
+                "latency_ms": round(completion.latency_ms, 3),
+                "attempts": completion.attempts,
+                "input_tokens": completion.input_tokens,
+                "output_tokens": completion.output_tokens,
+                "cached_tokens": completion.cached_tokens,
+                "error_class": completion.error_class,
+                "finish_reason": completion.finish_reason,
+                "response": completion.text,
+                "parse": {"format_failure": error is not None, "error": error},
+            }
         )
         calls.append(call)
         return answer, error, completion.text
