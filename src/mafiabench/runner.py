@@ -23,6 +23,7 @@ from mafiabench.backends.registry import EndpointConfig, check_backend, resolve_
 from mafiabench.engine import GameEngine, make_game, rules_for
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, ModelCall, Provenance, record_from_engine
+from mafiabench.redact import redact
 
 
 def is_policy(spec: str) -> bool:
@@ -161,11 +162,11 @@ async def play_game(
                 raise failed[0]
             game.step(answers)
     except AgentCallError as exc:
-        error = f"model call failed for good: {exc}"
+        error = redact(f"model call failed for good: {exc}")
     except (asyncio.CancelledError, KeyboardInterrupt):
         raise
     except Exception as exc:  # a bug or an unexpected provider reply: the game is landed as failed, with why
-        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+        error = redact(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
     for i, c in enumerate(calls):
         c["index"] = i
     return record_from_engine(

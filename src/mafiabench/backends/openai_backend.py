@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
+from mafiabench.redact import short_error
+
 from .base import BackendError, Completion, ConfigError, GenerateSettings, Message, TransientError
 from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
 
@@ -25,22 +27,19 @@ _CLIENTS: LoopLocal[ClientGroup[openai.AsyncOpenAI]] = LoopLocal()
 PLACEHOLDER_KEY = "not-needed"
 
 
-def _short(text: object, limit: int = 300) -> str:
-    s = str(text)
-    return s if len(s) <= limit else s[:limit] + "..."
-
-
 def map_openai_error(exc: Exception) -> Exception:
     """An SDK exception as the `TransientError`/`BackendError` our retry loop understands."""
     if isinstance(exc, openai.APITimeoutError):
         return TransientError("request timed out", error_class="timeout")
     if isinstance(exc, openai.APIConnectionError):
-        return TransientError(f"connection error: {_short(exc)}", error_class="connection")
+        return TransientError(f"connection error: {short_error(exc)}", error_class="connection")
     if isinstance(exc, openai.APIStatusError):
-        return status_exception(exc.status_code, f"HTTP {exc.status_code}: {_short(exc.message)}", exc.response.headers)
+        return status_exception(
+            exc.status_code, f"HTTP {exc.status_code}: {short_error(exc.message)}", exc.response.headers
+        )
     if isinstance(exc, openai.APIResponseValidationError):
-        return TransientError(f"malformed response: {_short(exc)}", error_class="bad_response")
-    return BackendError(f"{type(exc).__name__}: {_short(exc)}", error_class="internal", attempts=1)
+        return TransientError(f"malformed response: {short_error(exc)}", error_class="bad_response")
+    return BackendError(f"{type(exc).__name__}: {short_error(exc)}", error_class="internal", attempts=1)
 
 
 class OpenAIBackend:

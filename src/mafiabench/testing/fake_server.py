@@ -144,6 +144,8 @@ class FakeModelServer:
     ) -> None:
         self.latency_s = latency_s
         self.hang_s = hang_s
+        # The message of injected HTTP errors; real providers put things like the refused key's prefix here.
+        self.error_message: str | None = None
         self.record = record
         self._host = host
         self._port = port
@@ -334,7 +336,7 @@ class FakeModelServer:
                 if fault.retry_after_s is not None:
                     extra["retry-after-ms"] = str(int(fault.retry_after_s * 1000))
                 entry["status"] = status
-                h._send_json(status, _error_body(api, status, f"injected {status}"), extra)
+                h._send_json(status, _error_body(api, status, self.error_message or f"injected {status}"), extra)
                 return
 
         override: str | None = None
