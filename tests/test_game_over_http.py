@@ -13,7 +13,7 @@ from mafiabench.backends.registry import EndpointConfig
 from mafiabench.runner import BackendPool, GameSpec, play_game
 from mafiabench.testing import FakeModelServer
 
-SECRET = "sk-test-SECRET-9f8e7d6c5b4a"
+SECRET = "sk-test-SECRET-42"
 
 
 @pytest.fixture()

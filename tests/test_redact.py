@@ -12,7 +12,7 @@ from mafiabench.redact import MASK, redact
 from mafiabench.runner import BackendPool, GameSpec, play_game
 from mafiabench.testing import FakeModelServer
 
-SECRET = "sk-proj-AbCdEfGh1234567890"
+SECRET = "sk-proj-AbCd1234"
 
 
 def test_redact_removes_key_values_and_key_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
