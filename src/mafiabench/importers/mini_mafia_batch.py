@@ -20,6 +20,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from mafiabench.agents.base import PlayerView
+from mafiabench.agents.prompts import memory_lines
 from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.engine.events import Event
 from mafiabench.engine.mini_mafia import MiniMafiaRules
@@ -470,43 +472,29 @@ def read_game_file(game_path: Path, batch: Batch, rel: str) -> ImportedGame:
 
 
 def to_batch_game(record: GameRecord, batch_id: str, game_number: int) -> dict[str, Any]:
-    """A simulated Mini-Mafia record in the batch format, memories derived from the log by visibility as the
-    reference tool writes them: the night victim's memory stops before its death, the arrested player's memory
-    has no vote line, the owner appears as `You`. For benchmarks and round-trip tests of the importer."""
+    """A simulated Mini-Mafia record in the batch format, for benchmarks and round-trip tests of the importer.
+
+    Memories are the lines our own prompts show (`agents.prompts.memory_lines`), cut as the reference tool cuts
+    them: the night victim's memory stops before its death, the arrested player's has no vote line.
+    """
     team = {p.name: p.team for p in record.players}
     victim = next((e.target for e in record.events if e.type == "kill"), None)
     arrested = next((e.target for e in record.events if e.type == "elimination"), None)
+    names = tuple(p.name for p in record.players)
     players = []
     for p in record.players:
-        me = p.name
-
-        def you(name: str | None, me: str = me) -> str:
-            return "You" if name == me else str(name)
-
-        memory = [f"You're {me}, the {p.role}."]
-        votes: list[Event] = []
+        seen: list[Event] = []
         for e in record.events:
-            if e.type in ("game_start", "role_assigned", "game_end") or not e.visible_to(me, team[me]):
+            if not e.visible_to(p.name, team[p.name]):
                 continue
-            if me == victim and e.type in ("kill", "death"):
+            if p.name == victim and e.type in ("kill", "death"):
                 break
-            if e.type == "vote":
-                votes.append(e)
-            elif e.type == "elimination":
-                if me != arrested:
-                    items = [f"{you(v.actor)} voted for {you(v.target)}" + (f" {RANDOM_VOTE}" if v.random_fallback
-                                                                             else "") for v in votes]
-                    memory += ["Votes: " + ", ".join(items), f"{e.target} was arrested"]
-            elif e.type == "message":
-                memory.append(f'{you(e.actor)}: "{e.text}{TRUNCATION if e.truncated else ""}"')
-            elif e.type == "silence":
-                memory.append(f"{you(e.actor)}: remained silent.")
-            elif e.type == "kill":
-                memory.append(f"You killed {e.target}.")
-            elif e.text:
-                memory.append(e.text)
-        players.append({"name": me, "role": p.role, "alive": me != victim, "imprisoned": me == arrested,
-                        "memory": memory})
+            if p.name == arrested and e.type in ("vote", "elimination"):
+                continue
+            seen.append(e)
+        view = PlayerView(p.name, p.role, p.team, "mini-mafia", MiniMafiaRules(), names, tuple(seen))
+        players.append({"name": p.name, "role": p.role, "alive": p.name != victim,
+                        "imprisoned": p.name == arrested, "memory": memory_lines(view)})
     return {"game_id": f"{batch_id}_game_{game_number:04d}", "game_number": game_number,
             "timestamp": "2025-01-01T00:00:00", "players": players}
 
