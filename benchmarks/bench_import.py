@@ -19,10 +19,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from mafiabench.engine import Answer, make_game
+from mafiabench.engine import Decision, GameEngine, make_game
 from mafiabench.importers import read_mini_mafia, run_import, to_batch_game
 from mafiabench.importers.mini_mafia_batch import models_by_role
 from mafiabench.record import GameRecord, record_from_engine
+from mafiabench.testing import play_random
 from mafiabench.warehouse import connect
 
 MODELS = [
@@ -37,21 +38,12 @@ PHRASES = ["I think {} is the mafioso.", "{} has been quiet, which is suspicious
 
 
 def play(seed: int, rounds: int) -> GameRecord:
-    game = make_game("mini-mafia", {"discussion_rounds": rounds}, seed)
-    game.reset()
-    rng = random.Random(seed)
-    while not game.done:
-        answers = {}
-        for d in game.pending():
-            r = rng.random()
-            if d.action == "speak":
-                others = [p.name for p in game.players if p.name != d.player]
-                text = rng.choice(PHRASES).format(rng.choice(others)) * (5 if r > 0.9 else 1)
-                answers[d.player] = Answer(text=None, format_failure=True) if r < 0.05 else Answer(text=text)
-            else:
-                answers[d.player] = (Answer(target=None, format_failure=True) if r < 0.05
-                                     else Answer(target=rng.choice(d.choices)))
-        game.step(answers)
+    def say(rng: random.Random, d: Decision, g: GameEngine) -> str:
+        others = [p.name for p in g.players if p.name != d.player]
+        return rng.choice(PHRASES).format(rng.choice(others)) * (5 if rng.random() > 0.9 else 1)  # some truncated
+
+    game = play_random(make_game("mini-mafia", {"discussion_rounds": rounds}, seed), random.Random(seed),
+                       failure_rate=0.05, say=say)
     names = {p.name: "x/y" for p in game.players}
     return record_from_engine(f"bench-{seed}", game, names, names)
 

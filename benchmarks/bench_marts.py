@@ -186,23 +186,18 @@ def land_frames(con, frames: dict[str, pl.DataFrame]) -> int:
 
 
 def engine_records(n: int) -> list:
-    from mafiabench.engine import Answer, make_game
+    from mafiabench.engine import make_game
     from mafiabench.record import Provenance, record_from_engine
+    from mafiabench.testing import play_random
 
     out = []
     for i in range(n):
-        game = make_game("mini-mafia", {}, seed=i)
-        rng = random.Random(i)
-        game.reset()
-        while not game.done:
-            answers = {}
-            for d in game.pending():
-                fail = rng.random() < FAILURE_RATE
-                if d.action == "speak":
-                    answers[d.player] = Answer(format_failure=True) if fail else Answer(text="I suspect someone")
-                else:
-                    answers[d.player] = Answer(format_failure=True) if fail else Answer(target=rng.choice(d.choices))
-            game.step(answers)
+        game = play_random(
+            make_game("mini-mafia", {}, seed=i),
+            random.Random(i),
+            failure_rate=FAILURE_RATE,
+            say=lambda rng, d, g: "I suspect someone",
+        )
         models = {p.name: str(MODELS[(i + p.seat) % len(MODELS)]) for p in game.players}
         out.append(record_from_engine(f"e{i:08d}", game, {k: f"fake/{v}" for k, v in models.items()}, models,
                                       design={"experiment": "bench", "cell": "c", "capabilities": []},

@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from mafiabench.cli import main
-from mafiabench.engine import Answer, make_game
+from mafiabench.engine import Decision, GameEngine, make_game
 from mafiabench.importers import (
     UnreadableGame,
     mini_mafia_design,
@@ -23,6 +23,7 @@ from mafiabench.importers import (
     to_batch_game,
 )
 from mafiabench.record import GameRecord, record_from_engine
+from mafiabench.testing import play_random
 from mafiabench.warehouse import connect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets" / "mini_mafia"
@@ -227,20 +228,10 @@ def test_one_batch_or_one_file_gives_the_same_games(items: dict[str, GameRecord 
 
 def simulate(seed: int, rules: dict[str, object]) -> GameRecord:
     """A Mini-Mafia game with random answers: silences, truncated messages and random votes included."""
-    g = make_game("mini-mafia", rules, seed)
-    g.reset()
-    rng = random.Random(seed)
-    while not g.done:
-        answers = {}
-        for d in g.pending():
-            r = rng.random()
-            if d.action == "speak":
-                text = "y" * 260 if r < 0.3 else f"I suspect {rng.choice(['Alice', 'Bob', 'Diana'])}, honestly."
-                answers[d.player] = Answer(text=None, format_failure=True) if r < 0.15 else Answer(text=text)
-            else:
-                answers[d.player] = (Answer(target=None, format_failure=True) if r < 0.2
-                                     else Answer(target=rng.choice(d.choices)))
-        g.step(answers)
+    def say(rng: random.Random, d: Decision, game: GameEngine) -> str:
+        return "y" * 260 if rng.random() < 0.3 else f"I suspect {rng.choice(['Alice', 'Bob', 'Diana'])}, honestly."
+
+    g = play_random(make_game("mini-mafia", rules, seed), random.Random(seed), failure_rate=0.15, say=say)
     names = {p.name: "openai/gpt-4.1-mini" for p in g.players}
     return record_from_engine(f"sim-{seed}", g, names, names)
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import duckdb
 
-from mafiabench.engine import Answer, Event, make_game
+from mafiabench.engine import Event, make_game
 from mafiabench.record import GameRecord, PlayerRecord, Provenance, record_from_engine
+from mafiabench.testing import play_random
 from mafiabench.transform import build_models
 from mafiabench.warehouse import ensure_schema, load_records
 
@@ -195,22 +196,12 @@ def engine_records(n: int, *, seed: int = 0, variant: str = "mini-mafia", rules:
     """Games played by the real engine with random answers (some format failures), one model per role."""
     out = []
     for i in range(n):
-        game = make_game(variant, dict(rules or {}), seed=seed * 100_000 + i)
-        rng = random.Random(i)
-        game.reset()
-        while not game.done:
-            answers = {}
-            for d in game.pending():
-                fail = rng.random() < failure_rate
-                if d.action == "speak":
-                    others = [p.name for p in game.players if p.name != d.player]
-                    text = f"I trust {rng.choice(others)}"
-                    answers[d.player] = Answer(format_failure=True) if fail else Answer(text=text)
-                elif d.mode == "belief":
-                    answers[d.player] = Answer(belief={c: rng.random() for c in d.choices})
-                else:
-                    answers[d.player] = Answer(format_failure=True) if fail else Answer(target=rng.choice(d.choices))
-            game.step(answers)
+        game = play_random(
+            make_game(variant, dict(rules or {}), seed=seed * 100_000 + i),
+            random.Random(i),
+            failure_rate=failure_rate,
+            say=lambda rng, d, g: f"I trust {rng.choice([p.name for p in g.players if p.name != d.player])}",
+        )
         model_of = {p.name: {"mafioso": "M", "detective": "D"}.get(p.role, "V") for p in game.players}
         out.append(record_from_engine(f"e{seed}-{i}", game, {k: f"fake/{v}" for k, v in model_of.items()}, model_of))
     return out

@@ -1,5 +1,6 @@
 """Test helpers shipped with the package, so tests, benchmarks and offline demos share them."""
 
 from .fake_server import FakeModelServer, Fault
+from .random_play import play_random, random_answer
 
-__all__ = ["FakeModelServer", "Fault"]
+__all__ = ["FakeModelServer", "Fault", "play_random", "random_answer"]
