@@ -209,3 +209,13 @@ def test_infrastructure_fault_classification_and_budget_guard() -> None:
     assert not guard.try_start() and guard.stopped  # 40 + 2 × 40 ≥ 100
     guard.finish(Usage(input_tokens=10))
     assert guard.spent.tokens == 50 and guard.in_flight == 1
+
+
+def test_progress_bar_counts_games_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    exp = parse_experiment({
+        "name": "bar", "games_per_cell": 7, "warehouse": str(tmp_path / "w.duckdb"),
+        "cells": [{"name": "p", "agents": {"default": "policy/random"}}],
+    })
+    asyncio.run(run_study(exp, progress=True))
+    err = capsys.readouterr().err
+    assert "bar" in err and "7/7" in err and "game" in err
