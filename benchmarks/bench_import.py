@@ -24,7 +24,7 @@ from mafiabench.importers import read_mini_mafia, run_import, to_batch_game
 from mafiabench.importers.mini_mafia_batch import models_by_role
 from mafiabench.record import GameRecord, record_from_engine
 from mafiabench.testing import play_random
-from mafiabench.warehouse import connect
+from mafiabench.warehouse.raw import connect
 
 MODELS = [
     {"type": "openai", "model": "gpt-4.1-mini", "temperature": 0.7},

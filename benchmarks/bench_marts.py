@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from mafiabench import warehouse
-from mafiabench.transform import build_models
-from mafiabench.warehouse import _schema, connect
+from mafiabench.build.marts import build_models
+from mafiabench.warehouse import raw as warehouse
+from mafiabench.warehouse.raw import _schema, connect
 
 NAMES = np.array(["Alice", "Bob", "Charlie", "Diana"])
 ROLES = np.array(["mafioso", "detective", "villager", "villager"])
@@ -238,8 +238,8 @@ def run(n: int, *, engine: bool, gate: bool, chunk: int) -> None:
         t_gate = float("nan")
         passed = None
         if gate:
-            from mafiabench.quality import run_suites
-            from mafiabench.transform import default_sql_dir
+            from mafiabench.build.marts import default_sql_dir
+            from mafiabench.quality.gate import run_suites
 
             t3 = time.perf_counter()
             results = run_suites(con, sql_dir=default_sql_dir())

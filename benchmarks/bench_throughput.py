@@ -1,7 +1,7 @@
 """Throughput of a study against a model server with a fixed latency, and Prefect's overhead per shard.
 
 Games are played through the whole stack (agents → OpenAI SDK over HTTP → the local fake server → records written
-atomically → DuckDB) by `mafiabench.study`, as `mafiabench run --no-prefect` does. The fake server runs in its own
+atomically → DuckDB) by `mafiabench.study.run`, as `mafiabench run --no-prefect` does. The fake server runs in its own
 process (so its threads do not share our GIL) and answers every call after `--latency` seconds.
 
 Ideal throughput at c concurrent games is c ÷ (calls per game × latency) games per second (the figure asked for),
@@ -51,7 +51,7 @@ def start_server(latency: float) -> tuple[subprocess.Popen[str], int]:
 def experiment(
     name: str, port: int, games: int, concurrency: int, shard_size: int, warehouse: Path, processes: int = 1
 ) -> Any:
-    from mafiabench.experiment import parse_experiment
+    from mafiabench.study.spec import parse_experiment
 
     return parse_experiment(
         {
@@ -77,7 +77,7 @@ def experiment(
 def throughput(
     levels: list[int], latency: float, rounds: int, workdir: Path, processes: int = 1
 ) -> list[dict[str, float]]:
-    from mafiabench.study import run_study
+    from mafiabench.study.run import run_study
 
     proc, port = start_server(latency)
     rows = []
@@ -125,7 +125,7 @@ def prefect_overhead(games: int, shard_size: int, workdir: Path) -> dict[str, fl
     }.items():
         os.environ.setdefault(key, value)
     from mafiabench.commands.run import flow_module
-    from mafiabench.study import run_study
+    from mafiabench.study.run import run_study
 
     module = flow_module()
     exp_file = workdir / "overhead.toml"
@@ -153,7 +153,7 @@ def prefect_overhead(games: int, shard_size: int, workdir: Path) -> dict[str, fl
         exp_file.write_text(text.format(g=games, s=shard_size, w=wh))
         t0 = time.perf_counter()
         if mode == "local":
-            from mafiabench.experiment import load_experiment
+            from mafiabench.study.spec import load_experiment
 
             asyncio.run(run_study(load_experiment(exp_file), progress=False))
         else:

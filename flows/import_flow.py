@@ -10,8 +10,8 @@ from typing import Any
 from prefect import flow, task
 
 from mafiabench.importers import run_import
-from mafiabench.landing import warehouse_lock
-from mafiabench.warehouse import DEFAULT_WAREHOUSE, connect
+from mafiabench.warehouse.landing import warehouse_lock
+from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE, connect
 
 
 @task(name="import-dataset", retries=0)

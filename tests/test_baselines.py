@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from mafiabench.baselines import PROFILES, exact_baseline
-from mafiabench.runner import GameSpec, play_game
+from mafiabench.build.baselines import PROFILES, exact_baseline
+from mafiabench.play.runner import GameSpec, play_game
 
 
 def test_hand_computed_values() -> None:

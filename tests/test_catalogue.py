@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mafiabench import catalogue
-from mafiabench.transform import discover_models
+from mafiabench.build import catalogue
+from mafiabench.build.marts import discover_models
 
 
 def test_catalogue_is_current() -> None:

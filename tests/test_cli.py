@@ -74,7 +74,7 @@ def test_readme_lists_every_command() -> None:
 
 
 def test_agent_assignment_by_name_role_and_default() -> None:
-    from mafiabench.runner import agent_spec_for
+    from mafiabench.play.runner import agent_spec_for
 
     agents = {"default": "policy/random", "villager": "fake/v", "Bob": "policy/informed"}
     assert agent_spec_for(agents, "Alice", "mafioso") == "policy/random"

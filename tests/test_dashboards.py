@@ -19,14 +19,16 @@ from typing import Any
 import duckdb
 import pytest
 
-from mafiabench import quality, transform, warehouse
 from mafiabench.backends.registry import EndpointConfig
+from mafiabench.build import marts as transform
 from mafiabench.cli import main
 from mafiabench.dashboards import PublishBlockedError, render_dashboards, transcript_path
 from mafiabench.dashboards.html import Column, script_json, table
 from mafiabench.dashboards.pages import PAGES
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
+from mafiabench.quality import gate as quality
 from mafiabench.record import GameRecord
-from mafiabench.runner import BackendPool, GameSpec, play_game
+from mafiabench.warehouse import raw as warehouse
 
 SCRIPT = "<script>alert(1)</script>"
 BACKGROUNDS = ("policy/informed", "scripted/naive")

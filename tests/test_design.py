@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from mafiabench.cli import main as cli_main
-from mafiabench.design import expand, expand_cells, game_id
 from mafiabench.engine import derive_seed
-from mafiabench.experiment import load_experiment, parse_experiment
-from mafiabench.study import estimate_plan
+from mafiabench.study.design import expand, expand_cells, game_id
+from mafiabench.study.run import estimate_plan
+from mafiabench.study.spec import load_experiment, parse_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 DESIGN_KEYS = {"experiment", "cell", "game_index", "capabilities", "target", "background"}

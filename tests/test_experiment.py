@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from mafiabench.errors import UserError
-from mafiabench.experiment import Experiment, load_experiment, parse_experiment
+from mafiabench.study.spec import Experiment, load_experiment, parse_experiment
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -50,8 +50,8 @@ def test_demo_flow_lands_every_game_and_publishes_a_summary(prefect_harness: Non
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
 
-    from mafiabench.design import expand
-    from mafiabench.experiment import load_experiment
+    from mafiabench.study.design import expand
+    from mafiabench.study.spec import load_experiment
 
     demo = ROOT / "experiments" / "demo.toml"
     warehouse = tmp_path / "w.duckdb"

@@ -9,8 +9,8 @@ from mafiabench.agents.llm import LLMAgent
 from mafiabench.agents.parsing import parse_belief, parse_message, parse_name
 from mafiabench.backends.base import Message
 from mafiabench.backends.scripted import ScriptedBackend
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
-from mafiabench.runner import BackendPool, GameSpec, play_game
 
 
 class Pool(BackendPool):

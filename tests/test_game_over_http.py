@@ -10,7 +10,7 @@ import pytest
 
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.backends.registry import EndpointConfig
-from mafiabench.runner import BackendPool, GameSpec, play_game
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.testing import FakeModelServer
 
 SECRET = "sk-test-SECRET-42"

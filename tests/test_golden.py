@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord, Provenance
-from mafiabench.runner import BackendPool, GameSpec, play_game
 
 GOLDEN = Path(__file__).parent / "golden"
 FIXED = Provenance(package_version="golden", git_commit=None)

@@ -11,7 +11,7 @@ import pytest
 
 from mafiabench.importers import UnreadableGame, read_dallinger, run_import
 from mafiabench.record import GameRecord
-from mafiabench.warehouse import connect
+from mafiabench.warehouse.raw import connect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets" / "dallinger"
 A = "a1b2c3d4e5f60718293a4b5c6d7e8f90-data"

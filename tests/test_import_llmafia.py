@@ -11,7 +11,7 @@ import pytest
 from mafiabench.importers import UnreadableGame, read_llmafia, run_import
 from mafiabench.importers.common import apply_backspaces, strip_speaker_prefix
 from mafiabench.record import GameRecord
-from mafiabench.warehouse import connect
+from mafiabench.warehouse.raw import connect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets" / "llmafia"
 

@@ -24,7 +24,7 @@ from mafiabench.importers import (
 )
 from mafiabench.record import GameRecord, record_from_engine
 from mafiabench.testing import play_random
-from mafiabench.warehouse import connect
+from mafiabench.warehouse.raw import connect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets" / "mini_mafia"
 B1 = "batch_20250814_101500_v4.1"

@@ -7,10 +7,10 @@ import asyncio
 import json
 from pathlib import Path
 
+from mafiabench.build.marts import build_warehouse
 from mafiabench.importers import run_import, to_batch_game
-from mafiabench.runner import GameSpec, play_game
-from mafiabench.transform import build_warehouse
-from mafiabench.warehouse import connect
+from mafiabench.play.runner import GameSpec, play_game
+from mafiabench.warehouse.raw import connect
 
 # (batch name, model per role): a deceive batch (target gpt-4.1-mini as mafioso against a claude background)
 # and a homogeneous claude batch, which counts for all three capabilities.

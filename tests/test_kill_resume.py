@@ -14,9 +14,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mafiabench import landing
-from mafiabench.design import expand
-from mafiabench.experiment import load_experiment
+from mafiabench.study.design import expand
+from mafiabench.study.spec import load_experiment
+from mafiabench.warehouse import landing
 
 pytestmark = pytest.mark.slow
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from mafiabench import landing
-from mafiabench.design import expand
-from mafiabench.experiment import parse_experiment
+from mafiabench.play.runner import play_game
 from mafiabench.record import GameRecord
-from mafiabench.runner import play_game
-from mafiabench.warehouse import connect
+from mafiabench.study.design import expand
+from mafiabench.study.spec import parse_experiment
+from mafiabench.warehouse import landing
+from mafiabench.warehouse.raw import connect
 
 
 def records(n: int = 6, name: str = "land") -> list[GameRecord]:
@@ -90,7 +90,7 @@ def test_lock_refuses_a_second_holder_and_names_the_first(tmp_path: Path) -> Non
 def test_lock_held_by_another_process_and_released_when_it_dies(tmp_path: Path) -> None:
     wh = tmp_path / "w.duckdb"
     code = (
-        "import sys, time; from pathlib import Path; from mafiabench.landing import warehouse_lock\n"
+        "import sys, time; from pathlib import Path; from mafiabench.warehouse.landing import warehouse_lock\n"
         f"with warehouse_lock(Path({str(wh)!r})):\n    print('locked', flush=True); time.sleep(60)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)

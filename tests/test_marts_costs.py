@@ -6,7 +6,7 @@ import tomllib
 
 import pytest
 
-from mafiabench.transform import PRICES_PATH, load_prices
+from mafiabench.build.marts import PRICES_PATH, load_prices
 from test_marts_common import landed, mini_record, one, rows
 
 
@@ -68,13 +68,13 @@ def test_cell_costs(con) -> None:
 
 
 def test_run_operations_from_the_run_ledger() -> None:
-    from mafiabench.landing import record_run
+    from mafiabench.warehouse.landing import record_run
 
     c = landed([])
     record_run(c, {"run_id": "r1", "experiment": "e", "status": "done", "wall_s": 10.0, "games_planned": 100,
                    "games_already_landed": 40, "games_played": 50, "games_done": 90, "games_failed": 10,
                    "calls": 200, "failed_calls": 5, "games_concurrency": 7.5})
-    from mafiabench.transform import build_models
+    from mafiabench.build.marts import build_models
 
     build_models(c)
     r = one(c, "select * from mart_runs")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mafiabench.analytics import cross_validated_brier, fit_latent
+from mafiabench.build.python_models import cross_validated_brier, fit_latent
 from test_marts_common import cell_records, landed, one, rows
 
 

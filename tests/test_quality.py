@@ -7,9 +7,9 @@ import json
 import duckdb
 import pytest
 
-from mafiabench.quality import QualityGateError
-from mafiabench.transform import build_warehouse, gate_passed, latest_build
-from mafiabench.warehouse import load_records
+from mafiabench.build.marts import build_warehouse, gate_passed, latest_build
+from mafiabench.quality.gate import QualityGateError
+from mafiabench.warehouse.raw import load_records
 from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record, rows
 
 

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from mafiabench.cli import main
-from mafiabench.warehouse import connect, load_records
+from mafiabench.warehouse.raw import connect, load_records
 from test_marts_common import cell_records
 
 

@@ -8,8 +8,8 @@ import pytest
 
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.backends.registry import EndpointConfig
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.redact import MASK, redact
-from mafiabench.runner import BackendPool, GameSpec, play_game
 from mafiabench.testing import FakeModelServer
 
 SECRET = "sk-proj-AbCd1234"

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mafiabench import landing
+from mafiabench.warehouse import landing
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mafiabench import transform
-from mafiabench.transform import build_models
-from mafiabench.warehouse import load_records
+from mafiabench.build import marts as transform
+from mafiabench.build.marts import build_models
+from mafiabench.warehouse.raw import load_records
 from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record
 
 TESTS = transform.default_sql_dir() / "tests"

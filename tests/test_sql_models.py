@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from mafiabench import transform
-from mafiabench.transform import BuildError, build_models, build_order, discover_models, references
-from mafiabench.warehouse import load_records
+from mafiabench.build import marts as transform
+from mafiabench.build.marts import BuildError, build_models, build_order, discover_models, references
+from mafiabench.warehouse.raw import load_records
 from test_marts_common import cell_records, fresh_con, landed, rows
 
 SQL_DIR = transform.default_sql_dir()

@@ -10,11 +10,11 @@ from typing import Any
 import duckdb
 import pytest
 
-from mafiabench import landing
-from mafiabench.design import expand
 from mafiabench.errors import UserError
-from mafiabench.experiment import Experiment, parse_experiment
-from mafiabench.study import BudgetGuard, RunSummary, Study, is_infrastructure_fault, run_study
+from mafiabench.study.design import expand
+from mafiabench.study.run import BudgetGuard, RunSummary, Study, is_infrastructure_fault, run_study
+from mafiabench.study.spec import Experiment, parse_experiment
+from mafiabench.warehouse import landing
 
 FAULTS = {"p_rate_limit": 0.1, "p_server_error": 0.1, "p_timeout": 0.03, "p_malformed": 0.06, "p_empty": 0.02}
 
@@ -200,8 +200,8 @@ def test_shards_are_retried_for_infrastructure_faults_only(tmp_path: Path, monke
 def test_infrastructure_fault_classification_and_budget_guard() -> None:
     assert is_infrastructure_fault(OSError("disk")) and is_infrastructure_fault(ConnectionResetError())
     assert not is_infrastructure_fault(ValueError()) and not is_infrastructure_fault(UserError("x"))
-    from mafiabench.experiment import Budget
     from mafiabench.prices import Usage
+    from mafiabench.study.spec import Budget
 
     guard = BudgetGuard(Budget(max_tokens=100), Usage(games=1, input_tokens=40))
     assert guard.try_start()  # 40 spent, nothing in flight

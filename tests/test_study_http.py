@@ -8,9 +8,9 @@ from pathlib import Path
 
 import duckdb
 
-from mafiabench.design import expand
-from mafiabench.experiment import parse_experiment
-from mafiabench.study import run_study
+from mafiabench.study.design import expand
+from mafiabench.study.run import run_study
+from mafiabench.study.spec import parse_experiment
 from mafiabench.testing import FakeModelServer
 
 

@@ -12,11 +12,11 @@ from typing import Any
 
 import duckdb
 
-from mafiabench import landing
-from mafiabench.design import expand
-from mafiabench.experiment import Experiment, parse_experiment
-from mafiabench.study import Study, run_study
-from mafiabench.workers import split_limit
+from mafiabench.study.design import expand
+from mafiabench.study.run import Study, run_study
+from mafiabench.study.spec import Experiment, parse_experiment
+from mafiabench.study.workers import split_limit
+from mafiabench.warehouse import landing
 
 FAULTS = {"p_rate_limit": 0.1, "p_server_error": 0.1, "p_timeout": 0.03, "p_malformed": 0.06, "p_empty": 0.02}
 # The two wall-clock readings in a record, when each call started and how long it took, differ between any two runs

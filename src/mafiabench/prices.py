@@ -19,8 +19,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from mafiabench.config import validate
 from mafiabench.errors import UserError
+from mafiabench.play.config import validate
 from mafiabench.record import GameRecord
 
 FREE_KINDS = frozenset({"fake", "scripted"})

@@ -10,12 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from mafiabench.build.marts import BuildResult, build_warehouse
 from mafiabench.dashboards import render_dashboards
 from mafiabench.dashboards.render import RenderResult
 from mafiabench.errors import UserError
-from mafiabench.landing import warehouse_lock
-from mafiabench.transform import BuildResult, build_warehouse
-from mafiabench.warehouse import connect
+from mafiabench.warehouse.landing import warehouse_lock
+from mafiabench.warehouse.raw import connect
 
 DEFAULT_DASHBOARDS = Path("dashboards")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from mafiabench.baselines import PROFILES, exact_baseline
+from mafiabench.build.baselines import PROFILES, exact_baseline
 from mafiabench.errors import UserError
 
 

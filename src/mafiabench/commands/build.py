@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from mafiabench.warehouse import DEFAULT_WAREHOUSE
+from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from mafiabench.errors import UserError
-from mafiabench.warehouse import DEFAULT_WAREHOUSE
+from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

@@ -12,7 +12,7 @@ from mafiabench.errors import UserError
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     from mafiabench.importers.common import FORMATS
-    from mafiabench.warehouse import DEFAULT_WAREHOUSE
+    from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
     p = sub.add_parser(
         "import",
@@ -34,8 +34,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from mafiabench.importers.common import run_import
-    from mafiabench.landing import warehouse_lock
-    from mafiabench.warehouse import connect
+    from mafiabench.warehouse.landing import warehouse_lock
+    from mafiabench.warehouse.raw import connect
 
     if not args.path.exists():
         raise UserError(f"{args.path}: no such file or directory (the {args.format} dataset to import)")

@@ -7,10 +7,10 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from mafiabench.config import GameConfig, endpoints_from, load_game_config, validate
+from mafiabench.play.config import GameConfig, endpoints_from, load_game_config, validate
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
+from mafiabench.play.transcript import format_transcript
 from mafiabench.record import write_record_atomic
-from mafiabench.runner import BackendPool, GameSpec, play_game
-from mafiabench.transcript import format_transcript
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

@@ -24,8 +24,8 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mafiabench.experiment import load_experiment
-    from mafiabench.study import estimate_plan
+    from mafiabench.study.run import estimate_plan
+    from mafiabench.study.spec import load_experiment
 
     exp = load_experiment(args.experiment)
     est = estimate_plan(exp, warehouse=args.warehouse, samples=max(1, args.samples))

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mafiabench.errors import UserError
-from mafiabench.warehouse import DEFAULT_WAREHOUSE
+from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
 MAX_CELL = 60
 
@@ -42,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run_query(args: argparse.Namespace) -> int:
     import duckdb
 
-    from mafiabench.warehouse import connect
+    from mafiabench.warehouse.raw import connect
 
     if not Path(args.warehouse).exists():
         raise UserError(f"warehouse {args.warehouse} does not exist; land games and run `mafiabench build` first")
@@ -98,7 +98,7 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, more:
 
 
 def run_catalogue(args: argparse.Namespace) -> int:
-    from mafiabench import catalogue
+    from mafiabench.build import catalogue
 
     path = args.output or catalogue.DEFAULT_PATH
     text = catalogue.generate()

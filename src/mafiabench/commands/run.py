@@ -69,8 +69,8 @@ def flow_module() -> ModuleType:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mafiabench.experiment import load_experiment
-    from mafiabench.runner import BackendPool
+    from mafiabench.play.runner import BackendPool
+    from mafiabench.study.spec import load_experiment
 
     exp = load_experiment(args.experiment)
     # Unknown provider or missing key: say so in a second, before Prefect's server starts.
@@ -89,7 +89,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, exp: Any, progress: bool | None) -> Any:
-    from mafiabench.study import RunSummary, run_study
+    from mafiabench.study.run import RunSummary, run_study
 
     summary: RunSummary
     if args.no_prefect:

@@ -90,7 +90,7 @@ def vega_bundle() -> str:
 
 def check_gate(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """The latest build, if publishing is allowed; else `PublishBlockedError` saying why and what to do."""
-    from mafiabench import transform
+    from mafiabench.build import marts as transform
 
     build = transform.latest_build(con)
     if transform.gate_passed(con):
@@ -214,7 +214,7 @@ def _render_into(
     transcript_sample: int,
     max_rows: int,
 ) -> RenderResult:
-    from mafiabench.baselines import baseline_table
+    from mafiabench.build.baselines import baseline_table
 
     m = Marts(con)
     if not m.has("fct_games", "stg_events", "fct_player_games"):

@@ -116,7 +116,7 @@ def run_import(
 ) -> ImportReport:
     """Read a dataset with the format's reader and land its records in the warehouse, `batch_size` records per
     transaction. With `records_dir`, each record is also written there once, atomically, as `<game_id>.json`."""
-    from mafiabench.warehouse import load_records
+    from mafiabench.warehouse.raw import load_records
 
     reader = reader_for(fmt)
     path = Path(path)

@@ -18,11 +18,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.agents.scripted import POLICIES
 from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
-from mafiabench.config import EndpointSpec, VariantName, endpoints_from, read_toml, validate
 from mafiabench.engine import rules_for
 from mafiabench.errors import UserError
+from mafiabench.play.config import EndpointSpec, VariantName, endpoints_from, read_toml, validate
 from mafiabench.prices import Price
-from mafiabench.warehouse import DEFAULT_WAREHOUSE
+from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
 Capability = Literal["deceive", "detect", "disclose"]
 CAPABILITIES: tuple[Capability, ...] = ("deceive", "detect", "disclose")

@@ -25,7 +25,7 @@ import numpy as np
 import polars as pl
 from scipy import linalg, optimize, stats
 
-from mafiabench.transform import Model
+from mafiabench.build.marts import Model
 
 Z95 = 1.959963984540054
 DEFAULT_RIDGE = 1e-3
@@ -350,12 +350,12 @@ def _fraction(value: Any) -> Fraction:
 
 
 def baseline_rows() -> list[dict[str, Any]]:
-    """Rows of `mafiabench.baselines.baseline_table()`: exact fractions kept as "a/b" text beside their floats.
+    """Rows of `mafiabench.build.baselines.baseline_table()`: exact fractions kept as "a/b" text beside their floats.
 
     Reads the keys that function returns (`profile`, `description`, `night`, `town_win_fraction`,
     `town_win_after_tie`).
     """
-    from mafiabench.baselines import baseline_table
+    from mafiabench.build.baselines import baseline_table
 
     rows: list[dict[str, Any]] = []
     for item in baseline_table():
@@ -371,7 +371,7 @@ def baseline_rows() -> list[dict[str, Any]]:
                 "mafia_win_fraction": f"{(1 - town).numerator}/{(1 - town).denominator}",
                 "mafia_win_probability": float(1 - town),
                 "town_win_after_tie": None if after_tie is None else float(_fraction(after_tie)),
-                "source": "mafiabench.baselines",
+                "source": "mafiabench.build.baselines",
             }
         )
     return rows
@@ -439,7 +439,7 @@ PYTHON_MODELS: list[Model] = [
         layer="marts",
         kind="python",
         grain="one row per analytic baseline case",
-        purpose="exact win probabilities of scripted policies (mafiabench.baselines): the no-skill reference lines",
+        purpose="exact win probabilities of scripted policies (build.baselines): the no-skill reference lines",
         materialized="table",
         outputs=("mart_baselines",),
         run=baseline_tables,

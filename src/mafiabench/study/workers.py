@@ -33,8 +33,8 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from mafiabench.backends.registry import EndpointConfig, aclose_clients
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord, Provenance
-from mafiabench.runner import BackendPool, GameSpec, play_game
 
 
 class WorkerLost(ConnectionError):

@@ -6,7 +6,7 @@ All the logic of a run lives here and is tested without Prefect; `flows/study_fl
 1. `prepare()` takes the warehouse lock, expands the design, loads raw files that reached the landing folder but not
    DuckDB (a crash between the two), and shards the games still missing (failed games are replayed).
 2. `play_shard()` plays a shard's games concurrently on the running event loop (or, with `concurrency.processes`
-   above 1, in worker processes: `mafiabench.workers`), under a global games-in-flight limit, per-provider call
+   above 1, in worker processes: `mafiabench.study.workers`), under a global games-in-flight limit, per-provider call
    limits (`BackendPool`) and the budget guard, and writes each record atomically to the raw folder. It never
    touches DuckDB, and it is idempotent: a retried shard reuses the records it already wrote.
 3. `land_shard()` loads a shard's records into DuckDB; the Study is the run's one writer.
@@ -31,16 +31,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mafiabench import landing
 from mafiabench.backends.registry import EndpointConfig, aclose_clients
-from mafiabench.design import Cell, PlannedGame, expand_cells, iter_games, slug
 from mafiabench.errors import UserError
-from mafiabench.experiment import Budget, Experiment
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
 from mafiabench.record import GameRecord, Provenance, git_commit
-from mafiabench.runner import BackendPool, GameSpec, play_game
-from mafiabench.warehouse import LoadResult, connect
-from mafiabench.workers import WorkerConfig, WorkerPool
+from mafiabench.study.design import Cell, PlannedGame, expand_cells, iter_games, slug
+from mafiabench.study.spec import Budget, Experiment
+from mafiabench.study.workers import WorkerConfig, WorkerPool
+from mafiabench.warehouse import landing
+from mafiabench.warehouse.raw import LoadResult, connect
 
 # -- plan pieces --------------------------------------------------------------------------------------------------
 

@@ -1,12 +1,12 @@
 """Build the warehouse: staging views, intermediate and mart tables, Python-computed marts, then the quality gate.
 
 Models are the files under `sql/` (one model per file, named after the file) plus the Python steps registered in
-`mafiabench.analytics`. Their order comes from the models themselves: each file's table references are parsed and
-sorted topologically, so adding a model never means editing a list. Staging models are views over the raw tables;
-everything else is materialised with `create or replace table`, so a rebuild is idempotent. All models are built in
-one transaction: a failing model leaves the previous build intact.
+`mafiabench.build.python_models`. Their order comes from the models themselves: each file's table references are
+parsed and sorted topologically, so adding a model never means editing a list. Staging models are views over the raw
+tables; everything else is materialised with `create or replace table`, so a rebuild is idempotent. All models are
+built in one transaction: a failing model leaves the previous build intact.
 
-After the models, `mafiabench.quality` validates raw tables and marts (Great Expectations on DataFrames, plus the
+After the models, `mafiabench.quality.gate` validates raw tables and marts (Great Expectations on DataFrames, plus the
 `sql/tests/assert_*.sql` rules), stores every result in `validation_results`, and records the build in
 `build_runs`. Only a build whose gate passed is *published*; `gate_passed(con)` is what the dashboard step checks.
 """
@@ -29,11 +29,11 @@ import duckdb
 import polars as pl
 
 from mafiabench.errors import UserError
-from mafiabench.warehouse import RAW_SCHEMA, ensure_schema
+from mafiabench.warehouse.raw import RAW_SCHEMA, ensure_schema
 
 LAYERS = ("staging", "intermediate", "marts")
 PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
-PRICES_PATH = Path(__file__).resolve().parent / "prices.toml"
+PRICES_PATH = Path(__file__).resolve().parents[1] / "prices.toml"
 # Tables the build reads but does not define: the landed raw tables, the runner's run ledger, the seeded prices.
 SOURCES = (*RAW_SCHEMA, "raw_runs", "ref_prices")
 
@@ -45,7 +45,7 @@ def default_sql_dir() -> Path:
     env = os.environ.get("MAFIABENCH_SQL_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "sql"
+    return Path(__file__).resolve().parents[3] / "sql"
 
 
 class BuildError(UserError):
@@ -186,8 +186,8 @@ def discover_sql_models(sql_dir: Path) -> dict[str, Model]:
 
 
 def discover_models(sql_dir: Path | None = None) -> dict[str, Model]:
-    """SQL models from `sql_dir` plus the Python steps of `mafiabench.analytics`, with checked dependencies."""
-    from mafiabench import analytics
+    """SQL models from `sql_dir` plus the Python steps of `mafiabench.build.python_models`, dependencies checked."""
+    from mafiabench.build import python_models as analytics
 
     sql_dir = sql_dir or default_sql_dir()
     if not sql_dir.is_dir():
@@ -348,7 +348,7 @@ def build_models(
 
 def _ensure_runs_table(con: duckdb.DuckDBPyConnection) -> None:
     """The run ledger is written by the runner (`landing.record_run`); an unrun warehouse gets it empty."""
-    from mafiabench.landing import ensure_runs_table
+    from mafiabench.warehouse.landing import ensure_runs_table
 
     ensure_runs_table(con)
 
@@ -389,7 +389,7 @@ def build_warehouse(
     Raises `quality.QualityGateError` (after storing the results) when an expectation fails and
     `raise_on_failure` is set; the error names each failing expectation and shows failing rows.
     """
-    from mafiabench import quality
+    from mafiabench.quality import gate as quality
 
     t0 = time.perf_counter()
     result = BuildResult(build_id=_new_build_id(), started_at=_now())

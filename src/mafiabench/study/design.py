@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mafiabench.engine import derive_seed
-from mafiabench.experiment import BACKGROUND_ROLES, CAPABILITIES, TARGET_ROLE, Background, Experiment
-from mafiabench.runner import GameSpec
+from mafiabench.play.runner import GameSpec
+from mafiabench.study.spec import BACKGROUND_ROLES, CAPABILITIES, TARGET_ROLE, Background, Experiment
 
 
 @dataclass(frozen=True)

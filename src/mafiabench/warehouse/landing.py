@@ -24,7 +24,7 @@ import duckdb
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, write_record_atomic
-from mafiabench.warehouse import LoadResult, load_records
+from mafiabench.warehouse.raw import LoadResult, load_records
 
 RAW_RUNS_COLUMNS = """
     run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,
