@@ -1,4 +1,4 @@
-"""The study flow: a table of contents over `mafiabench.study.run`, where all the logic lives (and is tested).
+"""The study flow: a table of contents over `mafiabench.study`, where all the logic lives (and is tested).
 
     expand → skip landed → fan out shard tasks → land each shard → summary artifact
     → (publish=True) build marts + quality gate → render dashboards
@@ -24,8 +24,10 @@ from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mafiabench import publish as publishing
-from mafiabench.study.run import RunSummary, Shard, ShardResult, Study, is_infrastructure_fault
+from mafiabench.study.plan import Shard, ShardResult, is_infrastructure_fault
+from mafiabench.study.run import Study
 from mafiabench.study.spec import load_experiment
+from mafiabench.study.summary import RunSummary
 
 
 class StudyIncomplete(RuntimeError):

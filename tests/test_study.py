@@ -11,9 +11,12 @@ import duckdb
 import pytest
 
 from mafiabench.errors import UserError
+from mafiabench.study.budget import BudgetGuard
 from mafiabench.study.design import expand
-from mafiabench.study.run import BudgetGuard, RunSummary, Study, is_infrastructure_fault, run_study
+from mafiabench.study.plan import is_infrastructure_fault
+from mafiabench.study.run import Study, run_study
 from mafiabench.study.spec import Experiment, parse_experiment
+from mafiabench.study.summary import RunSummary
 from mafiabench.warehouse import landing
 
 FAULTS = {"p_rate_limit": 0.1, "p_server_error": 0.1, "p_timeout": 0.03, "p_malformed": 0.06, "p_empty": 0.02}

@@ -24,7 +24,7 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from mafiabench.study.run import estimate_plan
+    from mafiabench.study.preview import estimate_plan
     from mafiabench.study.spec import load_experiment
 
     exp = load_experiment(args.experiment)

@@ -89,7 +89,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, exp: Any, progress: bool | None) -> Any:
-    from mafiabench.study.run import RunSummary, run_study
+    from mafiabench.study.run import run_study
+    from mafiabench.study.summary import RunSummary
 
     summary: RunSummary
     if args.no_prefect:

@@ -1,0 +1,51 @@
+"""The budget guard: stop starting games once spent plus expected spend in flight reaches the cap."""
+
+from __future__ import annotations
+
+from mafiabench.prices import Usage
+from mafiabench.study.spec import Budget
+
+
+class BudgetGuard:
+    """Stops starting games once spent + what the games in flight are expected to spend reaches the cap.
+
+    `spent` counts every landed game of the experiment (earlier runs included) and each game of this run as it
+    finishes; a game in flight is expected to cost the mean of the finished ones. So the overshoot is bounded by the
+    games in flight whose cost exceeds the mean, and no game is started once the cap is reached.
+    """
+
+    def __init__(self, budget: Budget, spent: Usage) -> None:
+        self.budget = budget
+        self.spent = Usage()
+        self.spent.add(spent)
+        self._finished_games = max(spent.games, 0)
+        self.in_flight = 0
+        self.stopped = False
+
+    def _mean(self) -> tuple[float, float]:
+        n = self._finished_games
+        if n <= 0:
+            return 0.0, 0.0
+        return self.spent.tokens / n, self.spent.cost_usd / n
+
+    def _reached(self, tokens: float, usd: float) -> bool:
+        b = self.budget
+        return (b.max_tokens is not None and tokens >= b.max_tokens) or (b.max_usd is not None and usd >= b.max_usd)
+
+    def try_start(self) -> bool:
+        if not self.budget.active:
+            self.in_flight += 1
+            return True
+        mean_tokens, mean_usd = self._mean()
+        ahead = self.in_flight
+        if self._reached(self.spent.tokens + ahead * mean_tokens, self.spent.cost_usd + ahead * mean_usd):
+            self.stopped = True
+            return False
+        self.in_flight += 1
+        return True
+
+    def finish(self, usage: Usage | None) -> None:
+        self.in_flight -= 1
+        if usage is not None:
+            self.spent.add(usage)
+            self._finished_games += 1

@@ -1,0 +1,230 @@
+"""The run summary: games, calls, tokens, cost, wall time and concurrency, as text, markdown and a `raw_runs` row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from mafiabench.prices import Usage
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    experiment: str
+    orchestrator: str
+    warehouse: str
+    started_at: datetime
+    finished_at: datetime | None = None
+    wall_s: float = 0.0
+    play_wall_s: float = 0.0
+    games_planned: int = 0
+    games_already_landed: int = 0
+    games_loaded_from_raw: int = 0
+    games_to_play: int = 0
+    games_played: int = 0
+    games_done: int = 0
+    games_failed: int = 0
+    games_not_started: int = 0
+    budget_stopped: bool = False
+    shard_errors: list[str] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    per_cell: dict[str, Usage] = field(default_factory=dict)
+    per_model: dict[str, Usage] = field(default_factory=dict)
+    budget_spent: Usage = field(default_factory=Usage)
+    budget: dict[str, Any] = field(default_factory=dict)
+    games_concurrency: float = 0.0
+    calls_concurrency: float = 0.0
+    price_version: str = ""
+    failures: list[tuple[str, str]] = field(default_factory=list)
+    description: str = ""
+
+    @property
+    def status(self) -> str:
+        if self.finished_at is None:
+            return "running"
+        if self.shard_errors:
+            return "failed"
+        if self.budget_stopped:
+            return "budget-stopped"
+        return "completed"
+
+    @property
+    def games_missing(self) -> int:
+        """Planned games neither landed finished nor failed after this run (budget, shard errors)."""
+        return self.games_to_play - self.games_played
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "experiment": self.experiment,
+            "orchestrator": self.orchestrator,
+            "warehouse": self.warehouse,
+            "status": self.status,
+            "started_at": self.started_at.isoformat(timespec="seconds"),
+            "finished_at": self.finished_at.isoformat(timespec="seconds") if self.finished_at else None,
+            "wall_s": round(self.wall_s, 3),
+            "play_wall_s": round(self.play_wall_s, 3),
+            "games": {
+                "planned": self.games_planned,
+                "already_landed": self.games_already_landed,
+                "loaded_from_raw": self.games_loaded_from_raw,
+                "to_play": self.games_to_play,
+                "played": self.games_played,
+                "done": self.games_done,
+                "failed": self.games_failed,
+                "not_started": self.games_not_started,
+            },
+            "budget_stopped": self.budget_stopped,
+            "budget": {**self.budget, "spent": self.budget_spent.to_dict()},
+            "shard_errors": self.shard_errors,
+            "usage": self.usage.to_dict(),
+            "per_cell": {k: v.to_dict() for k, v in sorted(self.per_cell.items())},
+            "per_model": {k: v.to_dict() for k, v in sorted(self.per_model.items())},
+            "games_concurrency": round(self.games_concurrency, 2),
+            "calls_concurrency": round(self.calls_concurrency, 2),
+            "price_version": self.price_version,
+            "failures": [{"game_id": g, "error": e} for g, e in self.failures],
+        }
+
+    def to_row(self) -> dict[str, Any]:
+        import json
+
+        u = self.usage
+        return {
+            "run_id": self.run_id,
+            "experiment": self.experiment,
+            "orchestrator": self.orchestrator,
+            "status": self.status,
+            "started_at": self.started_at.replace(tzinfo=None),
+            "finished_at": self.finished_at.replace(tzinfo=None) if self.finished_at else None,
+            "wall_s": self.wall_s,
+            "games_planned": self.games_planned,
+            "games_already_landed": self.games_already_landed,
+            "games_loaded_from_raw": self.games_loaded_from_raw,
+            "games_to_play": self.games_to_play,
+            "games_played": self.games_played,
+            "games_done": self.games_done,
+            "games_failed": self.games_failed,
+            "games_not_started": self.games_not_started,
+            "budget_stopped": self.budget_stopped,
+            "calls": u.calls,
+            "failed_calls": u.failed_calls,
+            "format_failures": u.format_failures,
+            "input_tokens": u.input_tokens,
+            "output_tokens": u.output_tokens,
+            "cached_tokens": u.cached_tokens,
+            "cost_usd": u.cost_usd,
+            "unpriced_models": sorted(u.unpriced),
+            "price_version": self.price_version,
+            "games_concurrency": self.games_concurrency,
+            "calls_concurrency": self.calls_concurrency,
+            "shard_errors": len(self.shard_errors),
+            "summary_json": json.dumps(self.to_dict(), sort_keys=True),
+        }
+
+    # -- rendering ---------------------------------------------------------------------------------------------
+    def _headline(self) -> list[tuple[str, str]]:
+        u = self.usage
+        cost = f"${u.cost_usd:,.4f}" + (f" (+ unpriced: {', '.join(sorted(u.unpriced))})" if u.unpriced else "")
+        rows = [
+            ("experiment", self.experiment),
+            ("status", self.status),
+            ("games planned", f"{self.games_planned:,}"),
+            ("skipped (already landed)", f"{self.games_already_landed:,}"),
+            ("loaded from raw folder", f"{self.games_loaded_from_raw:,}"),
+            ("played", f"{self.games_played:,} ({self.games_done:,} done, {self.games_failed:,} failed)"),
+            ("not started (budget)", f"{self.games_not_started:,}"),
+            (
+                "model calls",
+                f"{u.calls:,} ({u.failed_calls:,} failed, {u.format_failures:,} format failures, "
+                f"{u.attempts - u.calls:,} retries)",
+            ),
+            ("tokens", f"{u.input_tokens:,} in ({u.cached_tokens:,} cached) + {u.output_tokens:,} out"),
+            ("cost", f"{cost}  [prices {self.price_version}]"),
+            ("wall time", f"{self.wall_s:.1f} s (playing {self.play_wall_s:.1f} s)"),
+            (
+                "achieved concurrency",
+                f"{self.games_concurrency:.1f} games, {self.calls_concurrency:.1f} calls in flight",
+            ),
+        ]
+        if self.budget:
+            spent = self.budget_spent
+            cap = ", ".join(
+                f"${v:,.2f}" if k == "max_usd" else f"{v:,} tokens" for k, v in sorted(self.budget.items())
+            )
+            rows.append(
+                (
+                    "budget",
+                    f"cap {cap}; the experiment has spent {spent.tokens:,} tokens, ${spent.cost_usd:,.4f}"
+                    + (" — STOPPED at the cap" if self.budget_stopped else ""),
+                )
+            )
+        if self.shard_errors:
+            rows.append(("shard errors", f"{len(self.shard_errors)}: {self.shard_errors[0][:200]}"))
+        return rows
+
+    def _cell_rows(self, limit: int) -> list[tuple[str, Usage]]:
+        rows = sorted(self.per_cell.items())
+        return rows[:limit]
+
+    def text(self, max_cells: int = 30) -> str:
+        lines = [f"Run {self.run_id} — {self.warehouse}"]
+        width = max(len(k) for k, _ in self._headline())
+        lines += [f"  {k:<{width}}  {v}" for k, v in self._headline()]
+        if self.per_cell:
+            lines.append("  per cell (this run):")
+            for name, u in self._cell_rows(max_cells):
+                lines.append(
+                    f"    {name[:60]:<60} {u.games:>6} games {u.failed_games:>4} failed {u.calls:>7} calls "
+                    f"{u.tokens:>10,} tok ${u.cost_usd:,.4f}"
+                )
+            if len(self.per_cell) > max_cells:
+                lines.append(f"    ... and {len(self.per_cell) - max_cells} more cells")
+        if self.failures:
+            lines.append("  failed games (first few):")
+            for gid, err in self.failures[:5]:
+                lines.append(f"    {gid}: {err.splitlines()[0][:160]}")
+        return "\n".join(lines)
+
+    def markdown(self, max_cells: int = 200) -> str:
+        def esc(s: str) -> str:
+            return s.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+
+        out = [f"# Run `{self.run_id}`", "", esc(self.description), "", f"Warehouse: `{self.warehouse}`", ""]
+        out += ["| | |", "|---|---|"]
+        out += [f"| {esc(k)} | {esc(v)} |" for k, v in self._headline()]
+        if self.per_model:
+            out += [
+                "",
+                "## Per model",
+                "",
+                "| model | calls | failed | format failures | input | cached | output | USD |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|",
+            ]
+            for name, u in sorted(self.per_model.items()):
+                usd = "unpriced" if u.unpriced else f"{u.cost_usd:.4f}"
+                out.append(
+                    f"| {esc(name)} | {u.calls} | {u.failed_calls} | {u.format_failures} | {u.input_tokens} | "
+                    f"{u.cached_tokens} | {u.output_tokens} | {usd} |"
+                )
+        if self.per_cell:
+            out += [
+                "",
+                "## Per cell",
+                "",
+                "| cell | games | failed | calls | tokens | USD |",
+                "|---|---:|---:|---:|---:|---:|",
+            ]
+            for name, u in self._cell_rows(max_cells):
+                out.append(
+                    f"| {esc(name)} | {u.games} | {u.failed_games} | {u.calls} | {u.tokens} | {u.cost_usd:.4f} |"
+                )
+        if self.failures:
+            out += ["", "## Failed games (first 20)", ""]
+            out += [f"- `{gid}`: {esc(err.splitlines()[0][:200])}" for gid, err in self.failures[:20]]
+        return "\n".join(out) + "\n"
+
+
+# -- the study ----------------------------------------------------------------------------------------------------
