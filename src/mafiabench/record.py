@@ -196,12 +196,19 @@ def record_from_engine(
     design: dict[str, Any] | None = None,
     provenance: Provenance | None = None,
     error: str | None = None,
+    abandoned: str | None = None,
 ) -> GameRecord:
+    """The record of a game as the engine left it; `error` marks it failed, `abandoned` (why) marks a game a person
+    left before its end, so neither is ever scored."""
     outcome: Outcome = game.outcome
     out = outcome.to_dict()
     if error is not None:
         out["status"] = "failed"
         out["winner"] = None
+    elif abandoned is not None:
+        out["status"] = "abandoned"
+        out["winner"] = None
+        out["reason"] = abandoned
     return GameRecord(
         game_id=game_id,
         variant=game.variant,

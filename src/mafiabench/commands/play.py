@@ -12,6 +12,8 @@ from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.play.transcript import format_transcript
 from mafiabench.record import write_record_atomic
 
+RANDOM_SEAT = "policy/random"  # a seat given neither on the command line nor in the file
+
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     p = sub.add_parser(
@@ -19,7 +21,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="play one game and print its transcript",
         description="Play one Mafia game between any mix of models and scripted policies. Agent specs: "
         "provider/model (openai/gpt-4.1-mini, anthropic/claude-sonnet-4-5, openrouter/..., fake/demo, "
-        "scripted/naive) or policy/random, policy/informed, policy/mafia-votes-detective, policy/always-accuse:NAME.",
+        "scripted/naive) or policy/random, policy/informed, policy/mafia-votes-detective, policy/always-accuse:NAME, "
+        "or human/terminal "
+        "to play a seat yourself. Seats not given default to policy/random.",
     )
     p.add_argument("--config", type=Path, help="TOML game file (flags below override it)")
     p.add_argument("--variant", choices=["mini-mafia", "classic"], help="game variant (default mini-mafia)")
@@ -58,11 +62,11 @@ def build_config(args: argparse.Namespace) -> GameConfig:
     if args.config:
         base = load_game_config(args.config)
         data = base.model_dump(exclude_none=True)
-        data["agents"] = {**base.agents, **agents}
+        data["agents"] = {"default": RANDOM_SEAT, **base.agents, **agents}
         data["rules"] = {**base.rules, **rules}
         data.update(overrides)
         return validate(GameConfig, data, str(args.config))
-    data = {"agents": agents or {"default": "policy/random"}, "rules": rules, **overrides}
+    data = {"agents": {"default": RANDOM_SEAT, **agents}, "rules": rules, **overrides}
     return validate(GameConfig, data, "command line")
 
 
@@ -82,7 +86,9 @@ def run(args: argparse.Namespace) -> int:
     record = asyncio.run(play_game(spec, pool))
     if not args.quiet:
         print(format_transcript(record))
+    if record.outcome.get("status") == "abandoned":
+        print(f"game abandoned: {record.outcome.get('reason')}")
     if args.out:
         write_record_atomic(record, args.out)
         print(f"record written to {args.out}")
-    return 1 if record.error else 0
+    return 1 if record.error or record.outcome.get("status") == "abandoned" else 0

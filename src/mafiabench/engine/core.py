@@ -89,7 +89,7 @@ Script = Generator[Batch, Mapping[str, Answer], None]
 
 @dataclass
 class Outcome:
-    status: Literal["finished", "unfinished", "failed", "running"] = "running"
+    status: Literal["finished", "unfinished", "failed", "abandoned", "running"] = "running"
     winner: str | None = None
     reason: str | None = None
     tie_decided: bool = False

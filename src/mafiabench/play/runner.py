@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import traceback
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
 from mafiabench.agents.base import Agent, AgentTurn, PlayerView
-from mafiabench.agents.human import HumanAgent
+from mafiabench.agents.human import GameAbandoned, HumanAgent
 from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, utc_now
 from mafiabench.agents.prompts import load_prompts
 from mafiabench.agents.scripted import PolicyAgent
@@ -108,6 +108,15 @@ def agent_spec_for(agents: Mapping[str, str], name: str, role: str) -> str:
     raise UserError(f"no agent for player {name!r} (role {role}); set agents.{role} or agents.default")
 
 
+def check_accused_names(specs: Iterable[str], players: list[str]) -> None:
+    """`policy/always-accuse:NAME` must name a player of the game, or the policy would silently vote at random."""
+    for spec in specs:
+        if spec.startswith("policy/always-accuse:"):
+            name = spec.partition(":")[2]
+            if name not in players:
+                raise UserError(f"{spec}: {name!r} is not a player of this game (players: {', '.join(players)})")
+
+
 def model_identity(spec: str) -> str:
     """The model a seat is played by, as marts group it: the spec itself (`provider/model`, `policy/random`)."""
     return spec
@@ -132,14 +141,17 @@ async def play_game(
         if is_policy(a):
             agents[p.name] = PolicyAgent(a, spec.seed, p.name)
         elif a.startswith("human/"):
-            agents[p.name] = HumanAgent(a)
+            agents[p.name] = HumanAgent(a, prompts=prompts)
         else:
             agents[p.name] = LLMAgent(
                 a, pool.get(a), prompts, spec.models.get(a), game_id=spec.game_id, clock=clock
             )
     truth = {p.name: p.role for p in game.players}
+    check_accused_names(specs.values(), list(truth))
     calls: list[ModelCall] = []
     error: str | None = None
+    abandoned: str | None = None
+    has_human = any(isinstance(a, HumanAgent) for a in agents.values())
     try:
         while not game.done:
             batch = game.pending()
@@ -163,8 +175,16 @@ async def play_game(
             game.step(answers)
     except AgentCallError as exc:
         error = redact(f"model call failed for good: {exc}")
+    except GameAbandoned as exc:
+        abandoned = str(exc)
     except (asyncio.CancelledError, KeyboardInterrupt):
-        raise
+        if not has_human:
+            raise
+        # Ctrl-C in a game with a person: keep what was played as an abandoned record instead of a traceback.
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        abandoned = "interrupted (Ctrl-C)"
     except Exception as exc:  # a bug or an unexpected provider reply: the game is landed as failed, with why
         error = redact(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
     for i, c in enumerate(calls):
@@ -179,6 +199,7 @@ async def play_game(
         design=spec.design,
         provenance=provenance,
         error=error,
+        abandoned=abandoned,
     )
 
 

@@ -31,6 +31,8 @@ def format_transcript(record: GameRecord) -> str:
             lines.append(f"{e.text or e.type}{flag_text}{private}")
     if record.error:
         lines.append(f"!! game failed: {record.error.splitlines()[0]}")
+    elif record.outcome.get("status") == "abandoned":
+        lines.append(f"!! game abandoned: {record.outcome.get('reason')}")
     if record.calls:
         tokens = sum((c.get("input_tokens") or 0) + (c.get("output_tokens") or 0) for c in record.calls)
         lines.append(f"{len(record.calls)} model calls, {tokens} tokens")

@@ -101,7 +101,7 @@ SUITES: tuple[Suite, ...] = (
         (
             Check("ExpectColumnValuesToBeUnique", {"column": "game_id"}, "no duplicate game ids"),
             _not_null("game_id", "every game has an id"),
-            _in("status", ["finished", "unfinished", "failed"], "game status is known"),
+            _in("status", ["finished", "unfinished", "failed", "abandoned"], "game status is known"),
             _in("winner", ["mafia", "town"], "a winner is mafia or town"),
         ),
     ),

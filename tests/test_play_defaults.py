@@ -1,0 +1,47 @@
+"""`mafiabench play`: seats not given default to a random policy; an always-accuse target must be a player."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mafiabench.cli import main
+
+
+def test_only_the_villagers_given_the_other_seats_play_random(tmp_path: Path) -> None:
+    out = tmp_path / "g.json"
+    assert main(["play", "--villager", "policy/informed", "--seed", "4", "--quiet", "--out", str(out)]) == 0
+    agents = {p["role"]: p["agent"] for p in json.loads(out.read_text())["players"]}
+    assert agents == {"mafioso": "policy/random", "detective": "policy/random", "villager": "policy/informed"}
+
+
+def test_always_accuse_of_someone_not_in_the_game_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["play", "--villager", "policy/always-accuse:Zed", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "'Zed' is not a player of this game" in err and "Traceback" not in err
+
+
+def test_always_accuse_of_a_player_plays(tmp_path: Path) -> None:
+    toml = tmp_path / "game.toml"
+    toml.write_text('[rules]\nnames = ["Ann", "Bea", "Cal", "Dov"]\n[agents]\nvillager = "policy/always-accuse:Dov"\n')
+    for seed in range(10):  # the first seed where Dov survives the night and a villager other than Dov votes
+        out = tmp_path / f"g{seed}.json"
+        assert main(["play", "--config", str(toml), "--seed", str(seed), "--quiet", "--out", str(out)]) == 0
+        record = json.loads(out.read_text())
+        if any(e["type"] == "kill" and e["target"] == "Dov" for e in record["events"]):
+            continue
+        accusers = {p["name"] for p in record["players"] if p["role"] == "villager"} - {"Dov"}
+        votes = [e for e in record["events"] if e["type"] == "vote" and e["actor"] in accusers]
+        if votes:
+            assert all(v["target"] == "Dov" and not v["random_fallback"] for v in votes)
+            return
+    pytest.fail("no seed in 0..9 had Dov alive at the vote")
+
+
+def test_play_help_lists_the_human_seat(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["play", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "human/terminal" in out and "default to policy/random" in out
