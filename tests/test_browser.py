@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.html import ChartBlock, Markup, render_page
 from mafiabench.dashboards.html import Page as HtmlPage
+from mafiabench.dashboards.html import render_page
 
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 ARTIFACTS = Path(__file__).resolve().parents[1] / "test-artifacts"
@@ -228,11 +228,10 @@ def test_chart_tooltips_show_html_as_text(site: Path, tab: Page, tmp_path: Path)
     evil = '<img src=x onerror="window.pwned = 1"><b>bold</b>'
     row = {"game_id": "g1", "rule": "upset", "surprise": 3.0, "probability": 0.05, "cell": "c", "reason": evil,
            "href": None}
-    page = HtmlPage("tooltip.html", "Tooltip", Markup(""))
-    page.charts.append(ChartBlock("t", charts.surprise_chart([row])))
-    page.body = page.chart("t")
+    page = HtmlPage("tooltip.html", "Tooltip", "charts.html.j2")
+    page.add_chart("t", charts.surprise_chart([row]))
     shutil.copytree(site / "assets", tmp_path / "assets")
-    (tmp_path / "tooltip.html").write_text(render_page(page, nav=[], footer=Markup("")), encoding="utf-8")
+    (tmp_path / "tooltip.html").write_text(render_page(page, nav=[]), encoding="utf-8")
     tab.goto((tmp_path / "tooltip.html").as_uri())
     tab.wait_for(f"({DRAWN}) === 1")
     box = tab.eval("(() => { const r = document.querySelector('.vis .mark-symbol path').getBoundingClientRect();"

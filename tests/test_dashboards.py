@@ -23,7 +23,7 @@ from mafiabench.backends.registry import EndpointConfig
 from mafiabench.build import marts as transform
 from mafiabench.cli import main
 from mafiabench.dashboards import PublishBlockedError, render_dashboards, transcript_path
-from mafiabench.dashboards.html import Column, script_json, table
+from mafiabench.dashboards.html import environment, script_json
 from mafiabench.dashboards.pages import PAGES
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.quality import gate as quality
@@ -169,11 +169,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_page_is_written_and_linked_from_the_index(site: Path) -> None:
-    for path, _, _ in PAGES:
-        assert (site / path).is_file(), path
+    for spec in PAGES:
+        assert (site / spec.path).is_file(), spec.path
     index_links = {v for _, _, v in refs(site / "index.html")}
-    for path, _, _ in PAGES[1:]:
-        assert path in index_links, f"index does not link {path}"
+    for spec in PAGES[1:]:
+        assert spec.path in index_links, f"index does not link {spec.path}"
     assert (site / "assets" / "vega-bundle.js").stat().st_size > 500_000
 
 
@@ -239,7 +239,9 @@ def test_chart_json_cannot_close_its_script_element() -> None:
     text = script_json({"reason": "</script><script>alert(1)</script> <!-- \u2028"})
     assert "</" not in text and "<!--" not in text and "\u2028" not in text
     assert json.loads(text) == {"reason": "</script><script>alert(1)</script> <!-- \u2028"}
-    cell = table([{"m": "<b>x</b>"}], [Column("model", "m")])
+    cell = environment().from_string(
+        '{% import "macros.html.j2" as m %}{% call(r) m.table(rows, ["model"]) %}<td>{{ r.m }}</td>{% endcall %}'
+    ).render(rows=[{"m": "<b>x</b>"}])
     assert "&lt;b&gt;x&lt;/b&gt;" in cell and "<b>x" not in cell
 
 

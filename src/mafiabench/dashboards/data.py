@@ -7,7 +7,7 @@ produce makes its section say so instead of failing the whole render.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any
@@ -65,3 +65,14 @@ def clean(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [clean(v) for v in value]
     return value
+
+
+def options(values: Iterable[Any]) -> list[Any]:
+    """Distinct values in first-seen order, without None: the options of a chart's dropdown."""
+    return [v for v in dict.fromkeys(values) if v is not None]
+
+
+def studies_by_size(m: Marts, table_name: str, study_col: str = "study") -> list[str]:
+    """The studies of a mart, largest first (the first is a chart's default selection)."""
+    rows = m.rows(f"select {study_col} as s, count(*) as c from {table_name} group by 1 order by 2 desc, 1")
+    return [r["s"] for r in rows if r["s"] is not None]

@@ -26,10 +26,11 @@ from typing import Any
 import duckdb
 
 from mafiabench import __version__
-from mafiabench.dashboards import pages
 from mafiabench.dashboards.data import Marts
-from mafiabench.dashboards.html import ASSETS, STYLE, STYLESHEET, VEGA_BUNDLE, Markup, Page, esc, render_page
-from mafiabench.dashboards.transcripts import transcript_pages, transcript_path
+from mafiabench.dashboards.html import ASSETS, STYLESHEET, VEGA_BUNDLE, Page, render_page, stylesheet
+from mafiabench.dashboards.pages import NAV, PAGES
+from mafiabench.dashboards.pages.transcripts import transcript_pages, transcript_path
+from mafiabench.dashboards.registry import Context
 from mafiabench.errors import UserError
 
 KEEP_FILES = ("README.md",)  # hand-written files of the output folder that a render carries over
@@ -214,17 +215,14 @@ def _render_into(
     transcript_sample: int,
     max_rows: int,
 ) -> RenderResult:
-    from mafiabench.build.baselines import baseline_table
-
     m = Marts(con)
     if not m.has("fct_games", "stg_events", "fct_player_games"):
         raise UserError("the warehouse has no fct_games / fct_player_games / stg_events: run `mafiabench build`")
-    linked = list(dict.fromkeys([*pages.exceptional_ids(m, max_rows), *pages.costly_ids(m)]))
+    linked = list(dict.fromkeys(gid for spec in PAGES if spec.links for gid in spec.links(m, max_rows)))
     ids, total, note = select_transcripts(m, linked, max_transcripts=max_transcripts, sample=transcript_sample)
     rendered = {gid: transcript_path(gid) for gid in ids}
-    ctx = pages.Context(
+    ctx = Context(
         marts=m,
-        baselines=[dict(b) for b in baseline_table()],
         transcripts=rendered,
         n_games=total,
         transcripts_note=note,
@@ -234,13 +232,13 @@ def _render_into(
     if len(ids) < total:
         ctx.notes.append(note)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    footer = Markup(
-        f"Generated {esc(generated)} by mafiabench {esc(__version__)} from build {esc(build.get('build_id'))}. "
+    footer = (
+        f"Generated {generated} by mafiabench {__version__} from build {build.get('build_id')}. "
         "Static files: no server and no network needed."
     )
     (out / ASSETS).mkdir()
     (out / ASSETS / VEGA_BUNDLE).write_text(vega_bundle(), encoding="utf-8")
-    (out / ASSETS / STYLESHEET).write_text(STYLE, encoding="utf-8")
+    (out / ASSETS / STYLESHEET).write_text(stylesheet(), encoding="utf-8")
     (out / "transcripts").mkdir()
 
     result = RenderResult(
@@ -250,33 +248,23 @@ def _render_into(
         transcripts_sampled=len(ids) < total,
         build_id=build.get("build_id"),
     )
-    overview = [builder(ctx) for builder in pages.overview_builders()]
-    index_rows = _transcript_index_rows(m, ids)
-    overview.append(pages.transcripts_index_page(ctx, index_rows))
-    for page in overview:
+    for spec in PAGES:
+        page = spec.build(ctx)
+        if page.path != spec.path:
+            raise RuntimeError(f"page registered at {spec.path} was built for {page.path}")
         if export_images:
             result.images.extend(_export_images(page, out))
-        _write(out, page, footer)
+        _write(out, page, footer, rendered)
         result.pages.append(page.path)
     for page in transcript_pages(m, ids, rendered=rendered):
-        _write(out, page, footer)
+        _write(out, page, footer, rendered)
     return result
 
 
-def _transcript_index_rows(m: Marts, ids: Sequence[str]) -> list[dict[str, Any]]:
-    if not ids:
-        return []
-    return m.rows(
-        """select game_id, study, cell, variant, status, winner, tie_decided, fallback_decided, n_format_failures
-           from fct_games where game_id in (select unnest($ids)) order by study, cell, game_index, game_id""",
-        {"ids": list(ids)},
-    )
-
-
-def _write(out: Path, page: Page, footer: Markup) -> None:
+def _write(out: Path, page: Page, footer: str, transcripts: dict[str, str]) -> None:
     path = out / page.path
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_page(page, nav=pages.NAV, footer=footer), encoding="utf-8")
+    path.write_text(render_page(page, nav=NAV, footer=footer, transcripts=transcripts), encoding="utf-8")
 
 
 def _export_images(page: Page, out: Path) -> list[str]:

@@ -1,0 +1,66 @@
+"""Exceptional games: the games to read first, ranked by surprise, each linked to its transcript
+(`mart_exceptional_games`)."""
+
+from __future__ import annotations
+
+from mafiabench.dashboards import charts
+from mafiabench.dashboards.data import Marts
+from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.registry import Context, register
+
+RULE_TEXT = {
+    "upset": "the outcome's probability under its cell's rate (this game left out) is at most the threshold",
+    "detective_revealed_town_lost": "the detective named the mafioso in public and the town still lost",
+    "unanimous_wrong_vote": "every vote went to a town player",
+    "fallback_decided": "a random fallback vote (after a format failure) decided the game",
+    "vote_reversal": "a player switched votes between consecutive days",
+    "rare_level1_failure": "a Level-1 failure by a model that almost never fails it",
+    "rare_level2_failure": "a Level-2 failure by a model that almost never fails it",
+}
+CHART_ROWS = 40
+
+
+def linked_games(m: Marts, limit: int) -> list[str]:
+    """The games the page links (its top rows); their transcripts must be rendered."""
+    if not m.has("mart_exceptional_games"):
+        return []
+    rows = m.rows("select game_id from mart_exceptional_games order by surprise desc, game_id, rule limit ?", [limit])
+    return list(dict.fromkeys(r["game_id"] for r in rows))
+
+
+@register(
+    "exceptional-games.html",
+    "Exceptional games",
+    "Games to read first, ranked by surprise, with the reason.",
+    order=40,
+    links=linked_games,
+)
+def build(ctx: Context) -> Page:
+    m = ctx.marts
+    page = Page(
+        "exceptional-games.html",
+        "Exceptional games",
+        "exceptional.html.j2",
+        {"available": m.has("mart_exceptional_games")},
+    )
+    if not page.data["available"]:
+        return page
+    total = m.scalar("select count(*) from mart_exceptional_games") or 0
+    rows = m.rows("select * from mart_exceptional_games order by surprise desc, game_id, rule limit ?", [ctx.max_rows])
+    by_rule = m.rows(
+        "select rule, count(*) as flags, count(distinct game_id) as games, max(surprise) as max_surprise "
+        "from mart_exceptional_games group by rule order by flags desc"
+    )
+    for r in by_rule:
+        r["meaning"] = RULE_TEXT.get(r["rule"], "")
+    chart_rows = [{**r, "href": ctx.transcripts.get(r["game_id"])} for r in rows[:CHART_ROWS]]
+    if chart_rows:
+        page.add_chart(
+            "surprise",
+            charts.surprise_chart(chart_rows),
+            f"The {len(chart_rows)} most surprising flags (click to read the game).",
+        )
+    for i, r in enumerate(rows, start=1):
+        r["rank"] = i
+    page.data.update(total=total, rows=rows, by_rule=by_rule)
+    return page

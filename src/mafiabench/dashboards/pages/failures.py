@@ -1,0 +1,58 @@
+"""Reasoning failures (Level 1 and 2), format failures, and outcomes decided by a random fallback vote
+(`mart_reasoning_failures`, `mart_format_failures`, `mart_win_rates`)."""
+
+from __future__ import annotations
+
+from mafiabench.dashboards import charts
+from mafiabench.dashboards.data import options
+from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.registry import Context, register
+
+
+@register(
+    "failures.html",
+    "Failures",
+    "Reasoning failures (Level 1 and 2) and format failures by model.",
+    order=50,
+)
+def build(ctx: Context) -> Page:
+    m = ctx.marts
+    page = Page("failures.html", "Reasoning and format failures", "failures.html.j2")
+    reasoning = formats = fallback_overall = None
+    if m.has("mart_reasoning_failures"):
+        reasoning = m.rows("select * from mart_reasoning_failures order by variant, level, model")
+        for r in reasoning:
+            r["n"], r["k"] = r.get("n_opportunities"), r.get("n_failures")
+            r["level_label"] = f"Level {r['level']} ({r.get('role') or ''})"
+        if reasoning:
+            page.add_chart(
+                "reasoning",
+                charts.reasoning_chart(reasoning, variants=options(r["variant"] for r in reasoning)),
+                "Reasoning-failure rate per model.",
+            )
+    if m.has("mart_format_failures"):
+        formats = m.rows("select * from mart_format_failures order by variant, model, role, action")
+        for r in formats:
+            r["n"], r["k"] = r.get("n_decisions"), r.get("n_format_failures")
+        if formats:
+            page.add_chart(
+                "format",
+                charts.format_failure_chart(formats, variants=options(r["variant"] for r in formats)),
+                "Format-failure rate per model, by action and role.",
+            )
+    if m.has("mart_win_rates"):
+        cells = m.rows(
+            "select * from mart_win_rates where dimension = 'cell' and team = 'mafia' and n > 0 order by variant, value"
+        )
+        fallback_overall = m.rows(
+            "select variant, n, n_fallback_decided, share_fallback_decided from mart_win_rates "
+            "where dimension = 'all' and team = 'mafia' order by variant"
+        )
+        if cells:
+            page.add_chart(
+                "fallback",
+                charts.fallback_share_chart(cells, variants=options(r["variant"] for r in cells)),
+                "Share of each cell's games whose deciding vote needed a random fallback.",
+            )
+    page.data.update(reasoning=reasoning, formats=formats, fallback_overall=fallback_overall)
+    return page

@@ -1,0 +1,63 @@
+"""Data quality: the validation results of the published build, failures first (`validation_results`,
+`build_runs`)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mafiabench.dashboards import charts
+from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.registry import Context, register
+
+
+def pretty_json(text: Any, indent: int | None = 1) -> str:
+    if not text:
+        return ""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return str(text)
+    if value in ([], {}, None):
+        return ""
+    return json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=True, default=str)
+
+
+@register("data-quality.html", "Data quality", "The latest validation results, failures first.", order=90)
+def build(ctx: Context) -> Page:
+    m = ctx.marts
+    page = Page("data-quality.html", "Data quality", "quality.html.j2", {"available": m.has("validation_results")})
+    if not page.data["available"]:
+        return page
+    build_id = (ctx.build or {}).get("build_id") or m.scalar(
+        "select build_id from validation_results order by run_at desc limit 1"
+    )
+    rows = m.rows(
+        "select * from validation_results where build_id = ? order by success, suite, expectation, rule", [build_id]
+    )
+    per_suite: dict[tuple[str, str], int] = {}
+    for r in rows:
+        r["outcome"] = "passed" if r.get("success") else "failed"
+        r["arguments"] = pretty_json(r.get("kwargs_json"), indent=None)
+        r["failing_sample"] = pretty_json(r.get("failing_rows_json"))
+        per_suite[(r["suite"], r["outcome"])] = per_suite.get((r["suite"], r["outcome"]), 0) + 1
+    failed_suites = {s for (s, o) in per_suite if o == "failed"}
+    chart_rows = [
+        {"suite": s, "outcome": o, "expectations": c, "failed_first": 0 if s in failed_suites else 1}
+        for (s, o), c in sorted(per_suite.items())
+    ]
+    if chart_rows:
+        page.add_chart("validation", charts.validation_chart(chart_rows), "Expectations per suite, passed and failed.")
+    builds = None
+    if m.has("build_runs"):
+        builds = m.rows("select * from build_runs order by started_at desc limit 20")
+        for b in builds:
+            b["row_class"] = "failed" if b.get("status") == "failed" else None
+    page.data.update(
+        build_id=build_id,
+        run_at=rows[0]["run_at"] if rows else "",
+        rows=rows,
+        n_failed=sum(1 for r in rows if not r.get("success")),
+        builds=builds,
+    )
+    return page

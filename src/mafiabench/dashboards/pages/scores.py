@@ -1,0 +1,65 @@
+"""Aggregate capability scores: bottom-up z-scores (`mart_capability_scores`) and the top-down latent ability
+model (`mart_latent_abilities`, `mart_latent_fit`)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from mafiabench.dashboards import charts
+from mafiabench.dashboards.data import studies_by_size
+from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.registry import Context, register
+
+LATENT_LABELS = {
+    "deceive": "deceive: a (as mafioso)",
+    "disclose": "disclose: b (as detective)",
+    "detect": "detect: ln c (as villager)",
+}
+
+
+def plot_scale(r: dict[str, Any]) -> None:
+    """Plot c on the log scale it is estimated on (its interval is exp of a symmetric one); a and b as they are."""
+    r["label"] = LATENT_LABELS.get(r.get("ability") or "", r.get("ability"))
+    keys = ("estimate", "ci_low", "ci_high")
+    if r.get("parameter") == "c":
+        for k in keys:
+            v = r.get(k)
+            r[f"plot_{k}"] = math.log(v) if isinstance(v, int | float) and v > 0 else None
+    else:
+        for k in keys:
+            r[f"plot_{k}"] = r.get(k)
+
+
+@register(
+    "capability-scores.html",
+    "Scores",
+    "Aggregate capability scores: bottom-up z-scores and the top-down latent ability model, with intervals.",
+    order=30,
+)
+def build(ctx: Context) -> Page:
+    m = ctx.marts
+    page = Page("capability-scores.html", "Aggregate capability scores", "scores.html.j2")
+    scores = latent = fits = None
+    if m.has("mart_capability_scores"):
+        scores = m.rows("select * from mart_capability_scores order by study, capability, target_model")
+        if scores:
+            studies = studies_by_size(m, "mart_capability_scores")
+            page.add_chart(
+                "bottom-up",
+                charts.scores_chart(scores, studies=studies),
+                "Bottom-up scores with 95% intervals (log scale).",
+            )
+    if m.has("mart_latent_abilities"):
+        latent = m.rows("select * from mart_latent_abilities order by study, ability, model")
+        for r in latent:
+            plot_scale(r)
+        if latent:
+            studies = studies_by_size(m, "mart_latent_abilities")
+            page.add_chart(
+                "top-down", charts.latent_chart(latent, studies=studies), "Latent abilities with Laplace 95% intervals."
+            )
+    if m.has("mart_latent_fit"):
+        fits = m.rows("select * from mart_latent_fit order by study")
+    page.data.update(scores=scores, latent=latent, fits=fits)
+    return page

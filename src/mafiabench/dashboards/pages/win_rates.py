@@ -1,0 +1,34 @@
+"""Win rates by experiment, prompt version, cell and model in each role (`mart_win_rates`)."""
+
+from __future__ import annotations
+
+from mafiabench.dashboards import charts
+from mafiabench.dashboards.data import options
+from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.registry import Context, register
+
+TABLE_DIMENSIONS = ("all", "experiment", "study", "prompt_version", "source")
+
+
+@register(
+    "win-rates.html",
+    "Win rates",
+    "Win rates by experiment, prompt version, cell and model in each role.",
+    order=10,
+)
+def build(ctx: Context) -> Page:
+    m = ctx.marts
+    page = Page("win-rates.html", "Win rates", "win_rates.html.j2", {"available": m.has("mart_win_rates")})
+    if not page.data["available"]:
+        return page
+    rows = m.rows("select * from mart_win_rates where n > 0 order by variant, dimension, value")
+    if rows:
+        dims = options(r["dimension"] for r in rows)
+        variants = options(r["variant"] for r in rows)
+        page.add_chart(
+            "win-rates",
+            charts.win_rate_chart(rows, dimensions=dims, variants=variants),
+            "Win rates by the chosen grouping.",
+        )
+    page.data["rows"] = [r for r in rows if r["dimension"] in TABLE_DIMENSIONS]
+    return page
