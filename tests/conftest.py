@@ -14,3 +14,6 @@ os.environ.setdefault("PREFECT_TASKS_DEFAULT_NO_CACHE", "true")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.pop("PREFECT_API_URL", None)
+# The fake provider draws its injected faults afresh in every run unless told a seed: tests pin it, so a test's
+# faults are the same on every machine (tests about re-runs set their own).
+os.environ.setdefault("MAFIABENCH_FAULT_SEED", "tests")

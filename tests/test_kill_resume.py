@@ -37,7 +37,7 @@ games = 30
 
 [endpoints.slowfake]
 kind = "fake"
-options = {{ latency_ms = 25, p_rate_limit = 0.05 }}
+options = {{ latency_ms = 60, p_rate_limit = 0.05 }}
 
 [models.default]
 backoff_base_s = 0.0

@@ -11,8 +11,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import random
 import re
+import secrets
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -194,12 +196,23 @@ def _option_float(options: Mapping[str, Any], key: str) -> float:
     return f
 
 
+_PROCESS_FAULT_SEED = secrets.token_hex(8)
+
+
+def run_fault_seed() -> str:
+    """The fault seed of this run: `$MAFIABENCH_FAULT_SEED` (tests, benchmarks) or a fresh draw per process."""
+    return os.environ.get("MAFIABENCH_FAULT_SEED") or _PROCESS_FAULT_SEED
+
+
 class FakeBackend:
     """Provider "fake": the FakeBrain in-process (no HTTP), with optional latency and faults.
 
     Options (from the endpoint's `options`): `latency_ms`, `p_rate_limit`, `p_server_error`, `p_timeout` (raised
     after the latency, without waiting for `timeout_s`), `p_empty`, `p_malformed`, `seed`. Faults are drawn per
-    attempt from a generator seeded by the request, so a run is reproducible and a retry can succeed.
+    attempt, so a retry can succeed. Without `seed` they are drawn afresh in every run (from `$MAFIABENCH_FAULT_SEED`
+    when set, else a random draw per process), so re-running a study replays its failed games under new faults and
+    can complete it; with `seed` they are fixed per request, so a run is reproducible fault for fault. The answers
+    themselves are always a function of the request (and `seed`).
     """
 
     def __init__(self, model: str, options: Mapping[str, Any] | None = None, *, provider: str = "fake") -> None:
@@ -212,11 +225,14 @@ class FakeBackend:
         self.latency_s = _option_float(opts, "latency_ms") / 1000.0
         self.p = {k: _option_float(opts, k) for k in _FAULT_OPTIONS}
         self.seed = opts.get("seed")
+        self.fault_seed = self.seed if self.seed is not None else run_fault_seed()
         self.brain = FakeBrain(model, seed=self.seed)
 
     async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion:
         started = time.perf_counter()
-        digest = request_digest("faults", self.model, [m.to_dict() for m in messages], settings.replay_key, self.seed)
+        digest = request_digest(
+            "faults", self.model, [m.to_dict() for m in messages], settings.replay_key, self.fault_seed
+        )
         attempt = 0
 
         async def once() -> str:
