@@ -150,3 +150,15 @@ def test_preview_command_prints_cells_games_calls_and_cost(capsys: pytest.Captur
     out = capsys.readouterr().out
     assert "homogeneous|fake/alpha" in out and "deceive+detect+disclose" in out
     assert "540 games" in out and "model calls" in out and "$" in out
+
+
+def test_preview_shows_full_cell_names(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    long = "openrouter/meta-llama/llama-3.3-70b-instruct-with-a-very-long-deployment-suffix"
+    exp = tmp_path / "long.toml"
+    exp.write_text(
+        'name = "long"\ngames_per_cell = 2\n[design]\n'
+        f'targets = ["fake/{long}"]\nbackgrounds = ["fake/{long}-b"]\ncapabilities = ["deceive"]\n'
+    )
+    assert cli_main(["preview", str(exp), "--samples", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"deceive|fake/{long}|fake/{long}-b" in out  # never cut

@@ -45,3 +45,15 @@ def test_play_help_lists_the_human_seat(capsys: pytest.CaptureFixture[str]) -> N
         main(["play", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "human/terminal" in out and "default to policy/random" in out
+
+
+def test_every_missing_key_is_reported_at_once(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        monkeypatch.delenv(var, raising=False)
+    code = main(["play", "--mafioso", "openai/gpt-4.1-mini", "--detective", "anthropic/claude-haiku-4-5",
+                 "--villager", "nowhere/model", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "3 problems" in err
+    assert "OPENAI_API_KEY" in err and "ANTHROPIC_API_KEY" in err and "unknown provider 'nowhere'" in err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import date
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,8 @@ class Price(BaseModel):
     cached_input: float | None = Field(
         None, ge=0, description="Cache-hit input tokens, USD per million; absent = billed as ordinary input."
     )
+    as_of: date | None = Field(None, description="The day this list price was read from `source`.")
+    source: str | None = Field(None, description="Where the price was read (the provider's pricing page).")
 
     @property
     def spec(self) -> str:

@@ -51,8 +51,12 @@ def render(est: Any, *, max_cells: int = 60) -> str:
     for c in est.cells[:max_cells]:
         u = c.usage_per_game
         caps = "+".join(c.cell.capabilities) or "-"
+        name = c.cell.name
+        if len(name) > 58:  # the full name on its own line, never cut: cells differ at the end of their names
+            lines.append(f"  {name}")
+            name = ""
         lines.append(
-            f"  {c.cell.name[:58]:<58} {caps[:24]:<24} {c.games:>6,} {c.to_play:>8,} {c.calls_per_game:>10.1f} "
+            f"  {name:<58} {caps:<24} {c.games:>6,} {c.to_play:>8,} {c.calls_per_game:>10.1f} "
             f"{u.tokens:>11,} {_usd(c.scaled(c.to_play).cost_usd, u.unpriced):>10}"
         )
     if len(est.cells) > max_cells:

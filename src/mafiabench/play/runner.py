@@ -18,7 +18,7 @@ from mafiabench.agents.human import GameAbandoned, HumanAgent
 from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, utc_now
 from mafiabench.agents.prompts import load_prompts
 from mafiabench.agents.scripted import PolicyAgent
-from mafiabench.backends.base import Backend, Completion, GenerateSettings, Message
+from mafiabench.backends.base import Backend, Completion, ConfigError, GenerateSettings, Message
 from mafiabench.backends.registry import EndpointConfig, check_backend, resolve_backend, split_spec
 from mafiabench.engine import GameEngine, make_game, rules_for
 from mafiabench.errors import UserError
@@ -65,10 +65,22 @@ class BackendPool:
         return self._backends[spec]
 
     def check(self, specs: list[str]) -> None:
-        """Fail before any call for an unknown provider or a missing key."""
-        for spec in specs:
-            if not is_policy(spec) and not spec.startswith("human/"):
+        """Fail before any call for an unknown provider or a missing key, naming every problem at once."""
+        problems: dict[str, UserError] = {}
+        for spec in dict.fromkeys(specs):
+            if is_policy(spec) or spec.startswith("human/"):
+                continue
+            try:
                 check_backend(spec, self.endpoints)
+            except UserError as exc:
+                problems.setdefault(str(exc), exc)
+        if len(problems) == 1:
+            raise next(iter(problems.values()))
+        if problems:
+            raise ConfigError(
+                f"{len(problems)} problems with the models, found before any call:\n"
+                + "\n".join(f"  - {p}" for p in problems)
+            )
 
 
 @dataclass
