@@ -18,6 +18,22 @@ Rows = Sequence[Mapping[str, Any]]
 CLEAN = "clean win"
 TIE = "won after a tie-break"
 PART_SCALE = alt.Scale(domain=[CLEAN, TIE], range=["#3b6fb6", "#a9c4ea"])
+# The tie-decided part is hatched (diagonal stripes of the clean colour on white), so it reads in grayscale print.
+_STRIPES = 8
+TIE_HATCH = {
+    "gradient": "linear",
+    "x1": 0, "y1": 0, "x2": 1, "y2": 1,
+    "stops": [
+        stop
+        for i in range(_STRIPES)
+        for stop in (
+            {"offset": i / _STRIPES, "color": "#3b6fb6"},
+            {"offset": (i + 0.5) / _STRIPES, "color": "#3b6fb6"},
+            {"offset": (i + 0.5) / _STRIPES, "color": "#ffffff"},
+            {"offset": (i + 1) / _STRIPES, "color": "#ffffff"},
+        )
+    ],
+}  # fmt: skip
 BASELINE_COLOR = "#b2182b"
 WIDTH = 460
 
@@ -106,7 +122,7 @@ def _rate_tooltip(y: str, y_title: str) -> list[alt.Tooltip]:
 
 
 def _rate_layers(
-    y: str, y_title: str, x_title: str, *, y_offset: str | None = None, color_ci: bool = False
+    y: str, y_title: str, x_title: str, *, y_offset: str | None = None, color_ci: bool = False, href: bool = False
 ) -> list[alt.Chart]:
     """Stacked clean/tie bars plus the switchable error bar, over rows made by `rate_rows`."""
     tooltip = _rate_tooltip(y, y_title)
@@ -114,10 +130,17 @@ def _rate_layers(
     bar_enc: dict[str, Any] = {
         "x": alt.X("value:Q", stack="zero", title=x_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
         "y": y_enc,
-        "color": alt.Color("part:N", scale=PART_SCALE, title="win"),
+        "color": alt.Color("part:N", scale=PART_SCALE, title="win (tie-decided part hatched)"),
+        "fill": alt.condition(
+            f"datum.part == '{TIE}'", alt.value(TIE_HATCH), alt.Fill("part:N", scale=PART_SCALE, legend=None)
+        ),
+        "stroke": alt.value("#3b6fb6"),
+        "strokeWidth": alt.value(0.6),
         "order": alt.Order("order:Q"),
         "tooltip": tooltip,
     }
+    if href:
+        bar_enc["href"] = alt.Href("link:N")
     ci_enc: dict[str, Any] = {"x": "lo:Q", "x2": "hi:Q", "y": y_enc, "tooltip": tooltip}
     mid_enc: dict[str, Any] = {"x": "mid:Q", "y": y_enc, "tooltip": tooltip}
     if y_offset:
@@ -125,7 +148,11 @@ def _rate_layers(
         ci_enc["yOffset"] = alt.YOffset(f"{y_offset}:N")
         mid_enc["yOffset"] = alt.YOffset(f"{y_offset}:N")
     base = alt.Chart()
-    bars = base.mark_bar(height={"band": 0.75}).encode(**bar_enc).transform_filter("datum.kind == 'bar'")
+    bars = (
+        base.mark_bar(height={"band": 0.75}, cursor="pointer" if href else "default")
+        .encode(**bar_enc)
+        .transform_filter("datum.kind == 'bar'")
+    )
     ci = base.transform_filter("datum.kind == 'ci'").transform_calculate(lo=_LO, hi=_HI, mid=_MID)
     rule = ci.mark_rule(color="#1d2330", strokeWidth=1.6).encode(**ci_enc)
     tick = ci.mark_tick(color="#1d2330", thickness=2, size=10).encode(**mid_enc)
@@ -183,7 +210,7 @@ def capability_chart(
 ) -> dict[str, Any]:
     """One panel per background: each target's win rate (clean + tie part), error bar, baselines."""
     metric = "mafia_win" if capability == "deceive" else "town_win"
-    data = rate_rows(rows, ["study", "background", "target_model"])
+    data = rate_rows(rows, ["study", "background", "target_model", "link"])
     # Baseline rows carry an existing target of their panel: Vega-Lite builds the y domain from the unfiltered
     # facet data too, and a row without one would add an empty band.
     panels = {(r["study"], r["background"]): r["target_model"] for r in rows}
@@ -192,7 +219,7 @@ def capability_chart(
             data.append({**b, "study": study, "background": background, "target_model": target})
     study = _dropdown("study", studies, "Study: ")
     x_title = "mafia win rate (target plays the mafioso)" if capability == "deceive" else "town win rate"
-    layers = [*_rate_layers("target_model", "target model", x_title), _baseline_layer()]
+    layers = [*_rate_layers("target_model", "target model", x_title, href=True), _baseline_layer()]
     chart = (
         alt.layer(*layers, data=DATA)
         .properties(width=WIDTH, height=alt.Step(22))
@@ -341,8 +368,10 @@ def _rate_interval_chart(
     params: Sequence[tuple[str, Sequence[Any], str]] = (),
     extra_tooltip: Sequence[alt.Tooltip] = (),
     width: int = 300,
+    href: bool = False,
 ) -> dict[str, Any]:
-    """A point (Laplace mean) with its Wilson interval per row; optional column facet, color/offset and dropdowns."""
+    """A point (Laplace mean) with its Wilson interval per row; optional column facet, color/offset and dropdowns.
+    `href`: each row's `link` (the games behind it) opens on a click."""
     base = alt.Chart()
     y_enc = alt.Y(f"{y}:N", title=y_title, axis=alt.Axis(labelLimit=320))
     tooltip = [
@@ -358,6 +387,9 @@ def _rate_interval_chart(
     enc_extra: dict[str, Any] = {}
     rule_mark: dict[str, Any] = {"strokeWidth": 1.6}
     point_mark: dict[str, Any] = {"filled": True, "size": 60}
+    if href:
+        enc_extra["href"] = alt.Href("link:N")
+        rule_mark["cursor"] = point_mark["cursor"] = "pointer"
     if color:
         enc_extra["color"] = alt.Color(f"{color}:N", title=color.replace("_", " "))
         enc_extra["yOffset"] = alt.YOffset(f"{color}:N")
@@ -397,6 +429,7 @@ def reasoning_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
         column="level_label",
         params=[("variant", variants, "Variant: ")],
         extra_tooltip=[alt.Tooltip("n_failures_by_fallback:Q", title="failures that were random fallbacks")],
+        href=True,
     )
 
 
@@ -410,6 +443,7 @@ def format_failure_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, An
         color="role",
         params=[("variant", variants, "Variant: ")],
         width=240,
+        href=True,
     )
 
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, NamedTuple
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import jinja2
 from markupsafe import Markup
@@ -31,7 +31,17 @@ TEMPLATES = "templates"
 
 def href(path: str) -> str:
     """A relative link to a file we wrote: percent-encoded (file names are safe already; this is belt and braces)."""
-    return quote(path, safe="/#.-_~")
+    return quote(path, safe="/#.-_~%=&")  # `%`, `=`, `&`: a games-list filter (`games_url`) is encoded already
+
+
+GAMES_INDEX = "transcripts/index.html"
+
+
+def games_url(filters: dict[str, Any] | None = None, **more: Any) -> str:
+    """The games list filtered to the games behind a figure (relative to the dashboards root): the index reads the
+    filters from the address hash (`study`, `cell`, `model`, `outcome`, `flag`, `bar`, or a role's model)."""
+    items = {k: v for k, v in {**(filters or {}), **more}.items() if v not in (None, "")}
+    return GAMES_INDEX + ("#" + urlencode(items, quote_via=quote) if items else "")
 
 
 def script_json(obj: Any) -> Markup:
@@ -194,6 +204,7 @@ def environment() -> jinja2.Environment:
     env.globals.update(
         num=num,
         rate_headers=rate_headers,
+        games_url=games_url,
         interval=fmt_interval,
         ASSETS=ASSETS,
         VEGA_BUNDLE=VEGA_BUNDLE,

@@ -8,7 +8,7 @@ from typing import Any
 
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import Marts, studies_by_size
-from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.registry import Context, register
 
 CAPABILITIES = {
@@ -75,6 +75,8 @@ def build(ctx: Context, capability: str) -> Page:
         "order by study, background, target_model",
         [capability],
     )
+    for r in rows:  # each bar opens the list of the games behind it
+        r["link"] = games_url(study=r["study"], bar=f"{capability}|{r['background']}|{r['target_model']}")
     page.data["rows"] = rows
     if not rows:
         return page

@@ -3,10 +3,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import options
-from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.registry import Context, register
+
+
+def _role_key(row: dict[str, Any]) -> str:
+    """Filter the games list by the model in this row's role, or by the model anywhere when the role is unknown."""
+    role = str(row.get("role") or "")
+    return role if role and not role.startswith("(") else "model"
 
 
 @register(
@@ -24,6 +32,7 @@ def build(ctx: Context) -> Page:
         for r in reasoning:
             r["n"], r["k"] = r.get("n_opportunities"), r.get("n_failures")
             r["level_label"] = f"Level {r['level']} ({r.get('role') or ''})"
+            r["link"] = games_url({_role_key(r): r.get("model")})
         if reasoning:
             page.add_chart(
                 "reasoning",
@@ -34,6 +43,7 @@ def build(ctx: Context) -> Page:
         formats = m.rows("select * from mart_format_failures order by variant, model, role, action")
         for r in formats:
             r["n"], r["k"] = r.get("n_decisions"), r.get("n_format_failures")
+            r["link"] = games_url({_role_key(r): r.get("model")}, flag="format failure")
         if formats:
             page.add_chart(
                 "format",

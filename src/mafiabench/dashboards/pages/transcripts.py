@@ -37,19 +37,73 @@ def transcript_path(game_id: str) -> str:
 # -- the list of transcripts ---------------------------------------------------------------------------------------
 
 
-@register(INDEX, "Transcripts", "Every rendered game transcript.", order=100)
+MAX_INDEX_ROWS = 20_000  # the games list is one static page: beyond this it lists the first games by study and cell
+
+
+@register(INDEX, "Games", "Every game: models, outcome and flags, filterable; transcripts linked.", order=100)
 def build_index(ctx: Context) -> Page:
-    ids = list(ctx.transcripts)
-    rows = (
-        ctx.marts.rows(
-            """select game_id, study, cell, variant, status, winner, tie_decided, fallback_decided, n_format_failures
-               from fct_games where game_id in (select unnest($ids)) order by study, cell, game_index, game_id""",
-            {"ids": ids},
-        )
-        if ids
-        else []
+    """The list of games behind every figure: charts link here with a filter in the address (`#study=…&bar=…`),
+    and a reader filters by study, model, outcome, flag or free text in the browser (no server)."""
+    m = ctx.marts
+    data: dict[str, Any] = {"note": ctx.transcripts_note, "rows": [], "total": 0, "capped": False}
+    page = Page(INDEX, "Games and transcripts", "transcripts_index.html.j2", data)
+    if not m.has("fct_games"):
+        return page
+    total = m.rows("select count(*) as n from fct_games")[0]["n"]
+    games = m.rows(
+        f"""select game_id, study, cell, variant, status, winner, valid, invalid_reason, tie_decided,
+                   fallback_decided, n_format_failures
+            from fct_games order by study, cell, game_index, game_id limit {MAX_INDEX_ROWS}"""
     )
-    return Page(INDEX, "Game transcripts", "transcripts_index.html.j2", {"note": ctx.transcripts_note, "rows": rows})
+    ids = [g["game_id"] for g in games]
+    roles: dict[str, dict[str, list[str]]] = {}
+    if ids and m.has("fct_player_games"):
+        for r in m.rows(
+            """select game_id, role, list(distinct model order by model) as models from fct_player_games
+               where game_id in (select unnest($ids)) group by game_id, role""",
+            {"ids": ids},
+        ):
+            roles.setdefault(r["game_id"], {})[r["role"]] = list(r["models"] or [])
+    bars: dict[str, list[str]] = {}
+    if ids and m.has("int_capability_games"):
+        for r in m.rows(
+            """select game_id, list(capability || '|' || background || '|' || target_model) as keys
+               from int_capability_games where game_id in (select unnest($ids)) group by game_id""",
+            {"ids": ids},
+        ):
+            bars[r["game_id"]] = list(r["keys"] or [])
+    for g in games:
+        gid = g["game_id"]
+        g["roles"] = roles.get(gid, {})
+        g["models"] = sorted({mod for mods in g["roles"].values() for mod in mods})
+        g["bars"] = bars.get(gid, [])
+        g["outcome"] = game_outcome(g)
+        g["flags"] = game_flags(g)
+    data.update(rows=games, total=total, capped=total > len(games), roles=ROLE_COLUMNS)
+    return page
+
+
+ROLE_COLUMNS = ("mafioso", "detective", "villager")
+
+
+def game_outcome(g: Mapping[str, Any]) -> str:
+    """One word for the index: who won, or why nobody did."""
+    if g.get("status") in ("failed", "abandoned", "unfinished"):
+        return str(g["status"])
+    return f"{g['winner']} won" if g.get("winner") else str(g.get("status") or "no winner")
+
+
+def game_flags(g: Mapping[str, Any]) -> list[str]:
+    flags = []
+    if g.get("valid") is False:
+        flags.append("invalid")
+    if g.get("tie_decided"):
+        flags.append("tie-break")
+    if g.get("fallback_decided"):
+        flags.append("random fallback")
+    if g.get("n_format_failures"):
+        flags.append("format failure")
+    return flags
 
 
 # -- one page per game ---------------------------------------------------------------------------------------------
@@ -116,6 +170,21 @@ def transcript_pages(m: Marts, game_ids: Sequence[str], *, rendered: Mapping[str
             if costs
             else {}
         )
+        calls = (
+            _by_game(
+                m.rows(
+                    """select game_id, call_index, player, action, phase, round, provider || '/' || model as model,
+                          started_at, attempts,
+                          error_class, coalesce(format_failure, false) as format_failure, response_text
+                   from raw_model_calls where game_id in (select unnest($ids))
+                     and (format_failure or (response_text is null and error_class is not null))
+                   order by game_id, call_index""",
+                    params,
+                )
+            )
+            if m.has("raw_model_calls")
+            else {}
+        )
         for gid in chunk:
             game = games.get(gid, {"game_id": gid})
             game = {**game, "error": errors.get(gid), "seed": seeds.get(gid)}
@@ -126,6 +195,7 @@ def transcript_pages(m: Marts, game_ids: Sequence[str], *, rendered: Mapping[str
                 flags=flags.get(gid, []),
                 cost=cost.get(gid),
                 path=rendered.get(gid) or transcript_path(gid),
+                calls=calls.get(gid, []),
             )
 
 
@@ -137,9 +207,13 @@ def transcript_page(
     flags: Sequence[Mapping[str, Any]] = (),
     cost: Mapping[str, Any] | None = None,
     path: str | None = None,
+    calls: Sequence[Mapping[str, Any]] = (),
 ) -> Page:
     gid = str(game["game_id"])
     views = [v for v in (event_view(e) for e in events) if v is not None]
+    attach_raw_answers(views, [c for c in calls if c.get("format_failure")])
+    failure = failure_text(game, [c for c in calls if c.get("response_text") is None and c.get("error_class")])
+    game = {**game, "failure": failure, "ended": game.get("status") not in ("failed", "abandoned", "unfinished")}
     return Page(
         path or transcript_path(gid),
         f"Game {gid}",
@@ -153,6 +227,41 @@ def transcript_page(
             "events": views,
         },
     )
+
+
+_CALL_ACTION = {"message": "speak", "silence": "speak", "vote": "vote", "kill": "kill", "investigate": "investigate"}
+
+
+def attach_raw_answers(views: list[dict[str, Any]], failed_format: Sequence[Mapping[str, Any]]) -> None:
+    """Put each format-failing model answer on the event it became (a silence, a random vote): the same player,
+    action and phase, in order, so a reader sees what the model actually said."""
+    pending = list(failed_format)
+    for v in views:
+        if not any(kind == "bad" and text == "format failure" for text, kind, _ in v["flags"]):
+            continue
+        action = _CALL_ACTION.get(str(v["kind"]))
+        for i, call in enumerate(pending):
+            if call.get("player") == v.get("actor") and (action is None or call.get("action") == action):
+                v["raw_answer"] = call.get("response_text") or ""
+                del pending[i]
+                break
+
+
+def failure_text(game: Mapping[str, Any], failed_calls: Sequence[Mapping[str, Any]]) -> str | None:
+    """What failed and when, for a failed game: the call that failed for good, else the recorded error."""
+    if game.get("status") != "failed":
+        return None
+    error = str(game.get("error") or "").strip().splitlines()
+    if failed_calls:
+        c = failed_calls[-1]
+        attempts = c.get("attempts")
+        tries = f" after {attempts} attempt{'s' if attempts != 1 else ''}" if attempts else ""
+        return (
+            f"the {c.get('action')} call for {c.get('player')} ({c.get('model')}) in {c.get('phase')} "
+            f"{c.get('round')} failed for good{tries} ({c.get('error_class')}), started {c.get('started_at')}"
+            + (f": {error[0]}" if error else "")
+        )
+    return error[0] if error else "the game failed (no error was recorded)"
 
 
 GAME_FIELDS = (
