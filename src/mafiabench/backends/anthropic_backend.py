@@ -31,12 +31,17 @@ MAX_CACHE_BREAKPOINTS = 4
 _EPHEMERAL = {"type": "ephemeral"}
 
 
+def _url(exc: Exception) -> str:
+    request = getattr(exc, "request", None)
+    return str(getattr(request, "url", "") or "the endpoint")
+
+
 def map_anthropic_error(exc: Exception) -> Exception:
     """An SDK exception as the `TransientError`/`BackendError` our retry loop understands."""
     if isinstance(exc, anthropic.APITimeoutError):
         return TransientError("request timed out", error_class="timeout")
-    if isinstance(exc, anthropic.APIConnectionError):
-        return TransientError(f"connection error: {short_error(exc)}", error_class="connection")
+    if isinstance(exc, anthropic.APIConnectionError):  # name the URL: "endpoint down" must say which endpoint
+        return TransientError(f"cannot reach {_url(exc)}: {short_error(exc)}", error_class="connection")
     if isinstance(exc, anthropic.APIStatusError):
         return status_exception(
             exc.status_code, f"HTTP {exc.status_code}: {short_error(exc.message)}", exc.response.headers

@@ -27,12 +27,17 @@ _CLIENTS: LoopLocal[ClientGroup[openai.AsyncOpenAI]] = LoopLocal()
 PLACEHOLDER_KEY = "not-needed"
 
 
+def _url(exc: Exception) -> str:
+    request = getattr(exc, "request", None)
+    return str(getattr(request, "url", "") or "the endpoint")
+
+
 def map_openai_error(exc: Exception) -> Exception:
     """An SDK exception as the `TransientError`/`BackendError` our retry loop understands."""
     if isinstance(exc, openai.APITimeoutError):
         return TransientError("request timed out", error_class="timeout")
-    if isinstance(exc, openai.APIConnectionError):
-        return TransientError(f"connection error: {short_error(exc)}", error_class="connection")
+    if isinstance(exc, openai.APIConnectionError):  # name the URL: "endpoint down" must say which endpoint
+        return TransientError(f"cannot reach {_url(exc)}: {short_error(exc)}", error_class="connection")
     if isinstance(exc, openai.APIStatusError):
         return status_exception(
             exc.status_code, f"HTTP {exc.status_code}: {short_error(exc.message)}", exc.response.headers
