@@ -27,8 +27,10 @@ from mafiabench.testing import play_random
 from mafiabench.warehouse.raw import connect
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets" / "mini_mafia"
-B1 = "batch_20250814_101500_v4.1"
-B2 = "batch_20250815_090000_v4.0"
+B40 = "batch_20250815_120000_v4.0"
+B41 = "batch_20250821_101500_v4.1"
+BT = "batch_20250822_090000_v4.1_temp0.3"
+BAD = "batch_20250823_000000_v4.1"
 
 
 @pytest.fixture(scope="module")
@@ -99,38 +101,51 @@ def test_design_from_the_models_of_the_roles() -> None:
 
 
 def test_batch_models_design_and_prompt(items: dict[str, GameRecord | UnreadableGame]) -> None:
-    g = game(items, f"{B1}/game_0000.json")
-    # the mafioso's and the detective's models are the same model spelled two ways: a "detect" cell
+    g = game(items, f"{B41}/game_0000.json")
+    # the detective's and the villager's models are the same model spelled two ways: a "deceive" cell
     assert {p.role: (p.model, p.model_raw) for p in g.players} == {
-        "detective": ("openai/gpt-4.1-mini", "GPT-4.1-mini"),
-        "mafioso": ("openai/gpt-4.1-mini", "gpt-4.1-mini-2025-04-14"),
-        "villager": ("local/some-model-7b-instruct", "Some-Model-7B-Instruct-Q4_K_M.gguf"),
+        "detective": ("openai/gpt-4.1-mini", "gpt-4.1-mini"),
+        "mafioso": ("deepseek/deepseek-chat", "deepseek-chat"),
+        "villager": ("openai/gpt-4.1-mini", "GPT-4.1-mini"),
     }
     assert all(p.agent == p.model for p in g.players)
     assert g.design is not None
-    assert {k: g.design[k] for k in ("experiment", "game_index", "capabilities", "target", "background")} == {
-        "experiment": B1, "game_index": 0, "capabilities": ["detect"], "target": "local/some-model-7b-instruct",
-        "background": "openai/gpt-4.1-mini"}
-    assert g.design["agents"]["villager"]["temperature"] == 0.7
-    templates = json.loads((FIXTURES / B1 / "batch_config.json").read_text())["prompt_config"]["templates"]
+    assert {k: g.design[k] for k in ("experiment", "batch_id", "game_index", "capabilities", "target",
+                                     "background", "cell")} == {
+        "experiment": "mini_mafia", "batch_id": B41, "game_index": 0, "capabilities": ["deceive"],
+        "target": "deepseek/deepseek-chat", "background": "openai/gpt-4.1-mini",
+        "cell": "deceive|deepseek/deepseek-chat|openai/gpt-4.1-mini|prompt=v4.1"}
+    assert g.design["agents"]["villager"] == {"type": "openai", "model": "GPT-4.1-mini", "temperature": 0.7}
+    templates = json.loads((FIXTURES / B41 / "batch_config.json").read_text())["prompt_config"]["templates"]
     canonical = json.dumps(templates, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
     assert g.prompt == {"version": "v4.1", "sha256": hashlib.sha256(canonical).hexdigest()}
-    homogeneous = game(items, f"{B2}/game_0000.json")
+    # v4.0: a local model named by its path; one model everywhere: homogeneous
+    homogeneous = game(items, f"{B40}/game_0000.json")
     assert homogeneous.design is not None and homogeneous.prompt is not None
+    assert {(p.model, p.model_raw) for p in homogeneous.players} == {("local/mistral", "mistral.gguf")}
     assert homogeneous.design["capabilities"] == ["deceive", "detect", "disclose"]
-    assert homogeneous.design["target"] == "anthropic/claude-3.5-haiku"
+    assert homogeneous.design["cell"] == "homogeneous|local/mistral|prompt=v4.0"
+    assert homogeneous.design["agents"]["mafioso"] == {"type": "local", "n_ctx": 2048, "model_file": "mistral.gguf"}
     assert homogeneous.prompt["version"] == "v4.0"
+    # `_temp0.3`: the version is still v4.1, the temperature is kept on the game
+    tempered = game(items, f"{BT}/game_0000.json")
+    assert tempered.design is not None and tempered.prompt is not None
+    assert tempered.prompt["version"] == "v4.1" and tempered.design["temperature"] == 0.3
+    assert (tempered.design["capabilities"], tempered.design["target"], tempered.design["background"]) == (
+        ["detect"], "anthropic/claude-3.5-haiku", "openai/gpt-4.1-mini")
 
 
 # -- the transcript rebuilt from the memories ------------------------------------------------------------------------
 
 
 def test_clean_game_rebuilt_from_memories(items: dict[str, GameRecord | UnreadableGame]) -> None:
-    g = game(items, f"{B1}/game_0000.json")
+    """The real v4.0 shape: the victim's memory is its role line and `Day 1 begins.`; no seats."""
+    g = game(items, f"{B40}/game_0000.json")
     assert g.variant == "mini-mafia" and g.seed is None
-    assert g.game_id == f"mini-mafia-batch-{B1.lower()}_game_0000"
+    assert g.game_id == f"mini-mafia-batch-{B40.lower()}_game_0000"
     assert [(p.seat, p.name, p.role) for p in g.players] == [
-        (0, "Alice", "detective"), (1, "Bob", "mafioso"), (2, "Charlie", "villager"), (3, "Diana", "villager")]
+        (None, "Alice", "mafioso"), (None, "Bob", "villager"), (None, "Charlie", "villager"),
+        (None, "Diana", "detective")]
     assert shape(g) == [
         ("setup", 0, "game_start", None, None, "public", "", "", "", ""),
         ("setup", 0, "role_assigned", "Alice", None, "player:Alice", "", "", "", ""),
@@ -138,89 +153,101 @@ def test_clean_game_rebuilt_from_memories(items: dict[str, GameRecord | Unreadab
         ("setup", 0, "role_assigned", "Charlie", None, "player:Charlie", "", "", "", ""),
         ("setup", 0, "role_assigned", "Diana", None, "player:Diana", "", "", "", ""),
         ("night", 1, "phase_start", None, None, "public", "", "", "", ""),
-        ("night", 1, "kill", "Bob", "Charlie", "team:mafia", "", "", "", ""),
+        ("night", 1, "kill", "Alice", "Charlie", "team:mafia", "", "", "", ""),
         ("night", 1, "death", None, "Charlie", "public", "", "", "", ""),
-        ("night", 1, "investigate", "Alice", "Bob", "player:Alice", "", "", "", ""),
+        ("night", 1, "investigate", "Diana", "Alice", "player:Diana", "", "", "", ""),
         ("day", 1, "phase_start", None, None, "public", "", "", "", ""),
+        ("day", 1, "message", "Bob", None, "public", "", "", "", ""),
         ("day", 1, "message", "Diana", None, "public", "", "", "", ""),
         ("day", 1, "message", "Alice", None, "public", "", "", "", ""),
-        ("day", 1, "silence", "Bob", None, "public", "F", "R", "", ""),
-        ("day", 1, "message", "Bob", None, "public", "", "", "T", ""),
-        ("day", 1, "message", "Diana", None, "public", "", "", "", ""),
         ("day", 1, "message", "Alice", None, "public", "", "", "", ""),
+        ("day", 1, "message", "Bob", None, "public", "", "", "", ""),
+        ("day", 1, "message", "Diana", None, "public", "", "", "", ""),
         ("day", 1, "vote", "Alice", "Bob", "public", "", "", "", ""),
-        ("day", 1, "vote", "Bob", "Alice", "public", "F", "R", "", ""),
-        ("day", 1, "vote", "Diana", "Bob", "public", "", "", "", ""),
-        ("day", 1, "elimination", None, "Bob", "public", "", "", "", ""),
+        ("day", 1, "vote", "Bob", "Alice", "public", "", "", "", ""),
+        ("day", 1, "vote", "Diana", "Alice", "public", "", "", "", ""),
+        ("day", 1, "elimination", None, "Alice", "public", "", "", "", ""),
         ("end", 1, "game_end", None, None, "public", "", "", "", ""),
     ]
     ev = g.events
     assert ev[8].data == {"result": "mafioso", "scripted": True}
     assert [e.data["discussion_round"] for e in ev[10:16]] == [1, 1, 1, 2, 2, 2]
-    assert ev[11].text == "I investigated Bob. Bob is the mafioso, vote Bob!"  # `You` mapped to Alice
-    assert ev[12].text == "Bob remained silent."
-    assert ev[13].text.endswith("think clearly")  # the `..."` cut marker removed, the message flagged
-    assert ev[19].data == {"votes": {"Bob": 2, "Alice": 1}, "role": "mafioso", "role_revealed": False}
-    assert ev[20].data["roles"] == {"Alice": "detective", "Bob": "mafioso", "Charlie": "villager",
-                                    "Diana": "villager"}
-    assert g.rules == {"discussion_rounds": 2, "message_limit": 120, "night": "scripted",
+    assert ev[11].text == "Alice, where were you last night?"  # `You` in Diana's memory mapped to Diana
+    assert ev[19].data == {"votes": {"Bob": 1, "Alice": 2}, "role": "mafioso", "role_revealed": False}
+    assert ev[20].data["roles"] == {"Alice": "mafioso", "Bob": "villager", "Charlie": "villager",
+                                    "Diana": "detective"}
+    assert g.rules == {"discussion_rounds": 2, "message_limit": 200, "night": "scripted",
                        "mafioso_knows_detective": False, "names": ["Alice", "Bob", "Charlie", "Diana"]}
     assert g.outcome == {"status": "finished", "winner": "town", "reason": "mafioso arrested",
                          "tie_decided": False, "days": 1}
     assert g.validity == {"valid": True, "reason": None}
-    raw = (FIXTURES / B1 / "game_0000.json").read_bytes()
+    raw = (FIXTURES / B40 / "game_0000.json").read_bytes()
     assert g.provenance.source == "mini-mafia-batch"
     assert g.provenance.source_sha256 == hashlib.sha256(raw).hexdigest()
 
 
-def test_tie_break_and_the_older_protocol_lines(items: dict[str, GameRecord | UnreadableGame]) -> None:
-    g = game(items, f"{B1}/game_0001.json")
-    assert g.rules["mafioso_knows_detective"] is True and g.rules["discussion_rounds"] == 1
-    info = [e for e in g.events if e.type == "info"]
-    assert [(e.target, e.visibility) for e in info] == [("Bob", "player:Charlie")]
-    death = next(e for e in g.events if e.type == "death")
-    assert death.target == "Alice"  # from "Night 1: The villager Alice was found dead."
-    votes = [(e.actor, e.target) for e in g.events if e.type == "vote"]
-    assert votes == [("Bob", "Charlie"), ("Charlie", "Diana"), ("Diana", "Bob")]
+def test_silences_and_random_votes_are_format_failures(items: dict[str, GameRecord | UnreadableGame]) -> None:
+    g = game(items, f"{B40}/game_0001.json")
+    talk = [(e.type, e.actor, e.data["discussion_round"], e.format_failure, e.random_fallback)
+            for e in g.events if e.type in ("message", "silence")]
+    assert talk == [("silence", "Alice", 1, True, True), ("message", "Bob", 1, False, False),
+                    ("message", "Charlie", 1, False, False), ("message", "Alice", 2, False, False),
+                    ("message", "Charlie", 2, False, False), ("silence", "Bob", 2, True, True)]
+    votes = [(e.actor, e.target, e.format_failure, e.random_fallback) for e in g.events if e.type == "vote"]
+    assert votes == [("Alice", "Bob", False, False), ("Bob", "Alice", False, False), ("Charlie", "Bob", True, True)]
+    assert g.outcome["winner"] == "town" and g.validity["valid"] is True
+
+
+def test_three_way_tie_is_broken_against_the_villager(items: dict[str, GameRecord | UnreadableGame]) -> None:
+    g = game(items, f"{B40}/game_0002.json")
     arrest = next(e for e in g.events if e.type == "elimination")
-    assert arrest.target == "Diana" and arrest.tie_break
+    assert arrest.target == "Charlie" and arrest.tie_break
+    assert arrest.data == {"votes": {"Bob": 1, "Charlie": 1, "Alice": 1}, "role": "villager", "role_revealed": False}
     assert g.outcome == {"status": "finished", "winner": "mafia", "reason": "innocent arrested",
                          "tie_decided": True, "days": 1}
     assert g.validity["valid"] is True
 
 
 def test_memories_that_disagree_are_flagged(items: dict[str, GameRecord | UnreadableGame]) -> None:
-    g = game(items, f"{B1}/game_0002.json")
+    g = game(items, f"{B40}/game_0003.json")
     assert g.validity["valid"] is False and g.validity["reason"] == "inconsistent memories"
-    assert any("Charlie's messages differ" in d for d in g.validity["details"])
-    assert g.outcome["winner"] == "town"  # still rebuilt from the complete memory
+    assert g.validity["details"] == ["Diana's messages differ from Bob's"]
+    assert g.outcome["winner"] == "town"  # still rebuilt from the complete memory (Bob's)
 
 
-def test_game_without_votes_is_landed_invalid(items: dict[str, GameRecord | UnreadableGame]) -> None:
-    g = game(items, f"{B1}/game_0003.json")
-    assert g.validity["reason"] == "no votes cast" and g.validity["valid"] is False
-    assert "also: no winner recorded" in g.validity["details"]
-    assert g.outcome == {"status": "unfinished", "winner": None, "reason": "no arrest recorded",
-                         "tie_decided": False, "days": 1}
-    assert not [e for e in g.events if e.type in ("vote", "elimination")]
+def test_victim_memory_of_any_other_shape_is_flagged(tmp_path: Path) -> None:
+    """Only `Day 1 begins.` (the real shape) or a prefix of the complete memory pass the cross-check."""
+    batch = tmp_path / B40
+    shutil.copytree(FIXTURES / B40, batch)
+    data = json.loads((batch / "game_0000.json").read_text())
+    charlie = next(p for p in data["players"] if p["name"] == "Charlie")
+    assert charlie["memory"] == ["You're Charlie, the villager.", "Day 1 begins."]
+    charlie["memory"] = ["You're Charlie, the villager.", "Day 1 begins.", 'Bob: "Charlie is gone."']
+    (batch / "game_0000.json").write_text(json.dumps(data))
+    (one,) = read_mini_mafia(batch / "game_0000.json")
+    assert isinstance(one, GameRecord) and one.validity["reason"] == "inconsistent memories"
+    assert "the night victim Charlie's memory is neither" in one.validity["details"][0]
 
 
 def test_unreadable_games_are_listed_with_file_field_and_value(items: dict[str, GameRecord | UnreadableGame]
                                                                ) -> None:
     bad = {k: v.reason for k, v in items.items() if isinstance(v, UnreadableGame)}
-    assert set(bad) == {f"{B1}/game_0004.json", f"{B1}/game_0005.json", "batch_20250816_000000_v4.1/game_0000.json"}
-    assert bad[f"{B1}/game_0004.json"].startswith(f"{B1}/game_0004.json: invalid JSON")
-    assert bad[f"{B1}/game_0005.json"] == f"{B1}/game_0005.json: field 'players' is missing"
-    assert "batch_config.json: model_configs: field 'villager' is missing" in bad[
-        "batch_20250816_000000_v4.1/game_0000.json"]
+    assert set(bad) == {f"{B40}/game_0004.json", f"{B41}/game_0002.json", f"{BAD}/game_0000.json"}
+    assert bad[f"{B40}/game_0004.json"].startswith(f"{B40}/game_0004.json: invalid JSON")
+    assert bad[f"{B41}/game_0002.json"] == f"{B41}/game_0002.json: field 'players' is missing"
+    assert "batch_config.json: model_configs: field 'villager' is missing" in bad[f"{BAD}/game_0000.json"]
 
 
 def test_one_batch_or_one_file_gives_the_same_games(items: dict[str, GameRecord | UnreadableGame]) -> None:
-    ids = {it.game_id: it.provenance.source_file for it in read_mini_mafia(FIXTURES / B1)
+    ids = {it.game_id: it.provenance.source_file for it in read_mini_mafia(FIXTURES / B40)
            if isinstance(it, GameRecord)}
-    assert ids == {it.game_id: k for k, it in items.items() if isinstance(it, GameRecord) and k.startswith(B1)}
-    (one,) = read_mini_mafia(FIXTURES / B1 / "game_0000.json")
-    assert isinstance(one, GameRecord) and one.provenance.source_file == f"{B1}/game_0000.json"
+    assert ids == {it.game_id: k for k, it in items.items() if isinstance(it, GameRecord) and k.startswith(B40)}
+    (one,) = read_mini_mafia(FIXTURES / B40 / "game_0000.json")
+    assert isinstance(one, GameRecord) and one.provenance.source_file == f"{B40}/game_0000.json"
+    # the study defaults to the folder the batches sit in, however the import was pointed at them
+    assert one.design is not None and one.design["experiment"] == "mini_mafia"
+    (named,) = read_mini_mafia(FIXTURES / B40 / "game_0000.json", study="paper")
+    assert isinstance(named, GameRecord) and named.design is not None and named.design["experiment"] == "paper"
 
 
 # -- round trip through the engine -----------------------------------------------------------------------------------
@@ -268,16 +295,19 @@ def test_import_is_idempotent(tmp_path: Path) -> None:
     db = tmp_path / "w.duckdb"
     con = connect(db)
     first = run_import("mini-mafia", FIXTURES, con)
-    assert (first.games_read, first.landed, first.skipped, len(first.unreadable)) == (8, 5, 0, 3)
-    assert first.valid == 3 and first.invalid == {"inconsistent memories": 1, "no votes cast": 1}
+    assert (first.games_read, first.landed, first.skipped, len(first.unreadable)) == (10, 7, 0, 3)
+    assert first.valid == 6 and first.invalid == {"inconsistent memories": 1}
+    assert first.studies == {"mini_mafia": 7}
     tables = ("raw_games", "raw_players", "raw_events")
     before = {t: con.execute(f"select count(*) from {t}").fetchone() for t in tables}
     second = run_import("mini-mafia", FIXTURES, con)
-    assert (second.games_read, second.landed, second.skipped) == (8, 0, 5)
+    assert (second.games_read, second.landed, second.skipped) == (10, 0, 7)
     assert {t: con.execute(f"select count(*) from {t}").fetchone() for t in tables} == before
-    row = con.execute("select source, source_file, valid, invalid_reason, days, capabilities from raw_games "
-                      "where game_id = ?", [f"mini-mafia-batch-{B1.lower()}_game_0003"]).fetchone()
-    assert row == ("mini-mafia-batch", f"{B1}/game_0003.json", False, "no votes cast", 1, ["detect"])
+    row = con.execute("select source, source_file, valid, invalid_reason, days, capabilities, experiment "
+                      "from raw_games where game_id = ?", [f"mini-mafia-batch-{B40.lower()}_game_0003"]).fetchone()
+    assert row == ("mini-mafia-batch", f"{B40}/game_0003.json", False, "inconsistent memories", 1,
+                   ["deceive", "detect", "disclose"], "mini_mafia")
+    assert con.execute("select count(*), count(seat) from raw_players").fetchone() == (28, 0)
     con.close()
 
 
@@ -285,21 +315,22 @@ def test_cli_prints_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str
     db = tmp_path / "w.duckdb"
     assert main(["import", "mini-mafia", str(FIXTURES), "--warehouse", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "8 games read" in out and "landed: 5" in out and "unreadable (not landed): 3" in out
+    assert "10 games read" in out and "landed: 7" in out and "unreadable (not landed): 3" in out
+    assert "study mini_mafia: 7 games" in out
     assert main(["import", "mini-mafia", str(FIXTURES), "--warehouse", str(db), "--json", "--strict"]) == 1
     report = json.loads(capsys.readouterr().out)
-    assert report["skipped"] == 5 and report["landed"] == 0
+    assert report["skipped"] == 7 and report["landed"] == 0
     assert main(["import", "mini-mafia", str(tmp_path / "missing"), "--warehouse", str(db)]) == 2
     assert "no such file or directory" in capsys.readouterr().err
-    assert duckdb.connect(str(db), read_only=True).execute("select count(*) from raw_games").fetchone() == (5,)
+    assert duckdb.connect(str(db), read_only=True).execute("select count(*) from raw_games").fetchone() == (7,)
 
 
 def test_records_are_written_once_when_asked(tmp_path: Path) -> None:
     con = connect(tmp_path / "w.duckdb")
     src = tmp_path / "data"
-    shutil.copytree(FIXTURES / B2, src / B2)
+    shutil.copytree(FIXTURES / BT, src / BT)
     run_import("mini-mafia", src, con, records_dir=tmp_path / "records")
     (path,) = (tmp_path / "records").glob("*.json")
     rec = GameRecord.from_json(path.read_text())
-    assert rec.provenance.source_file == f"{B2}/game_0000.json"
+    assert rec.provenance.source_file == f"{BT}/game_0000.json"
     con.close()

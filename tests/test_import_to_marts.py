@@ -68,4 +68,10 @@ def test_imported_batches_feed_the_capability_marts(tmp_path: Path) -> None:
     # the raw games keep the spelling each batch used
     raw = {r[0] for r in con.execute("select distinct model_raw from raw_players").fetchall()}
     assert {"GPT-4.1-mini", "claude-3-haiku", "Claude-3-Haiku"} <= raw
+    # batches have no seats: the seat bias says so instead of reading the name order as seats
+    seats = con.execute("select distinct value, n from mart_name_seat_bias where dimension = 'seat' "
+                        "and setting = 'all' and role = 'all'").fetchall()
+    assert seats == [("unknown", 24 * 4)]
+    names = {r[0] for r in con.execute("select value from mart_name_seat_bias where dimension = 'name'").fetchall()}
+    assert names == {"Alice", "Bob", "Charlie", "Diana"}
     con.close()

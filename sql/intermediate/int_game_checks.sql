@@ -32,6 +32,7 @@ players as (
         game_id,
         count(*) as n_seats,
         count(distinct name) as n_distinct_names,
+        count(seat) as n_known_seats,
         count(distinct seat) as n_distinct_seats,
         count(*) filter (where role = 'mafioso') as n_mafioso,
         count(*) filter (where role = 'detective') as n_detective,
@@ -77,7 +78,8 @@ final as (
         ), false) as one_winner_ok,
         coalesce(p.n_seats, 0) as n_seats,
         coalesce(p.n_seats, 0) - coalesce(p.n_distinct_names, 0) as duplicate_names,
-        coalesce(p.n_seats, 0) - coalesce(p.n_distinct_seats, 0) as duplicate_seats,
+        -- Seats a source does not have (Mini-Mafia batches) are null, never duplicates.
+        coalesce(p.n_known_seats, 0) - coalesce(p.n_distinct_seats, 0) as duplicate_seats,
         coalesce(p.n_empty_models, 0) as n_empty_models,
         -- Mini-Mafia composition: four seats, 1 mafioso, 1 detective, 2 villagers (other variants pass).
         coalesce(g.variant <> 'mini-mafia'

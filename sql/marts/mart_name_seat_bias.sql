@@ -14,7 +14,8 @@ settings as (
 keyed as (
     select variant, setting, 'name' as dimension, name as value, role, won, tie_decided from settings
     union all
-    select variant, setting, 'seat', cast(seat as varchar), role, won, tie_decided from settings
+    -- A source without seats (Mini-Mafia batches list players by name) says so: 'unknown', never a guess.
+    select variant, setting, 'seat', coalesce(cast(seat as varchar), 'unknown'), role, won, tie_decided from settings
 ),
 
 counted as (

@@ -60,7 +60,7 @@ class PlayerRecord:
     """A seat. `agent` is the full agent spec (`openai/gpt-4.1-mini`, `policy/random`, `human/terminal`);
     `model` the normalised model identity used by marts; `model_raw` the name as the source spelled it."""
 
-    seat: int
+    seat: int | None  # None where the source has no seats (Mini-Mafia batches): never invented
     name: str
     role: str
     agent: str
@@ -153,7 +153,7 @@ class GameRecord:
             design=d.get("design"),
             players=[
                 PlayerRecord(
-                    seat=p["seat"],
+                    seat=p.get("seat"),
                     name=p["name"],
                     role=p["role"],
                     agent=p["agent"],

@@ -27,6 +27,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--warehouse", type=Path, default=DEFAULT_WAREHOUSE,
                    help=f"DuckDB warehouse file (default: {DEFAULT_WAREHOUSE})")
     p.add_argument("--records", type=Path, default=None, help="also write each record as JSON into this folder")
+    p.add_argument("--study", default=None,
+                   help="the study these games are (default: mini-mafia: the folder imported; others: the source)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--strict", action="store_true", help="exit with status 1 when any game was unreadable")
     p.set_defaults(func=run)
@@ -42,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     with warehouse_lock(args.warehouse, what=f"import {args.format}"):
         con = connect(args.warehouse)
         try:
-            report = run_import(args.format, args.path, con, records_dir=args.records)
+            report = run_import(args.format, args.path, con, records_dir=args.records, study=args.study)
         finally:
             con.close()
     print(json.dumps(report.to_dict(), indent=1) if args.json else report.to_text())

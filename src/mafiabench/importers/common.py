@@ -36,7 +36,7 @@ class UnreadableGame:
 
 
 ImportedGame = GameRecord | UnreadableGame
-Reader = Callable[[Path], Iterator[ImportedGame]]
+Reader = Callable[..., Iterator[ImportedGame]]
 
 # format name -> (module, reader function, source name); modules are imported lazily (no import cycle).
 FORMATS: dict[str, tuple[str, str, str]] = {
@@ -72,6 +72,10 @@ class ImportReport:
     invalid: dict[str, int] = field(default_factory=dict)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    studies: dict[str, int] = field(default_factory=dict)  # games per study (design.experiment)
+    # Events landed with a quirk flag (`data.flag`: a vote after the voter's elimination, a message from an
+    # eliminated player, a repeated phase change): kept in the log, counted by no tally.
+    flags: dict[str, int] = field(default_factory=dict)
 
     @property
     def records(self) -> int:
@@ -88,6 +92,8 @@ class ImportReport:
             "valid": self.valid,
             "invalid": dict(sorted(self.invalid.items())),
             "unreadable": [{"file": f, "reason": r} for f, r in self.unreadable],
+            "studies": dict(sorted(self.studies.items())),
+            "flagged_events": dict(sorted(self.flags.items())),
             "seconds": round(self.seconds, 3),
         }
 
@@ -100,6 +106,9 @@ class ImportReport:
             f"  invalid (landed with a validity flag): {sum(self.invalid.values())}",
         ]
         lines += [f"    {reason}: {n}" for reason, n in sorted(self.invalid.items())]
+        lines.append(f"  flagged events (landed, counted by no tally): {sum(self.flags.values())}")
+        lines += [f"    {flag}: {n}" for flag, n in sorted(self.flags.items())]
+        lines += [f"  study {name}: {n} games" for name, n in sorted(self.studies.items())]
         lines.append(f"  unreadable (not landed): {len(self.unreadable)}")
         lines += [f"    {r if r.startswith(f) else f'{f}: {r}'}" for f, r in self.unreadable]
         return "\n".join(lines)
@@ -113,9 +122,12 @@ def run_import(
     batch_size: int = 1000,
     records_dir: Path | None = None,
     replace: bool = False,
+    study: str | None = None,
 ) -> ImportReport:
     """Read a dataset with the format's reader and land its records in the warehouse, `batch_size` records per
-    transaction. With `records_dir`, each record is also written there once, atomically, as `<game_id>.json`."""
+    transaction. With `records_dir`, each record is also written there once, atomically, as `<game_id>.json`.
+    `study` names the study the games belong to (`design.experiment`); Mini-Mafia batches default to the folder
+    imported, the other formats to their source."""
     from mafiabench.warehouse.raw import load_records
 
     reader = reader_for(fmt)
@@ -135,11 +147,19 @@ def run_import(
         report.skipped += result.skipped
         pending.clear()
 
-    for item in reader(path):
+    items = reader(path, study=study) if fmt == "mini-mafia" else reader(path)
+    for item in items:
         report.games_read += 1
         if isinstance(item, UnreadableGame):
             report.unreadable.append((item.source_file, item.reason))
             continue
+        if study is not None and item.design is not None:
+            item.design["experiment"] = study
+        name = str((item.design or {}).get("experiment") or f"source:{item.provenance.source}")
+        report.studies[name] = report.studies.get(name, 0) + 1
+        for e in item.events:
+            if (flag := e.data.get("flag")) is not None:
+                report.flags[str(flag)] = report.flags.get(str(flag), 0) + 1
         if item.validity.get("valid", True):
             report.valid += 1
         else:

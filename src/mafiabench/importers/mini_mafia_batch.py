@@ -1,10 +1,17 @@
 """Mini-Mafia benchmark batch folders (prompt versions v4.0 / v4.1) → `mini-mafia` game records.
 
-A batch has no event table: each game file holds the four players' own memories. The transcript is rebuilt from
-one complete memory (an active, non-arrested player's, the only kind that holds the vote line), with `You`
+A batch has no event table: each game file holds the four players' own memories, written by the reference
+tool (`mini-mafia/mini_mafia.py` and `src/main.py` of bastoscostadavi/llm-mafia-game). The transcript is rebuilt
+from one complete memory (an active, non-arrested player's, the only kind that holds the vote line), with `You`
 mapped to that memory's owner, and cross-checked against every other memory: active players must have seen the
-same messages, votes and arrest; the night victim's memory, which stops early, must be a prefix of it. The
-rebuilt log uses the simulator's event types, texts, flags and data keys, so the same marts read both.
+same messages, votes and arrest. The night victim's memory is, in the real batches, exactly its role line and
+`Day 1 begins.` (`Night 1 begins.` and the death go to living players only; the day start goes to everyone); an
+older shape, a prefix of the complete memory, is accepted too. The rebuilt log uses the simulator's event types,
+texts, flags and data keys, so the same marts read both.
+
+The batches list players in name order (Alice, Bob, Charlie, Diana) whatever their roles: there is no seat, so
+none is invented (`seat` is None). An import is one study: every batch becomes a cell keyed by the model of each
+role and the prompt version, and the batch id stays on each game (`design.batch_id`).
 """
 
 from __future__ import annotations
@@ -47,7 +54,9 @@ VARIANT = "mini-mafia"
 ROLES = ("detective", "mafioso", "villager")
 RANDOM_VOTE = "(the vote was cast randomly because of a failed format)"
 TRUNCATION = "..."
-_BATCH_DIR = re.compile(r"^batch_\d{8}_\d{6}_v(?P<version>[\w.]+)$")
+# `batch_<date>_<time>_v<version>`, with `_temp<t>` when the runner was given a temperature
+# (mini-mafia/run_mini_mafia_batch.py builds `f"batch_{stamp}_v4.1{temp_suffix}"`).
+_BATCH_DIR = re.compile(r"^batch_\d{8}_\d{6}_v(?P<version>\d+(?:\.\d+)*)(?:_temp(?P<temp>\d+(?:\.\d+)?))?$")
 _GAME_FILE = re.compile(r"^game_(?P<n>\d+)\.json$")
 
 
@@ -146,6 +155,8 @@ class Batch:
     agents: dict[str, dict[str, Any]]  # role -> the non-secret part of its model config
     game_type: str | None = None
     design: dict[str, Any] = field(default_factory=dict)
+    temperature: float | None = None  # from a `_temp<t>` folder suffix
+    study: str | None = None  # the study this import is (default: the batch id)
 
 
 def _field(obj: Any, key: str, where: str) -> Any:
@@ -171,8 +182,13 @@ def read_batch_config(folder: Path, rel: str) -> Batch:
         raw = cfg.get("model") or cfg.get("model_path") or cfg.get("model_name") if isinstance(cfg, dict) else None
         if not isinstance(raw, str) or not raw.strip():
             raise FormatProblem(f"{rel}: field model_configs.{role}.model is missing or empty (value {cfg!r})")
+        # v4.0 batches name local models by path (`/Users/.../models/mistral.gguf`): the file name is the model.
+        if "model" not in cfg and ("/" in raw or "\\" in raw):
+            raw = raw.replace("\\", "/").rsplit("/", 1)[-1]
         models[role] = (normalise_model(raw, cfg.get("type")), raw)
-        agents[role] = {k: cfg[k] for k in ("type", "model", "model_path", "temperature") if k in cfg}
+        agents[role] = {k: cfg[k] for k in ("type", "model", "temperature", "reasoning_effort", "n_ctx") if k in cfg}
+        if "model_path" in cfg:
+            agents[role]["model_file"] = raw
     prompt_config = config.get("prompt_config") or {}
     if not isinstance(prompt_config, dict):
         raise FormatProblem(f"{rel}: field prompt_config must be an object, got {prompt_config!r}")
@@ -191,6 +207,9 @@ def read_batch_config(folder: Path, rel: str) -> Batch:
         prompt = {"version": version, "sha256": sha}
     batch_id = str(config.get("batch_id") or folder.name)
     by_role = {role: models[role][0] for role in ROLES}
+    design = mini_mafia_design(by_role)
+    if version is not None:
+        design["cell"] = f"{design['cell']}|prompt={version}"
     return Batch(
         folder=folder,
         batch_id=batch_id,
@@ -200,7 +219,8 @@ def read_batch_config(folder: Path, rel: str) -> Batch:
         models=models,
         agents=agents,
         game_type=config.get("game_type"),
-        design=mini_mafia_design(by_role),
+        design=design,
+        temperature=float(dir_match["temp"]) if dir_match and dir_match["temp"] else None,
     )
 
 
@@ -277,8 +297,11 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
             continue
         mine = s.public()
         if s.name == victim:
-            if mine != public[: len(mine)]:
-                problems.append(f"the night victim {s.name}'s memory is not a prefix of {base.name}'s")
+            # The real shape: only `Day 1 begins.` (the day start is announced to every agent, dead or not);
+            # an older shape stops early: a prefix of the complete memory.
+            if mine not in ([("phase", "day", 1)], public[: len(mine)]):
+                problems.append(f"the night victim {s.name}'s memory is neither `Day 1 begins.` alone nor a "
+                                f"prefix of {base.name}'s")
             continue
         if [t for t in mine if t[0] in ("message", "silence")] != talk:
             problems.append(f"{s.name}'s messages differ from {base.name}'s")
@@ -372,19 +395,22 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     game_number = data.get("game_number", file_number)
     identity = data.get("game_id") or f"{batch.batch_id}_game_{file_number:04d}"
     rules = _rules(len(talk), active, batch.message_limit, knows is not None, names)
-    design = {"experiment": batch.batch_id, "cell": batch.design["cell"], "game_index": game_number,
+    design = {"experiment": batch.study or batch.batch_id, "cell": batch.design["cell"], "game_index": game_number,
+              "batch_id": batch.batch_id,
               "capabilities": list(batch.design["capabilities"]), "target": batch.design["target"],
               "background": batch.design["background"], "agents": batch.agents}
     if batch.game_type is not None:
         design["game_type"] = batch.game_type
+    if batch.temperature is not None:
+        design["temperature"] = batch.temperature
     return GameRecord(
         game_id=make_game_id(SOURCE, str(identity)),
         variant=VARIANT,
         seed=None,
         rules=rules,
-        players=[PlayerRecord(seat=i, name=s.name, role=s.role, agent=batch.models[s.role][0],
+        players=[PlayerRecord(seat=None, name=s.name, role=s.role, agent=batch.models[s.role][0],
                               model=batch.models[s.role][0], model_raw=batch.models[s.role][1])
-                 for i, s in enumerate(seats)],
+                 for s in seats],
         events=log.events,
         outcome=outcome,
         prompt=batch.prompt,
@@ -428,15 +454,28 @@ def _layout(root: Path) -> tuple[Path, list[tuple[Path, list[Path]]]]:
     return base, [(f, sorted(p for p in f.glob("game_*.json") if _GAME_FILE.match(p.name))) for f in folders]
 
 
-def read_mini_mafia(path: Path | str) -> Iterator[ImportedGame]:
-    """Every game of every batch under `path` (a root of batches, one batch folder, or one game file)."""
+def default_study(path: Path | str) -> str:
+    """The study an import is when none is named: the folder imported (for one game file, its batch's parent)."""
+    root = Path(path).resolve()
+    if root.is_file():
+        root = root.parent.parent
+    elif (root / "batch_config.json").exists():
+        root = root.parent
+    return root.name or "mini-mafia"
+
+
+def read_mini_mafia(path: Path | str, *, study: str | None = None) -> Iterator[ImportedGame]:
+    """Every game of every batch under `path` (a root of batches, one batch folder, or one game file), as games
+    of one study (`study`, default: the name of the folder the batches sit in)."""
     root = Path(path)
     base, batches = _layout(root)
+    study = study or default_study(root)
     for folder, games in batches:
         batch: Batch | None = None
         problem: str | None = None
         try:
             batch = read_batch_config(folder, relative_name(folder / "batch_config.json", base))
+            batch.study = study
         except FormatProblem as exc:
             problem = str(exc)
         if not games and problem:
@@ -492,11 +531,24 @@ def to_batch_game(record: GameRecord, batch_id: str, game_number: int) -> dict[s
             if p.name == arrested and e.type in ("vote", "elimination"):
                 continue
             seen.append(e)
+        if p.name == victim:
+            # As the reference tool writes it: the role line, then the day start every agent is told.
+            seen = [e for e in seen if e.type == "role_assigned"] + [
+                e for e in record.events if e.type == "phase_start" and e.phase == "day"][:1]
         view = PlayerView(p.name, p.role, p.team, "mini-mafia", MiniMafiaRules(), names, tuple(seen))
+        memory = [_named_votes(line, p.name) for line in memory_lines(view)]
         players.append({"name": p.name, "role": p.role, "alive": p.name != victim,
-                        "imprisoned": p.name == arrested, "memory": memory_lines(view)})
+                        "imprisoned": p.name == arrested, "memory": memory})
     return {"game_id": f"{batch_id}_game_{game_number:04d}", "game_number": game_number,
             "timestamp": "2025-01-01T00:00:00", "players": players}
+
+
+def _named_votes(line: str, me: str) -> str:
+    """The reference tool's vote line names every voter (`Alice voted for Bob`), the memory's owner included."""
+    if not line.startswith("Votes: "):
+        return line
+    items = line[len("Votes: "):].split(", ")
+    return "Votes: " + ", ".join(me + i[len("You"):] if i.startswith("You voted for ") else i for i in items)
 
 
 def models_by_role(model_configs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:

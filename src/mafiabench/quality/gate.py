@@ -111,7 +111,7 @@ SUITES: tuple[Suite, ...] = (
         (
             Check(
                 "ExpectCompoundColumnsToBeUnique",
-                {"column_list": ["game_id", "seat"]},
+                {"column_list": ["game_id", "name"]},
                 "no duplicate game ids (a game's seats are landed once)",
             ),
             _not_null("model", "no empty model names"),
