@@ -1,6 +1,8 @@
 """LLMafia game folders: clocks past midnight, stray backspaces, repeated speaker prefixes, aborted games, mafia
 night chat, model players from config.json, and idempotent landing. Fixtures: 0001 a full game with an LLM
-mafioso (mafia wins), 0002 aborted, 0003 a single mafioso (town wins), 0004 unreadable."""
+mafioso (mafia wins), 0002 aborted, 0003 a single mafioso (town wins), 0004 unreadable, 0005 anonymous voting with
+the tally in the day chat (the shape of niveck/LLMafia games/0002), 0006 anonymous voting with a multi-line tally in
+the manager chat, no player_names.txt and no who_wins.txt (the shape of games/0006)."""
 
 from __future__ import annotations
 
@@ -127,13 +129,54 @@ def test_game_id_does_not_depend_on_where_it_is_read_from(items: dict[str, GameR
 def test_import_twice_lands_once(tmp_path: Path) -> None:
     con = connect(tmp_path / "w.duckdb")
     first = run_import("llmafia", FIXTURES, con)
-    assert (first.games_read, first.landed, first.valid, first.invalid) == (4, 3, 2, {"aborted": 1})
+    assert (first.games_read, first.landed, first.valid, first.invalid) == (6, 5, 3, {"aborted": 2})
     assert first.unreadable == [("0004", "0004/mafia_names.txt: ['Riley'] not in player_names.txt "
                                          "['Quinn', 'Ray', 'Reese']")]
     second = run_import("llmafia", FIXTURES, con)
-    assert (second.landed, second.skipped) == (0, 3)
+    assert (second.landed, second.skipped) == (0, 5)
     rows = con.execute("select source, count(*), sum(days) from raw_games group by source").fetchall()
-    assert rows == [("llmafia", 3, 5)]
+    assert rows == [("llmafia", 5, 8)]  # 0005: 2 days, 0006: 1
     msgs = con.execute("select count(*) from raw_events where type in ('message', 'mafia_message')").fetchone()
-    assert msgs == (13,)
+    assert msgs == (21,)  # 13 in 0001-0003, 5 in 0005, 3 in 0006
     con.close()
+
+
+def test_anonymous_votes_in_the_day_chat(items: dict[str, GameRecord | UnreadableGame]) -> None:
+    """The tally logged the second day 2 starts belongs to day 1's vote; no voter is named, so no vote event."""
+    g = game(items, "0005")
+    rows = [(e.phase, e.round, e.type, e.target, e.text) for e in g.events
+            if e.type in ("phase_start", "info", "elimination")]
+    assert rows == [
+        ("day", 1, "phase_start", None, "Day 1 begins."),
+        ("day", 1, "info", None, "Discussion phase has ended, now it's time to vote! Who do you think is the AI? "
+                                 "Waiting for all players to vote..."),
+        ("day", 1, "info", None, "Voting results:"),
+        ("day", 1, "info", None, "Dale: 0 votes"),
+        ("day", 1, "info", None, "Hollis: 3 votes"),
+        ("day", 1, "info", None, "Lane: 1 vote"),
+        ("day", 1, "info", None, "Ren: 0 votes"),
+        ("day", 1, "elimination", "Hollis", "Hollis was eliminated; they were bystander."),
+        ("day", 2, "phase_start", None, "Day 2 begins."),
+        ("day", 2, "info", None, "Discussion phase has ended, now it's time to vote! Who do you think is the AI? "
+                                 "Waiting for all players to vote..."),
+        ("day", 2, "info", None, "Voting results:"),
+        ("day", 2, "info", None, "Dale: 1 vote"),
+        ("day", 2, "info", None, "Lane: 0 votes"),
+        ("day", 2, "info", None, "Ren: 2 votes"),
+        ("day", 2, "elimination", "Ren", "Ren was eliminated; they were mafioso."),
+    ]
+    assert not [e for e in g.events if e.type == "vote"]
+    tallies = [e.data["votes"] for e in g.events if e.type == "elimination"]
+    assert tallies == [{"Hollis": 3, "Lane": 1}, {"Dale": 1, "Ren": 2}]
+    assert g.outcome == {"status": "finished", "winner": "town", "reason": "no mafia left", "tie_decided": False,
+                         "days": 2}
+    assert g.validity == {"valid": True, "reason": None}
+    assert {p.name: p.model for p in g.players}["Ren"] == "together/llama-3.3-70b-instruct-turbo"
+
+
+def test_anonymous_tally_in_the_manager_chat(items: dict[str, GameRecord | UnreadableGame]) -> None:
+    g = game(items, "0006")
+    assert [p.name for p in g.players] == ["Bex", "Hart", "Kit", "Pim"]  # from config.json
+    elimination = next(e for e in g.events if e.type == "elimination")
+    assert elimination.target == "Hart" and elimination.data["votes"] == {"Hart": 2, "Pim": 1}
+    assert g.outcome["status"] == "unfinished" and g.validity["reason"] == "aborted"  # no who_wins.txt

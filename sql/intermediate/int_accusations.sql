@@ -3,7 +3,7 @@
 with messages as (
     select game_id, seq, actor as speaker, lower(text) as text
     from stg_events
-    where event_type = 'message' and text is not null
+    where event_type = 'message' and text is not null and flag is null
 ),
 
 players as (

@@ -18,7 +18,7 @@ decisions as (
         format_failure,
         random_fallback
     from events
-    where event_type in ('message', 'silence', 'vote')
+    where (event_type in ('message', 'silence', 'vote') and flag is null)
         -- Night choices the agents made: not the scripted Mini-Mafia night, not classic's derived kill.
         or (event_type = 'investigate' and not is_scripted)
         or (event_type = 'kill' and variant = 'mini-mafia' and night_mode = 'agents')

@@ -12,7 +12,7 @@ with turns as (
         truncated,
         format_failure
     from stg_events
-    where event_type in ('message', 'silence') and phase = 'day'
+    where event_type in ('message', 'silence') and phase = 'day' and flag is null
 ),
 
 last_turns as (

@@ -12,7 +12,7 @@ with votes as (
         random_fallback,
         case when data_kind = 'night_proposal' then 'night_proposal' else 'day' end as vote_kind
     from stg_events
-    where event_type = 'vote'
+    where event_type = 'vote' and flag is null
 ),
 
 players as (

@@ -10,7 +10,7 @@ parsed as (
         *,
         from_json(data_json, '{
             "kind": "VARCHAR", "result": "VARCHAR", "scripted": "BOOLEAN", "discussion_round": "INTEGER",
-            "role": "VARCHAR", "winner": "VARCHAR"
+            "role": "VARCHAR", "winner": "VARCHAR", "flag": "VARCHAR"
         }') as d
     from source
 ),
@@ -36,7 +36,10 @@ final as (
         coalesce(d.scripted, false) as is_scripted,
         d.discussion_round,
         d.role as revealed_role,
-        d.winner as end_winner
+        d.winner as end_winner,
+        -- An importer's quirk flag (a vote cast after the voter's elimination, a message from an eliminated
+        -- player, a repeated phase change): the event stays in the log and no tally counts it.
+        d.flag
     from parsed
 )
 

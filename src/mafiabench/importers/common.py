@@ -473,7 +473,12 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
                     team_of: Callable[[str], str]) -> AsyncSummary:
     """Phases → events, as the simulator logs a multi-phase game: messages (mafia chat at night), the vote that
     counted for each voter (earlier changes of mind kept in `data.previous`), then the elimination — `kill` +
-    public `death` at night, `elimination` by day, with the tally and revealed role — or `no_elimination`."""
+    public `death` at night, `elimination` by day, with the tally and revealed role — or `no_elimination`.
+
+    What a live game lets through but no rule allows is kept and flagged (`data.flag`), and no tally counts it:
+    a vote cast by a player already eliminated (`vote_after_elimination`), for an eliminated player
+    (`vote_for_eliminated_player`), a town player's vote at night (`night_vote_by_town`), a message from an
+    eliminated player (`message_after_elimination`)."""
     role_of = dict(players)
     active = {n for n, _ in players}
     summary = AsyncSummary()
@@ -485,8 +490,8 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
 
     for ph in phases:
         after = over
-        if after and not ph.items:
-            continue  # the phase change that the game's last elimination triggered: nothing was played
+        if after and all(i.kind == "info" and i.data.get("flag") for i in ph.items):
+            continue  # the phase change that the game's last elimination triggered (and its repeats): nothing played
         data = {"clock": clock(ph.t), **ph.data}
         if after:
             data["after_game_over"] = True
@@ -506,6 +511,8 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
         for it in items:
             base = {"clock": clock(it.t), **it.data}
             if it.kind == "message":
+                if it.actor in role_of and it.actor not in active:
+                    base["flag"] = "message_after_elimination"
                 type_ = "mafia_message" if ph.kind == "night" else "message"
                 log.emit(ph.kind, ph.round, type_, actor=it.actor, text=it.text, visibility=it.visibility,  # type: ignore[arg-type]
                          data=base)
@@ -518,6 +525,12 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
                     base["kind"] = "night_proposal"
                 if it.target not in role_of or not _eligible(it, ph.kind, active, role_of, team_of):
                     base["counted"] = False
+                if it.actor not in active:
+                    base["flag"] = "vote_after_elimination"
+                elif it.target in role_of and it.target not in active:
+                    base["flag"] = "vote_for_eliminated_player"
+                elif ph.kind == "night" and team_of(role_of.get(it.actor, "")) != "mafia":
+                    base["flag"] = "night_vote_by_town"
                 log.emit(ph.kind, ph.round, "vote", actor=it.actor, target=it.target, visibility=it.visibility,  # type: ignore[arg-type]
                          data=base)
             elif it.kind == "info":
@@ -534,8 +547,12 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
             elif it.kind == "elimination" and it.target is not None:
                 victim = it.target
                 counted = [v.target for v in last_vote.values()
-                           if v.target in role_of and _eligible(v, ph.kind, active, role_of, team_of)]
+                           if v.target in role_of and v.target in active
+                           and _eligible(v, ph.kind, active, role_of, team_of)]
                 counts, top = tally(t for t in counted if t is not None)
+                if not counts and it.data.get("announced_votes"):  # anonymous voting: only the tally is known
+                    counts = dict(it.data["announced_votes"])
+                    top = [n for n, c in counts.items() if c == max(counts.values())]
                 tie = len(top) > 1 and victim in top
                 if counts and victim not in top:
                     summary.problems.append(f"{ph.kind} {ph.round}: {victim} eliminated without a plurality {counts}")

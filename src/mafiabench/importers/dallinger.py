@@ -177,7 +177,9 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     kinds = ["night"]
     starts = [start]
     texts: list[str | None] = [None]
-    for t, _, row in rows:
+    repeated: set[int] = set()  # row ids of phase-change rows that repeat the phase already running
+    seen_start = False
+    for t, rid, row in rows:
         if (row.get("type") or "").strip() != "info":
             continue
         m = _PHASE_CHANGE.match((row.get("contents") or "").strip())
@@ -185,6 +187,9 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
             continue
         kind = "day" if m["kind"] == "Daytime" else "night"
         if kind == kinds[-1]:
+            if len(kinds) > 1 or seen_start:  # the first night row starts the game; later ones repeat it
+                repeated.add(rid)
+            seen_start = True
             continue
         kinds.append(kind)
         starts.append(t)
@@ -206,6 +211,9 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
         data: dict[str, Any] = {"time": row.get("creation_time", "").strip()}
         if kind == "info":
             if _PHASE_CHANGE.match(contents.strip()):
+                if rid in repeated:  # kept, flagged: a phase changes once
+                    ph.items.append(Item(secs(t), 0, seq, "info", text=contents,
+                                         data={**data, "flag": "repeated_phase_change"}))
                 continue
             ph.items.append(Item(secs(t), 0, seq, "info", text=contents, data=data))
             continue

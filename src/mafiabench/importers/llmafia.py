@@ -60,6 +60,10 @@ _OUT = re.compile(
     r"(?: There are now (?P<left>\d+) mafia players? left\.?)?"
 )
 _VOTE = re.compile(r"^(?P<voter>.+?) voted for (?P<target>.+?)\.?$")
+# Anonymous voting (config `anonymous_voting: true`, games/0002 on): no voter is named, only the tally, announced
+# as `Voting results:` then one `Name: N vote(s)` line per player, at the second the elimination is announced.
+_RESULTS = "Voting results:"
+_TALLY = re.compile(r"^(?P<name>.+?): (?P<n>\d+) votes?$")
 ROLE_WORDS = {"bystander": "bystander", "human": "bystander", "villager": "bystander",
               "mafia": "mafioso", "mafioso": "mafioso", "imposter": "mafioso", "impostor": "mafioso", "ai": "mafioso"}
 
@@ -219,6 +223,7 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     minutes: dict[str, float] = {}
     seq = 0
     pending_infos: list[Item] = []
+    announced: dict[str, int] = {}  # a `Voting results:` tally in the manager chat, for the next elimination
     for line in manager:
         seq += 1
         data: dict[str, Any] = {"time": line.time}
@@ -241,12 +246,19 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
             edata: dict[str, Any] = {**data, "source_text": line.text}
             if m["left"] is not None:
                 edata["mafia_left"] = int(m["left"])
+            if announced:
+                edata["announced_votes"], announced = announced, {}
             item = Item(line.t, 2, seq, "elimination", target=name, data=edata)
             if phases:
                 phases[-1].items.append(item)
             else:
                 problems.append(f"{MANAGER_FILE}: elimination of {name} before any phase started")
         else:
+            if line.name == MANAGER and line.text.startswith(_RESULTS):
+                # games/0006 shape: `Voting results:` then `Summary:` and one indented `Name: N votes` per line
+                for row in line.text.split("\n")[1:]:
+                    if (t := _TALLY.match(row.strip())) and t["name"].strip() in role_of and int(t["n"]) > 0:
+                        announced[t["name"].strip()] = int(t["n"])
             item = Item(line.t, 0, seq, "info", text=line.text, data=data)
             (phases[-1].items if phases else pending_infos).append(item)
     if not phases:
@@ -267,6 +279,16 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
                 same = [phases[0]]
             ph = next((p for p in reversed(same) if p.t <= line.t), same[0])
             data = {"time": line.time}
+            if line.name == MANAGER and (line.text == _RESULTS or _TALLY.match(line.text)):
+                # The results of the vote that ended a phase, logged the same second the next phase starts.
+                ended = [p for p in same if any(i.kind == "elimination" and i.t == line.t for i in p.items)]
+                ph = ended[0] if ended else ph
+                if (t := _TALLY.match(line.text)) and t["name"].strip() in role_of:
+                    elim = next((i for i in ph.items if i.kind == "elimination" and i.t == line.t), None)
+                    if elim is not None and int(t["n"]) > 0:
+                        elim.data.setdefault("announced_votes", {})[t["name"].strip()] = int(t["n"])
+                ph.items.append(Item(line.t, 0, seq, "info", text=line.text, visibility=vis, data=data))
+                continue
             if line.name == MANAGER:
                 if (v := _VOTE.match(line.text)) and v["voter"].strip() in role_of:
                     target = v["target"].strip()
