@@ -12,6 +12,7 @@ caps as (
     select
         g.game_id,
         g.study,
+        g.prompt_version,
         g.variant,
         g.winner,
         g.tie_decided,
@@ -46,6 +47,8 @@ final as (
     select
         game_id,
         study,
+        -- Batches of the same models under another prompt version are another cell (imports keep both).
+        prompt_version,
         variant,
         capability,
         case capability when 'deceive' then 'mafioso' when 'detect' then 'villager' else 'detective' end as target_role,

@@ -1,4 +1,4 @@
--- grain: one row per (study, capability, target model)
+-- grain: one row per (study, prompt version, capability, target model)
 -- purpose: bottom-up capability scores: z-score each target's posterior mean against the other targets of the
 -- same background, average over backgrounds, score = exp(mean z); sd propagated by the delta method.
 with cells as (
@@ -13,7 +13,7 @@ standardised as (
         stddev_samp(laplace_mean) over bg as background_sd,
         count(*) over bg as background_targets
     from cells
-    window bg as (partition by study, capability, background)
+    window bg as (partition by study, prompt_version, capability, background)
 ),
 
 z as (
@@ -29,6 +29,7 @@ z as (
 averaged as (
     select
         study,
+        prompt_version,
         variant,
         capability,
         target_model,
@@ -37,12 +38,13 @@ averaged as (
         avg(z) as mean_z,
         sqrt(sum(z_sd * z_sd)) / count(*) as mean_z_sd
     from z
-    group by study, variant, capability, target_model
+    group by study, prompt_version, variant, capability, target_model
 ),
 
 final as (
     select
         study,
+        prompt_version,
         variant,
         capability,
         target_model,

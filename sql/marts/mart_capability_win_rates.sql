@@ -1,4 +1,4 @@
--- grain: one row per (study, capability, background, target model): a Mini-Mafia design cell
+-- grain: one row per (study, prompt version, capability, background, target model): a Mini-Mafia design cell
 -- purpose: the target's win rate in each cell (deceive: mafia wins; detect/disclose: town wins) with its
 -- uncertainty and tie split; homogeneous games count once in each of the three capabilities.
 with cells as (
@@ -8,6 +8,7 @@ with cells as (
 counted as (
     select
         study,
+        prompt_version,
         variant,
         capability,
         background,
@@ -19,12 +20,13 @@ counted as (
         count(*) filter (where is_scored and target_won and tie_decided) as k_tie,
         count(*) filter (where not is_scored) as n_unscored
     from cells
-    group by study, variant, capability, background, target_model
+    group by study, prompt_version, variant, capability, background, target_model
 ),
 
 final as (
     select
         study,
+        prompt_version,
         variant,
         capability,
         background,

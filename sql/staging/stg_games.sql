@@ -24,6 +24,8 @@ final as (
         s.experiment,
         s.cell,
         s.game_index,
+        -- An imported game's own batch in its source (Mini-Mafia batches); cells merge batches.
+        s.batch_id,
         coalesce(s.capabilities, []::varchar[]) as capabilities,
         s.target_model,
         s.background,

@@ -7,6 +7,7 @@ with homogeneous as (
 pivoted as (
     select
         study,
+        prompt_version,
         target_model,
         background,
         max(laplace_mean) filter (where capability = 'deceive') as deceive,
@@ -16,7 +17,7 @@ pivoted as (
         max(n) filter (where capability = 'detect') as n_detect,
         max(n) filter (where capability = 'disclose') as n_disclose
     from homogeneous
-    group by study, target_model, background
+    group by study, prompt_version, target_model, background
 )
 
 select *

@@ -202,6 +202,7 @@ def cross_validated_brier(
 
 LATENT_ABILITIES_SCHEMA = {
     "study": pl.Utf8,
+    "prompt_version": pl.Utf8,
     "variant": pl.Utf8,
     "model": pl.Utf8,
     "ability": pl.Utf8,
@@ -216,6 +217,7 @@ LATENT_ABILITIES_SCHEMA = {
 
 LATENT_FIT_SCHEMA = {
     "study": pl.Utf8,
+    "prompt_version": pl.Utf8,
     "variant": pl.Utf8,
     "n_games": pl.Int64,
     "n_cells": pl.Int64,
@@ -237,17 +239,18 @@ LATENT_FIT_SCHEMA = {
 def latent_tables(
     con: duckdb.DuckDBPyConnection, *, folds: int = 5, ridge: float = DEFAULT_RIDGE
 ) -> dict[str, pl.DataFrame]:
-    """Fit the latent model per study on scored Mini-Mafia games with a scripted night (one model per role)."""
+    """Fit the latent model per study and prompt version on scored Mini-Mafia games with a scripted night (one
+    model per role): games under another prompt version are another experiment, as in the capability marts."""
     games = con.sql(
-        """select study, mafioso_model, detective_model, villager_model, mafia_won
+        """select study, prompt_version, mafioso_model, detective_model, villager_model, mafia_won
            from fct_games
            where variant = 'mini-mafia' and is_scored and coalesce(night_mode, 'scripted') = 'scripted'
              and mafioso_model is not null and detective_model is not null and villager_model is not null
-           order by study, game_id"""
+           order by study, prompt_version, game_id"""
     ).pl()
     abilities: list[dict[str, Any]] = []
     fits: list[dict[str, Any]] = []
-    for (study,), part in games.group_by(["study"], maintain_order=True):
+    for (study, version), part in games.group_by(["study", "prompt_version"], maintain_order=True):
         m = part["mafioso_model"].to_list()
         d = part["detective_model"].to_list()
         v = part["villager_model"].to_list()
@@ -262,14 +265,16 @@ def latent_tables(
         }
         games_by = {role: dict(rows) for role, rows in counts.items()}
         for i, name in enumerate(fit.mafiosos):
-            abilities.append(_ability(study, name, "deceive", "mafioso", "a", fit.a[i], se[i], games_by))
+            abilities.append(_ability(study, version, name, "deceive", "mafioso", "a", fit.a[i], se[i], games_by))
         for j, name in enumerate(fit.detectives):
-            abilities.append(_ability(study, name, "disclose", "detective", "b", fit.b[j], se[nm + j], games_by))
+            abilities.append(_ability(study, version, name, "disclose", "detective", "b", fit.b[j], se[nm + j],
+                                      games_by))
         for k, name in enumerate(fit.villagers):
             g, s = fit.g[k], se[nm + nd + k]
             abilities.append(
                 {
                     "study": study,
+                    "prompt_version": version,
                     "variant": "mini-mafia",
                     "model": name,
                     "ability": "detect",
@@ -288,6 +293,7 @@ def latent_tables(
         fits.append(
             {
                 "study": study,
+                "prompt_version": version,
                 "variant": "mini-mafia",
                 "n_games": fit.n_games,
                 "n_cells": fit.n_cells,
@@ -312,11 +318,12 @@ def latent_tables(
 
 
 def _ability(
-    study: str, name: str, ability: str, role: str, parameter: str, est: float, se: float,
+    study: str, version: str | None, name: str, ability: str, role: str, parameter: str, est: float, se: float,
     games_by: Mapping[str, Mapping[str, int]],
 ) -> dict[str, Any]:
     return {
         "study": study,
+        "prompt_version": version,
         "variant": "mini-mafia",
         "model": name,
         "ability": ability,
@@ -426,7 +433,8 @@ PYTHON_MODELS: list[Model] = [
         name="mart_latent",
         layer="marts",
         kind="python",
-        grain="mart_latent_abilities: one row per (study, model, ability); mart_latent_fit: one row per study",
+        grain="mart_latent_abilities: one row per (study, prompt version, model, ability); mart_latent_fit: one row "
+              "per (study, prompt version)",
         purpose="top-down latent abilities, logit P(mafia wins) = c_k (a_i - b_j), fit by maximum likelihood with "
         "Laplace intervals, and its 5-fold cross-validated Brier gain over a constant rate",
         materialized="table",

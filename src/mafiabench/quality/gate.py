@@ -186,13 +186,13 @@ SUITES: tuple[Suite, ...] = (
     ),
     Suite(
         "homogeneous_cells",
-        """select study, target_model, background,
+        """select study, prompt_version, target_model, background,
                   max(laplace_mean) filter (where capability = 'deceive')
                     + max(laplace_mean) filter (where capability = 'detect') as deceive_plus_detect,
                   max(laplace_mean) filter (where capability = 'detect')
                     - max(laplace_mean) filter (where capability = 'disclose') as detect_minus_disclose
            from mart_capability_win_rates where is_homogeneous
-           group by study, target_model, background""",
+           group by study, prompt_version, target_model, background""",
         (
             Check(
                 "ExpectColumnValuesToBeBetween",

@@ -31,7 +31,7 @@ RAW_SCHEMA: dict[str, str] = {
         days INTEGER, n_players INTEGER, n_mafia INTEGER, valid BOOLEAN, invalid_reason VARCHAR, error VARCHAR,
         prompt_version VARCHAR, prompt_sha256 VARCHAR, package_version VARCHAR, git_commit VARCHAR,
         source VARCHAR, source_file VARCHAR, source_sha256 VARCHAR, rules_json VARCHAR, record_sha256 VARCHAR,
-        landed_at TIMESTAMP""",
+        landed_at TIMESTAMP, batch_id VARCHAR""",
     "raw_players": """
         game_id VARCHAR, seat INTEGER, name VARCHAR, role VARCHAR, team VARCHAR, agent VARCHAR,
         provider VARCHAR, model VARCHAR, model_raw VARCHAR""",
@@ -76,9 +76,18 @@ def connect(path: Path | str = DEFAULT_WAREHOUSE, *, read_only: bool = False) ->
     return con
 
 
+# Columns added after a table's first version, added in place to warehouses created before them.
+_ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
+    "raw_games": (("batch_id", "VARCHAR"),),  # the source's own batch of an imported game (Mini-Mafia batches)
+}
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     for table, columns in RAW_SCHEMA.items():
         con.execute(f"create table if not exists {table} ({columns})")
+    for table, added in _ADDED_COLUMNS.items():
+        for name, kind in added:
+            con.execute(f"alter table {table} add column if not exists {name} {kind}")
 
 
 @dataclass
@@ -198,6 +207,7 @@ def flatten(records: Sequence[GameRecord]) -> dict[str, pl.DataFrame]:
                 "rules_json": json.dumps(rec.rules, sort_keys=True),
                 "record_sha256": hashlib.sha256(text.encode()).hexdigest(),
                 "landed_at": now,
+                "batch_id": design.get("batch_id"),
             }
         )
         for p in rec.players:
