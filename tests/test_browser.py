@@ -3,6 +3,10 @@ chart draws, no console error or uncaught exception, a dropdown re-filters a cha
 games leads to a transcript, and a message holding a script tag shows as text. A screenshot of the index is saved
 under test-artifacts/ for a person to look at.
 
+The first screen of every overview page is compared, downscaled, with the same page of the previous build of the same
+data, and a build with planted broken charts (a chart whose parameter went missing, a chart whose field was renamed)
+is shown to differ on exactly those pages.
+
 Chromium is driven through the DevTools protocol (the `websockets` package) rather than scraping its log: events
 say exactly which page raised what.
 """
@@ -10,6 +14,7 @@ say exactly which page raised what.
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
 import json
 import os
@@ -23,9 +28,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
+from PIL import Image, ImageChops
 
-from mafiabench.dashboards import charts
+from mafiabench.dashboards import charts, render_dashboards
 from mafiabench.dashboards.html import Page as HtmlPage
 from mafiabench.dashboards.html import render_page
 
@@ -256,3 +263,99 @@ def test_screenshot_of_the_index(site: Path, tab: Page) -> None:
     (ARTIFACTS / "dashboards-index.png").write_bytes(png)
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20_000
     assert tab.errors() == []
+
+
+# -- first screens compared with the previous build ----------------------------------------------------------------
+
+SCREEN = {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}
+LOW = (128, 90)  # a tenth of the first screen: layout and ink, not anti-aliasing or a changed minute in the footer
+LEVEL = 24  # a low-resolution pixel "differs" when its grey level moved by more than this (of 255)
+SAME = 0.005  # first screens differing in at most 0.5% of the low-resolution pixels are the same page
+
+
+def first_screen(tab: Page, url: str) -> Image.Image:
+    """The first screen of a page once its charts settled (drawn or failed), grey, at low resolution."""
+    tab.send("Emulation.setDeviceMetricsOverride", SCREEN)
+    tab.goto(url)
+    if tab.eval(N_CHARTS):
+        assert tab.wait_for("document.body.dataset.charts === 'settled'"), f"{url}: charts never settled"
+    png = b64decode(tab.send("Page.captureScreenshot", {"format": "png"})["data"])
+    return Image.open(io.BytesIO(png)).convert("L").resize(LOW, Image.Resampling.BOX)
+
+
+def difference(a: Image.Image, b: Image.Image) -> float:
+    """The share of low-resolution pixels whose grey level differs by more than LEVEL."""
+    histogram = ImageChops.difference(a, b).histogram()
+    return sum(histogram[LEVEL + 1 :]) / (a.width * a.height)
+
+
+def rebuild(study: Path, out: Path) -> Path:
+    """The dashboards rendered again from the same warehouse, as the command line does."""
+    con = duckdb.connect(str(study), read_only=True)
+    try:
+        render_dashboards(con, out)
+    finally:
+        con.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from test_dashboards import shared_site
+
+    return shared_site(tmp_path_factory)[0]
+
+
+@pytest.fixture(scope="module")
+def previous_screens(site: Path, tab: Page) -> dict[str, Image.Image]:
+    """The first screen of every overview page of the shared build (made by the command line): the previous build."""
+    from mafiabench.dashboards.pages import PAGES
+
+    screens = {spec.path: first_screen(tab, (site / spec.path).as_uri()) for spec in PAGES}
+    assert tab.errors() == []
+    folder = ARTIFACTS / "first-screens"
+    folder.mkdir(parents=True, exist_ok=True)
+    for path, image in screens.items():
+        image.save(folder / (path.replace("/", "-").removesuffix(".html") + ".png"))
+    return screens
+
+
+def test_first_screens_match_the_previous_build(
+    study: Path, tab: Page, previous_screens: dict[str, Image.Image], tmp_path: Path
+) -> None:
+    again = rebuild(study, tmp_path / "again")
+    diffs = {path: difference(first_screen(tab, (again / path).as_uri()), previous) for path, previous in
+             previous_screens.items()}
+    assert tab.errors() == []
+    assert len(diffs) >= 12
+    changed = {p: round(d, 4) for p, d in diffs.items() if d > SAME}
+    assert changed == {}, f"first screens differ from the previous build: {changed}"
+
+
+def test_a_planted_broken_chart_changes_the_first_screen(
+    study: Path, tab: Page, previous_screens: dict[str, Image.Image], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ways a chart breaks: a parameter its filter reads went missing (Vega refuses to draw it), and the field
+    its bars encode was renamed by a query (the chart draws axes and error bars but no bars)."""
+    win_rate_chart, capability_chart = charts.win_rate_chart, charts.capability_chart
+
+    def missing_parameter(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        spec = win_rate_chart(*args, **kwargs)
+        spec["params"] = [p for p in spec["params"] if p["name"] != "dimension"]
+        return spec
+
+    def renamed_field(rows: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        renamed = [{("wins" if k == "k" else k): v for k, v in r.items()} for r in rows]
+        return capability_chart(renamed, *args, **kwargs)
+
+    monkeypatch.setattr(charts, "win_rate_chart", missing_parameter)
+    monkeypatch.setattr(charts, "capability_chart", renamed_field)
+    broken = rebuild(study, tmp_path / "broken")
+    diffs = {path: difference(first_screen(tab, (broken / path).as_uri()), previous_screens[path])
+             for path in ("index.html", "win-rates.html", "capability-deceive.html", "capability-detect.html")}
+    errors = tab.errors()
+    assert any("dimension" in e for e in errors), errors  # Vega's own complaint about the missing parameter
+    assert diffs["win-rates.html"] > 4 * SAME, diffs
+    assert diffs["capability-deceive.html"] > 4 * SAME, diffs
+    assert diffs["capability-detect.html"] > 4 * SAME, diffs
+    assert diffs["index.html"] <= SAME, diffs
