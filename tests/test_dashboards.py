@@ -342,3 +342,39 @@ def test_capability_pages_carry_each_cell_and_the_exact_baselines(site: Path, st
                                       f"where capability = '{cap}'"):
             assert target in text
         assert '"datum.study == study"' in text or "datum.study == study" in text
+
+
+def test_a_registered_page_is_rendered_navigated_and_escaped(
+    study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding a page is one module with `@register` (here registered in the test) and one template (the generic
+    charts template): it is written, every page's navigation and the index link it, and its text is escaped."""
+    from mafiabench.dashboards import charts, registry
+    from mafiabench.dashboards.html import Page
+
+    monkeypatch.setattr(registry, "_PAGES", dict(registry._PAGES))
+
+    @registry.register("extra.html", "Extra", f"An added page {SCRIPT}", order=65)
+    def build(ctx: registry.Context) -> Page:
+        rows = ctx.marts.rows("select study, 'town won' as outcome, count(*) as games from fct_games group by 1")
+        page = Page("extra.html", "Extra page", "charts.html.j2", {"lead": f"Model text: {SCRIPT}"})
+        page.add_chart("games", charts.outcomes_chart(rows), "Games per study.")
+        return page
+
+    con = duckdb.connect(str(study), read_only=True)
+    try:
+        result = render_dashboards(con, tmp_path / "d", max_transcripts=0, transcript_sample=0)
+    finally:
+        con.close()
+    site = tmp_path / "d"
+    assert "extra.html" in result.pages
+    text = (site / "extra.html").read_text(encoding="utf-8")
+    assert 'id="chart-games"' in text and f"Model text: {SCRIPT}" not in text
+    assert "Model text: &lt;script&gt;alert(1)&lt;/script&gt;" in text
+    for page in [site / "index.html", site / "costs.html", next((site / "transcripts").glob("dash*.html"))]:
+        assert "extra.html" in {v.split("/")[-1] for _, _, v in refs(page)}, page
+    assert f"An added page {SCRIPT}" not in (site / "index.html").read_text(encoding="utf-8")
+    assert broken_links(site) == []
+
+    with pytest.raises(ValueError, match=r"two pages registered at extra\.html"):
+        registry.register("extra.html", "Extra", "A second module claims the same path.", order=66)(lambda ctx: None)

@@ -28,9 +28,8 @@ import duckdb
 from mafiabench import __version__
 from mafiabench.dashboards.data import Marts
 from mafiabench.dashboards.html import ASSETS, STYLESHEET, VEGA_BUNDLE, Page, render_page, stylesheet
-from mafiabench.dashboards.pages import NAV, PAGES
 from mafiabench.dashboards.pages.transcripts import transcript_pages, transcript_path
-from mafiabench.dashboards.registry import Context
+from mafiabench.dashboards.registry import Context, registered
 from mafiabench.errors import UserError
 
 KEEP_FILES = ("README.md",)  # hand-written files of the output folder that a render carries over
@@ -218,7 +217,9 @@ def _render_into(
     m = Marts(con)
     if not m.has("fct_games", "stg_events", "fct_player_games"):
         raise UserError("the warehouse has no fct_games / fct_player_games / stg_events: run `mafiabench build`")
-    linked = list(dict.fromkeys(gid for spec in PAGES if spec.links for gid in spec.links(m, max_rows)))
+    specs = registered()  # every module of dashboards/pages registered its pages when the package was imported
+    nav = [(spec.path, spec.label) for spec in specs]
+    linked = list(dict.fromkeys(gid for spec in specs if spec.links for gid in spec.links(m, max_rows)))
     ids, total, note = select_transcripts(m, linked, max_transcripts=max_transcripts, sample=transcript_sample)
     rendered = {gid: transcript_path(gid) for gid in ids}
     ctx = Context(
@@ -248,23 +249,23 @@ def _render_into(
         transcripts_sampled=len(ids) < total,
         build_id=build.get("build_id"),
     )
-    for spec in PAGES:
+    for spec in specs:
         page = spec.build(ctx)
         if page.path != spec.path:
             raise RuntimeError(f"page registered at {spec.path} was built for {page.path}")
         if export_images:
             result.images.extend(_export_images(page, out))
-        _write(out, page, footer, rendered)
+        _write(out, page, nav, footer, rendered)
         result.pages.append(page.path)
     for page in transcript_pages(m, ids, rendered=rendered):
-        _write(out, page, footer, rendered)
+        _write(out, page, nav, footer, rendered)
     return result
 
 
-def _write(out: Path, page: Page, footer: str, transcripts: dict[str, str]) -> None:
+def _write(out: Path, page: Page, nav: list[tuple[str, str]], footer: str, transcripts: dict[str, str]) -> None:
     path = out / page.path
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_page(page, nav=NAV, footer=footer, transcripts=transcripts), encoding="utf-8")
+    path.write_text(render_page(page, nav=nav, footer=footer, transcripts=transcripts), encoding="utf-8")
 
 
 def _export_images(page: Page, out: Path) -> list[str]:
