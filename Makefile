@@ -14,8 +14,9 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # Play the offline demo study, land it, build the marts behind the quality gate, render dashboards/.
+# The demo's fake models fail a few games by design, so its run ends "completed-with-failures" (exit code 3).
 demo: setup
-	$(BIN)/mafiabench run experiments/demo.toml --publish
+	$(BIN)/mafiabench run experiments/demo.toml --publish || [ $$? -eq 3 ]
 
 # Debian's chromium for the browser tests (no downloaded browser); skipped quietly where apt is not usable.
 browser:

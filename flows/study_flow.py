@@ -24,6 +24,7 @@ from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
 from mafiabench import publish as publishing
+from mafiabench.redact import install_log_scrubber
 from mafiabench.study.plan import Shard, ShardResult, is_infrastructure_fault
 from mafiabench.study.run import Study
 from mafiabench.study.spec import load_experiment
@@ -94,6 +95,7 @@ async def study_flow(
 ) -> RunSummary:
     """Play an experiment's missing games and land them; the run summary becomes a markdown artifact. With
     `publish`, then rebuild the marts behind the quality gate and render the dashboards."""
+    install_log_scrubber()  # no known secret in a log line (Prefect stores them in its database)
     logger = get_run_logger()
     experiment = load_experiment(experiment_path)
     with Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress) as study:
@@ -157,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
 
         summary = asyncio.run(study_flow(**params))
         print(summary.text())
-        return 0
+        return int(summary.exit_code)
     name = args.name or load_experiment(args.experiment).name
     schedule: dict[str, Any] = {"interval": args.interval} if args.interval else {"cron": args.cron}
     # One run at a time: each holds the warehouse lock, so an overlapping run could only fail.

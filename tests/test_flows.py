@@ -68,7 +68,7 @@ def test_demo_flow_lands_every_game_and_publishes_a_summary(prefect_harness: Non
     )
 
     planned = {g.game_id for g in expand(load_experiment(demo))}
-    assert summary.orchestrator == "prefect" and summary.status == "completed"
+    assert summary.orchestrator == "prefect" and summary.status == "completed-with-failures"
     assert summary.games_played == len(planned) and summary.games_failed > 0
     con = duckdb.connect(str(warehouse), read_only=True)
     try:

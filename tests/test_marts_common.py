@@ -7,6 +7,7 @@ a hand-built game lands like an engine game, so the expectations elsewhere are a
 from __future__ import annotations
 
 import random
+import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -123,7 +124,7 @@ def mini_record(
     return GameRecord(
         game_id=game_id,
         variant="mini-mafia",
-        seed=1,
+        seed=zlib.crc32(game_id.encode()),  # distinct per game, as simulated seeds are (else: a copied game)
         rules={"discussion_rounds": discussion_rounds, "message_limit": 200, "night": "scripted",
                "mafioso_knows_detective": mafioso_knows_detective, "names": names},
         players=[

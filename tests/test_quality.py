@@ -15,7 +15,12 @@ from test_marts_common import cell_records, design, engine_records, fresh_con, m
 
 def clean_con() -> duckdb.DuckDBPyConnection:
     con = fresh_con()
-    recs = cell_records("h", n=6, mafia_wins=2, models="X", design=design("homogeneous|X", None, "X", "X"))
+    call = {"index": 0, "player": "Alice", "action": "vote", "phase": "day", "round": 1, "provider": "fake",
+            "model": "X", "started_at": "2026-01-01T00:00:00+00:00", "latency_ms": 12.5, "attempts": 1,
+            "input_tokens": 120, "output_tokens": 6, "cached_tokens": 0, "error_class": None, "finish_reason": "stop",
+            "response": "Bob", "parse": {"format_failure": False, "error": None}, "request": {}}
+    recs = cell_records("h", n=6, mafia_wins=2, models="X", design=design("homogeneous|X", None, "X", "X"),
+                        calls=[call])
     recs += engine_records(10)
     recs += engine_records(3, seed=1, variant="classic", rules={"n_players": 6, "n_mafia": 1, "decision": "belief"})
     load_records(con, recs)
@@ -65,6 +70,32 @@ CASES = {
         lambda c: c.execute("update raw_events set actor = 'Diana' "
                             "where game_id = 'h-2' and type = 'vote' and actor = 'Charlie'"),
         ["votes only by active players for other active players", "h-2", "Diana", "voter not active"],
+    ),
+    "negative tokens": (
+        lambda c: c.execute("update raw_model_calls set output_tokens = -7 where game_id = 'h-1'"),
+        ["model calls: token counts are not negative", "h-1"],
+    ),
+    "negative latency": (
+        lambda c: c.execute("update raw_model_calls set latency_ms = -3.5 where game_id = 'h-2'"),
+        ["model calls: latency is not negative", "h-2"],
+    ),
+    "zero attempts": (
+        lambda c: c.execute("update raw_model_calls set attempts = 0 where game_id = 'h-3'"),
+        ["model calls: every call made at least one attempt", "h-3"],
+    ),
+    "orphan player rows": (
+        lambda c: c.execute("insert into raw_players select 'ghost-game', seat, name, role, team, agent, provider, "
+                            "model, model_raw from raw_players where game_id = 'h-1'"),
+        ["no orphan rows", "ghost-game", "raw_players"],
+    ),
+    "game copied under another id": (
+        lambda c: [c.execute(f"insert into {t} select * replace ('h-1-copy' as game_id) from {t} where game_id = 'h-1'")
+                   for t in ("raw_games", "raw_players", "raw_events", "raw_model_calls")],
+        ["no game copied under another id", "h-1-copy"],
+    ),
+    "mafioso kills himself": (
+        lambda c: c.execute("update raw_events set target = actor where game_id = 'h-4' and type = 'kill'"),
+        ["the mafia never kills one of its own", "h-4"],
     ),
     "missing winner": (
         lambda c: c.execute("update raw_games set winner = null where game_id = 'h-3'"),

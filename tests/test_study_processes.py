@@ -54,7 +54,7 @@ def test_processes_land_every_game_once_with_the_same_records(tmp_path: Path) ->
     s1 = asyncio.run(run_study(one, progress=False))
     s2 = asyncio.run(run_study(two, progress=False))
     for s in (s1, s2):
-        assert s.status == "completed" and s.games_played == len(planned) and s.games_failed > 0
+        assert s.status == "completed-with-failures" and s.games_played == len(planned) and s.games_failed > 0
     assert (s2.games_done, s2.games_failed, s2.usage.to_dict()) == (s1.games_done, s1.games_failed, s1.usage.to_dict())
     con = duckdb.connect(two.warehouse, read_only=True)
     ids = [r[0] for r in con.execute("select game_id from raw_games").fetchall()]

@@ -21,6 +21,7 @@ from typing import Any, TypedDict
 from mafiabench import __version__
 from mafiabench.engine.core import ROLE_TEAM, GameEngine, Outcome
 from mafiabench.engine.events import Event
+from mafiabench.redact import scrub_json
 
 RECORD_VERSION = 1
 
@@ -237,7 +238,7 @@ def record_from_engine(
 def write_record_atomic(record: GameRecord, path: Path) -> None:
     """Write once, atomically: a temp file in the same folder, fsync, then rename (a crash leaves no half file)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = record.to_json().encode()
+    data = scrub_json(record.to_json()).encode()  # safety net: no known secret reaches a file
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
         with os.fdopen(fd, "wb") as f:

@@ -22,6 +22,7 @@ from mafiabench.agents.prompts import (
 from mafiabench.backends.base import Backend, BackendError, GenerateSettings, Message
 from mafiabench.engine.core import Answer, Decision
 from mafiabench.record import ModelCall
+from mafiabench.redact import scrub
 
 Clock = Callable[[], str]
 
@@ -128,7 +129,8 @@ class LLMAgent:
             )
             calls.append(call)
             raise AgentCallError(exc, calls) from exc
-        answer, error = self.parse(decision, completion.text)
+        text = scrub(completion.text)  # a server that echoes the key in its answer: the key goes no further
+        answer, error = self.parse(decision, text)
         call.update(
             {
                 "latency_ms": round(completion.latency_ms, 3),
@@ -138,12 +140,12 @@ class LLMAgent:
                 "cached_tokens": completion.cached_tokens,
                 "error_class": completion.error_class,
                 "finish_reason": completion.finish_reason,
-                "response": completion.text,
+                "response": text,
                 "parse": {"format_failure": error is not None, "error": error},
             }
         )
         calls.append(call)
-        return answer, error, completion.text
+        return answer, error, text
 
     def _settings(self, decision: Decision) -> GenerateSettings:
         s = self.settings

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import anthropic
 
-from mafiabench.redact import short_error
+from mafiabench.redact import secret_value, short_error
 
 from .base import BackendError, Completion, ConfigError, GenerateSettings, Message, TransientError
 from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
@@ -24,6 +24,8 @@ from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
 if TYPE_CHECKING:
     from .registry import EndpointConfig
 
+# Sent to servers that accept any key (`key_required = false`); never a secret.
+PLACEHOLDER_KEY = "not-needed"
 _CLIENTS: LoopLocal[ClientGroup[anthropic.AsyncAnthropic]] = LoopLocal()
 DEFAULT_MAX_TOKENS = 1024
 # Anthropic accepts at most four cache breakpoints per request; the last ones cover the longest prefixes.
@@ -98,9 +100,12 @@ class AnthropicBackend:
     def _api_key(self) -> str:
         env = self.endpoint.api_key_env
         key = os.environ.get(env) if env else None
-        if not key:
+        if key:
+            secret_value(key)  # sent as a credential: scrubbed wherever text is stored or logged
+            return key
+        if self.endpoint.key_required:  # as `check_backend` decides: a local proxy may need none
             raise ConfigError(f"endpoint {self.endpoint.name!r} needs an API key in ${env}, which is not set")
-        return key
+        return PLACEHOLDER_KEY
 
     def _clients(self) -> ClientGroup[anthropic.AsyncAnthropic]:
         ep = self.endpoint

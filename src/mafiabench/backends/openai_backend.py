@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from mafiabench.redact import short_error
+from mafiabench.redact import secret_value, short_error
 
 from .base import BackendError, Completion, ConfigError, GenerateSettings, Message, TransientError
 from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
@@ -60,6 +60,7 @@ class OpenAIBackend:
         env = self.endpoint.api_key_env
         key = os.environ.get(env) if env else None
         if key:
+            secret_value(key)  # sent as a credential: scrubbed wherever text is stored or logged
             return key
         if self.endpoint.key_required:
             raise ConfigError(f"endpoint {self.endpoint.name!r} needs an API key in ${env}, which is not set")

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
+from mafiabench.redact import secret_env
+
 from .base import Backend, ConfigError
 
 Kind = Literal["openai", "anthropic", "fake", "scripted"]
@@ -36,6 +38,7 @@ class EndpointConfig:
             raise ConfigError(f"endpoint {self.name!r}: unknown kind {self.kind!r}; expected one of {list(KINDS)}")
         if not self.name or "/" in self.name:
             raise ConfigError(f"endpoint name {self.name!r} must be non-empty and contain no '/'")
+        secret_env(self.api_key_env)  # its value is scrubbed from everything stored or logged
 
     @classmethod
     def from_dict(cls, name: str, data: Mapping[str, Any]) -> EndpointConfig:

@@ -32,6 +32,10 @@ SOURCE_DOCS: dict[str, tuple[str, str]] = {
     "raw_events": ("one row per (game, seq)", "the event log, one row per event, type-specific data as JSON"),
     "raw_model_calls": ("one row per (game, call_index)", "every model call: tokens, latency, attempts, errors"),
     "raw_beliefs": ("one row per (belief event, candidate)", "stored belief distributions of belief-mode agents"),
+    "raw_replaced_calls": (
+        "one row per (replaced record, call_index)",
+        "model calls of failed attempts a replay replaced: their spend stays counted (budget, costs)",
+    ),
     "raw_runs": (
         "one row per run (run_id)",
         "the runner's ledger: games planned/done/skipped/failed, wall time, concurrency, calls, tokens, money",

@@ -70,8 +70,10 @@ def flow_module() -> ModuleType:
 
 def main(args: argparse.Namespace) -> int:
     from mafiabench.play.runner import BackendPool
+    from mafiabench.redact import install_log_scrubber
     from mafiabench.study.spec import load_experiment
 
+    install_log_scrubber()  # before Prefect logs anything: its logs land in its server's database
     exp = load_experiment(args.experiment)
     # Unknown provider or missing key: say so in a second, before Prefect's server starts.
     BackendPool(endpoints=exp.endpoint_configs()).check(exp.agent_specs())
@@ -85,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
         )
         return 130
     print(summary.text())
-    return 1 if summary.status == "failed" else 0
+    return int(summary.exit_code)
 
 
 def _run(args: argparse.Namespace, exp: Any, progress: bool | None) -> Any:

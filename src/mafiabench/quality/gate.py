@@ -86,6 +86,10 @@ def _unit(column: str, rule: str) -> Check:
     return Check("ExpectColumnValuesToBeBetween", {"column": column, "min_value": 0.0, "max_value": 1.0}, rule)
 
 
+def _at_least(column: str, low: float, rule: str) -> Check:
+    return Check("ExpectColumnValuesToBeBetween", {"column": column, "min_value": low}, rule)
+
+
 def _not_null(column: str, rule: str) -> Check:
     return Check("ExpectColumnValuesToNotBeNull", {"column": column}, rule)
 
@@ -209,6 +213,64 @@ SUITES: tuple[Suite, ...] = (
         ),
     ),
     Suite(
+        "raw_model_calls",
+        """select game_id, call_index, provider, model, input_tokens, output_tokens, cached_tokens, latency_ms, attempts
+           from raw_model_calls""",
+        (
+            _at_least("input_tokens", 0, "model calls: token counts are not negative"),
+            _at_least("output_tokens", 0, "model calls: token counts are not negative"),
+            _at_least("cached_tokens", 0, "model calls: token counts are not negative"),
+            _at_least("latency_ms", 0, "model calls: latency is not negative"),
+            _not_null("attempts", "model calls: every call made at least one attempt"),
+            _at_least("attempts", 1, "model calls: every call made at least one attempt"),
+        ),
+    ),
+    Suite(
+        "orphan_rows",
+        """select 'raw_players' as grain_table, game_id, count(*) as n_rows from raw_players
+             where game_id not in (select game_id from raw_games) group by all
+           union all
+           select 'raw_events', game_id, count(*) from raw_events
+             where game_id not in (select game_id from raw_games) group by all
+           union all
+           select 'raw_model_calls', game_id, count(*) from raw_model_calls
+             where game_id not in (select game_id from raw_games) group by all
+           union all
+           select 'raw_beliefs', game_id, count(*) from raw_beliefs
+             where game_id not in (select game_id from raw_games) group by all""",
+        (_no_rows("no orphan rows: every player, event, call and belief belongs to a landed game"),),
+    ),
+    Suite(
+        "copied_games",
+        # A game copied under another id: same seed, seats and event log. Seeds differ between genuine simulated
+        # games; imported ones (no seed) differ by their text.
+        """with fp as (
+               select g.game_id, g.variant, g.seed,
+                      (select string_agg(p.seat || ':' || p.name || ':' || p.role || ':' || coalesce(p.agent, ''),
+                                         ',' order by p.seat)
+                       from raw_players p where p.game_id = g.game_id) as seats,
+                      (select md5(string_agg(e.seq || '|' || e.type || '|' || coalesce(e.actor, '') || '|'
+                                             || coalesce(e.target, '') || '|' || coalesce(e.text, ''),
+                                             chr(30) order by e.seq))
+                       from raw_events e where e.game_id = g.game_id) as events_md5
+               from raw_games g
+           )
+           select variant, seed, count(*) as n_copies, list(game_id order by game_id) as game_ids
+           from fp where events_md5 is not null
+           group by variant, seed, seats, events_md5 having count(*) > 1""",
+        (_no_rows("no game copied under another id (same seed, seats and event log)"),),
+    ),
+    Suite(
+        "mafia_kills",
+        """select e.game_id, e.seq, e.type, e.actor, e.target, p.role as target_role
+           from raw_events e
+           join raw_games g on g.game_id = e.game_id
+           join raw_players p on p.game_id = e.game_id and p.name = e.target
+           where g.valid and p.team = 'mafia'
+             and (e.type = 'kill' or (e.type = 'death' and e.data_json like '%"night_kill"%'))""",
+        (_no_rows("the mafia never kills one of its own (nor a mafioso himself) at night"),),
+    ),
+    Suite(
         "dim_models",
         "select model, n_games from dim_models",
         (
@@ -227,8 +289,8 @@ def _json_safe(value: Any) -> Any:
         return value
     if isinstance(value, float):
         return None if math.isnan(value) else value
-    if hasattr(value, "item"):  # numpy scalars
-        return _json_safe(value.item())
+    if hasattr(value, "tolist"):  # numpy scalars and arrays (a list column)
+        return _json_safe(value.tolist())
     if isinstance(value, list | tuple):
         return [_json_safe(v) for v in value]
     return str(value)

@@ -42,13 +42,22 @@ class RunSummary:
 
     @property
     def status(self) -> str:
+        """running | failed | completed-with-failures | budget-stopped | completed (see `exit_code`)."""
         if self.finished_at is None:
             return "running"
-        if self.shard_errors:
-            return "failed"
+        if self.shard_errors or (self.games_played > 0 and self.games_failed == self.games_played):
+            return "failed"  # games could not be played, or every game played failed
+        if self.games_failed:
+            return "completed-with-failures"  # failed games are landed as such and replayed by the next run
         if self.budget_stopped:
             return "budget-stopped"
         return "completed"
+
+    @property
+    def exit_code(self) -> int:
+        """What `mafiabench run` exits with, so scripts and schedules can tell: 0 completed (or stopped by the
+        budget), 3 completed but some games failed, 1 failed."""
+        return {"failed": 1, "completed-with-failures": 3}.get(self.status, 0)
 
     @property
     def games_missing(self) -> int:

@@ -146,6 +146,9 @@ class FakeModelServer:
         self.hang_s = hang_s
         # The message of injected HTTP errors; real providers put things like the refused key's prefix here.
         self.error_message: str | None = None
+        # A hostile or broken server: put the credential it received into error messages and answers (a test of
+        # redaction: the value must then be nowhere in what the benchmark stores or logs).
+        self.echo_credentials = False
         self.record = record
         self._host = host
         self._port = port
@@ -296,6 +299,10 @@ class FakeModelServer:
         }
         fault = self._next_fault()
         entry["fault"] = fault.kind if fault else None
+        echo = ""
+        if self.echo_credentials:
+            auth = headers.get("x-api-key") or headers.get("api-key") or headers.get("authorization") or ""
+            echo = auth.removeprefix("Bearer ").strip()
         if self.record:
             with self._lock:
                 self._records.append(entry)
@@ -336,7 +343,10 @@ class FakeModelServer:
                 if fault.retry_after_s is not None:
                     extra["retry-after-ms"] = str(int(fault.retry_after_s * 1000))
                 entry["status"] = status
-                h._send_json(status, _error_body(api, status, self.error_message or f"injected {status}"), extra)
+                message = self.error_message or f"injected {status}"
+                if echo:
+                    message += f" (you sent {echo})"
+                h._send_json(status, _error_body(api, status, message), extra)
                 return
 
         override: str | None = None
@@ -345,7 +355,7 @@ class FakeModelServer:
         elif fault is not None and fault.kind == "malformed":
             override = MALFORMED_ANSWER
         try:
-            response = self._openai(body, override) if api == "openai" else self._anthropic(body, override)
+            response = self._openai(body, override, echo) if api == "openai" else self._anthropic(body, override, echo)
         except (KeyError, TypeError, ValueError) as exc:
             entry["status"] = 400
             h._send_json(400, _error_body(api, 400, f"bad request: {exc}"))
@@ -354,10 +364,9 @@ class FakeModelServer:
         entry["response"] = response
         h._send_json(200, response)
 
-    def _answer(self, model: str, messages: list[Message], override: str | None) -> str:
-        if override is not None:
-            return override
-        return FakeBrain(model, seed=self.brain_seed).answer(messages)
+    def _answer(self, model: str, messages: list[Message], override: str | None, echo: str = "") -> str:
+        text = override if override is not None else FakeBrain(model, seed=self.brain_seed).answer(messages)
+        return f"{text} {echo}" if echo else text
 
     def _prefix_cache(self, breakpoints: list[tuple[int, bytes]]) -> tuple[int, int]:
         """(chars read from cache, chars newly written) for a prompt's cacheable prefixes, longest seen wins."""
@@ -369,11 +378,11 @@ class FakeModelServer:
         longest = max(n for n, _ in breakpoints)
         return read, longest - read
 
-    def _openai(self, body: dict[str, Any], override: str | None) -> dict[str, Any]:
+    def _openai(self, body: dict[str, Any], override: str | None, echo: str = "") -> dict[str, Any]:
         model = str(body["model"])
         messages = [Message(_role(m["role"]), _text(m.get("content"))) for m in body["messages"]]
         prompt = "".join(m.content for m in messages)
-        text = self._answer(model, messages, override)
+        text = self._answer(model, messages, override, echo)
         # emulate automatic prefix caching in 1024-character blocks
         h = hashlib.sha256(model.encode())
         points: list[tuple[int, bytes]] = []
@@ -405,7 +414,7 @@ class FakeModelServer:
             },
         }
 
-    def _anthropic(self, body: dict[str, Any], override: str | None) -> dict[str, Any]:
+    def _anthropic(self, body: dict[str, Any], override: str | None, echo: str = "") -> dict[str, Any]:
         model = str(body["model"])
         int(body["max_tokens"])  # required by the real API
         segments: list[tuple[str, bool]] = []  # (text, ends at a cache breakpoint)
@@ -424,7 +433,7 @@ class FakeModelServer:
                 segments.append((text, mark))
                 content += text
             messages.append(Message(_role(m["role"]), content))
-        text = self._answer(model, messages, override)
+        text = self._answer(model, messages, override, echo)
         h = hashlib.sha256(model.encode())
         chars = 0
         points: list[tuple[int, bytes]] = []

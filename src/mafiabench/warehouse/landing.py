@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import socket
@@ -105,11 +106,28 @@ def raw_path(folder: Path, game_id: str) -> Path:
     return folder / f"{game_id}.json"
 
 
+REPLACED_DIR = "replaced"
+
+
 def write_raw(record: GameRecord, folder: Path) -> Path:
-    """Write the record once, atomically (a crash leaves either the whole file or none)."""
+    """Write the record atomically (a crash leaves either the whole file or none). A replayed failed game's earlier
+    record is kept under `replaced/` (its calls were spent), not overwritten."""
     path = raw_path(folder, record.game_id)
+    if path.exists():
+        old = path.read_bytes()
+        digest = hashlib.sha256(old).hexdigest()
+        keep = folder / REPLACED_DIR / f"{record.game_id}.{digest[:16]}.json"
+        keep.parent.mkdir(parents=True, exist_ok=True)
+        if not keep.exists():
+            _copy_atomic(old, keep)
     write_record_atomic(record, path)
     return path
+
+
+def _copy_atomic(data: bytes, path: Path) -> None:
+    tmp = path.with_name(TMP_PREFIX + path.name)
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
 
 
 def remove_partial(folder: Path) -> int:
@@ -202,11 +220,15 @@ def record_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
 
 def usage_by_model(con: duckdb.DuckDBPyConnection, experiment: str) -> list[tuple[str, str, int, int, int, int]]:
     """(provider, model, calls, input, output, cached tokens) landed so far for an experiment: what its budget has
-    already consumed."""
+    already consumed, replaced failed attempts included."""
     rows = con.execute(
         """select c.provider, c.model, count(*), coalesce(sum(c.input_tokens), 0),
                   coalesce(sum(c.output_tokens), 0), coalesce(sum(c.cached_tokens), 0)
-           from raw_model_calls c join raw_games g using (game_id)
+           from (select game_id, provider, model, input_tokens, output_tokens, cached_tokens from raw_model_calls
+                 union all
+                 select game_id, provider, model, input_tokens, output_tokens, cached_tokens
+                 from raw_replaced_calls) c
+           join raw_games g using (game_id)
            where g.experiment = $e
            group by all order by all""",
         {"e": experiment},

@@ -20,6 +20,7 @@ import polars as pl
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord
+from mafiabench.redact import scrub_json
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "mafiabench.duckdb"
 
@@ -51,6 +52,11 @@ RAW_SCHEMA: dict[str, str] = {
 }
 
 _GRAIN_TABLES = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")
+
+# The calls of a failed attempt that a replay replaced: the game's latest record is in the grain tables (and its raw
+# file), but what the earlier attempts spent stays counted here (budget, costs), never lost.
+REPLACED_CALLS = "raw_replaced_calls"
+REPLACED_CALLS_COLUMNS = RAW_SCHEMA["raw_model_calls"] + ", replaced_at TIMESTAMP, replaced_record_sha256 VARCHAR"
 
 
 class WarehouseBusyError(UserError):
@@ -88,6 +94,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     for table, added in _ADDED_COLUMNS.items():
         for name, kind in added:
             con.execute(f"alter table {table} add column if not exists {name} {kind}")
+    con.execute(f"create table if not exists {REPLACED_CALLS} ({REPLACED_CALLS_COLUMNS})")
 
 
 @dataclass
@@ -108,30 +115,37 @@ def load_records(
 ) -> LoadResult:
     """Land records in one transaction, idempotent by game id.
 
-    A game already landed is skipped unless it was failed (or `replace` is set), in which case it is replaced.
+    A game already landed is skipped unless it was failed (or `replace` is set), in which case the newer record
+    replaces it, whatever its status: the warehouse holds the same latest record as the raw file. The replaced
+    attempt's model calls move to `raw_replaced_calls`, so its spend stays counted. The same record loaded twice
+    changes nothing.
     """
     records = list(records)
     result = LoadResult()
     if not records:
         return result
     ids = [r.game_id for r in records]
-    existing = dict(
-        con.execute(
-            "select game_id, status from raw_games where game_id in (select unnest($ids))", {"ids": ids}
+    existing = {
+        g: (status, sha)
+        for g, status, sha in con.execute(
+            "select game_id, status, record_sha256 from raw_games where game_id in (select unnest($ids))",
+            {"ids": ids},
         ).fetchall()
-    )
+    }
     seen: set[str] = set()
     to_load: list[GameRecord] = []
+    replaced: list[str] = []
     for rec in records:
         if rec.game_id in seen:
             result.skipped += 1
             continue
         seen.add(rec.game_id)
-        status = existing.get(rec.game_id)
+        status, sha = existing.get(rec.game_id, (None, None))
         if status is None:
             result.inserted += 1
-        elif replace or (status == "failed" and rec.outcome.get("status") != "failed"):
+        elif (replace or status == "failed") and sha != record_sha256(rec):
             result.replaced += 1
+            replaced.append(rec.game_id)
         else:
             result.skipped += 1
             continue
@@ -142,6 +156,14 @@ def load_records(
     load_ids = [r.game_id for r in to_load]
     con.execute("begin transaction")
     try:
+        if replaced:
+            con.execute(
+                f"""insert into {REPLACED_CALLS}
+                    select c.*, now()::timestamp, g.record_sha256
+                    from raw_model_calls c join raw_games g using (game_id)
+                    where c.game_id in (select unnest($ids))""",
+                {"ids": replaced},
+            )
         for table in _GRAIN_TABLES:
             con.execute(f"delete from {table} where game_id in (select unnest($ids))", {"ids": load_ids})
             frame = frames[table]
@@ -157,6 +179,11 @@ def load_records(
     return result
 
 
+def record_sha256(rec: GameRecord) -> str:
+    """The checksum stored in `raw_games.record_sha256`: of the record as written (secrets scrubbed)."""
+    return hashlib.sha256(scrub_json(rec.to_json()).encode()).hexdigest()
+
+
 def _provider(agent: str) -> str:
     return agent.split("/", 1)[0] if "/" in agent else agent
 
@@ -170,11 +197,14 @@ def flatten(records: Sequence[GameRecord]) -> dict[str, pl.DataFrame]:
     calls: list[dict[str, Any]] = []
     beliefs: list[dict[str, Any]] = []
     for rec in records:
+        text = rec.to_json()
+        clean = scrub_json(text)
+        if clean != text:  # safety net: a known secret inside a record never reaches a table
+            rec, text = GameRecord.from_json(clean), clean
         d = rec.to_dict()
         design = rec.design or {}
         prompt = rec.prompt or {}
         prov = rec.provenance
-        text = rec.to_json()
         games.append(
             {
                 "game_id": rec.game_id,
