@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from mafiabench.agents.base import AgentTurn, PlayerView
 from mafiabench.agents.parsing import parse_belief, parse_message, parse_name
@@ -37,15 +37,21 @@ class ModelSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    temperature: float | None = Field(None, description="Sampling temperature; None = provider default.")
-    max_tokens_message: int | None = Field(50, description="Token cap for a discussion answer.")
-    max_tokens_choice: int | None = Field(5, description="Token cap for a vote or night action.")
-    max_tokens_belief: int | None = Field(600, description="Token cap for a JSON belief answer.")
+    temperature: float | None = Field(
+        None, ge=0, le=2, allow_inf_nan=False, description="Sampling temperature; None = provider default."
+    )
+    max_tokens_message: StrictInt | None = Field(50, ge=1, description="Token cap for a discussion answer.")
+    max_tokens_choice: StrictInt | None = Field(5, ge=1, description="Token cap for a vote or night action.")
+    max_tokens_belief: StrictInt | None = Field(600, ge=1, description="Token cap for a JSON belief answer.")
     reasoning_effort: str | None = Field(None, description="Passed to providers that support it.")
-    timeout_s: float = Field(60.0, gt=0, description="Per-attempt timeout.")
-    max_attempts: int = Field(5, ge=1, description="Tries per call, retries included.")
-    backoff_base_s: float = Field(1.0, ge=0, description="Base of exponential backoff with jitter.")
-    reprompt_on_failure: bool = Field(False, description="Re-ask once with the parse error (off in the reference).")
+    timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False, description="Per-attempt timeout.")
+    max_attempts: StrictInt = Field(5, ge=1, le=100, description="Tries per call, retries included.")
+    backoff_base_s: float = Field(
+        1.0, ge=0, le=3600, allow_inf_nan=False, description="Base of exponential backoff with jitter."
+    )
+    reprompt_on_failure: StrictBool = Field(
+        False, description="Re-ask once with the parse error (off in the reference)."
+    )
 
 
 class AgentCallError(Exception):

@@ -87,11 +87,23 @@ def _rows(folder: Path, name: str, rel: str, required: tuple[str, ...]) -> list[
         raise FormatProblem(f"{rel}/{name}: cannot read ({exc.strerror or exc})") from exc
     except UnicodeDecodeError as exc:
         raise FormatProblem(f"{rel}/{name}: not UTF-8 ({exc})") from exc
-    reader = csv.DictReader(io.StringIO(text, newline=""))
+    reader = csv.DictReader(io.StringIO(text, newline=""), strict=True)
     missing = [c for c in required if c not in (reader.fieldnames or [])]
     if missing:
         raise FormatProblem(f"{rel}/{name}: column(s) {missing} missing (header: {reader.fieldnames})")
-    return list(reader)
+    try:
+        rows = list(reader)
+    except csv.Error as exc:  # e.g. a quoted field never closed: the file was cut
+        raise FormatProblem(f"{rel}/{name}: line {reader.line_num}: {exc} (the file looks cut)") from exc
+    # A row with fewer fields than the header, or a last row without its newline: the export was cut mid-row.
+    short = next((r for r in rows if None in r.values() or None in r), None)
+    if short is not None or (rows and not text.endswith(("\n", "\r"))):
+        last = short or rows[-1]
+        raise FormatProblem(
+            f"{rel}/{name}: cut mid-row (row id={last.get('id')!r} has {sum(v is not None for v in last.values())} "
+            f"of {len(reader.fieldnames or [])} fields, or the file does not end with a newline)"
+        )
+    return rows
 
 
 @dataclass

@@ -145,6 +145,8 @@ def _config(folder: Path, rel: str) -> dict[str, Any] | None:
         raise FormatProblem(f"{rel}/config.json: invalid JSON ({exc})") from exc
     if not isinstance(config, dict):
         raise FormatProblem(f"{rel}/config.json: expected a JSON object, got {type(config).__name__}")
+    if not isinstance(config.get("players", []), list):
+        raise FormatProblem(f"{rel}/config.json: field players must be a list, got {config['players']!r:.80}")
     return config
 
 

@@ -7,11 +7,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from mafiabench.agents.llm import ModelSettings
+from mafiabench.agents.scripted import POLICIES
 from mafiabench.backends.base import ConfigError
-from mafiabench.backends.registry import EndpointConfig
+from mafiabench.backends.registry import BUILTIN_ENDPOINTS, KINDS, EndpointConfig, split_spec
 from mafiabench.engine import VARIANTS, rules_for
 from mafiabench.errors import UserError
 
@@ -22,9 +33,11 @@ def describe_validation_error(exc: ValidationError, source: str, prefix: str = "
     """One line per problem: `file: field a.b = value: what is wrong`."""
     lines = []
     for err in exc.errors():
-        loc = prefix + ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = prefix + ".".join(str(p) for p in err["loc"])
         value = err.get("input")
-        if err["type"] == "extra_forbidden":
+        if not err["loc"]:  # a rule over several fields: its message names them
+            lines.append(f"{source}: {err['msg'].removeprefix('Value error, ')}")
+        elif err["type"] == "extra_forbidden":
             lines.append(f"{source}: unknown field {loc!r} (value {value!r})")
         elif err["type"] == "missing":
             lines.append(f"{source}: field {loc!r} is required")
@@ -53,13 +66,29 @@ def validate_rules(variant: str, rules: Mapping[str, Any], source: str, prefix: 
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    """The file's table; every way a path can be unreadable is a `UserError` naming it."""
     try:
         with open(path, "rb") as f:
-            return tomllib.load(f)
+            data = f.read()
     except FileNotFoundError:
         raise UserError(f"{path}: file not found") from None
+    except IsADirectoryError:
+        raise UserError(f"{path}: is a directory, expected a TOML file") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{path}: not UTF-8 text (byte {data[exc.start:exc.start + 1]!r} at offset {exc.start}); TOML files "
+            "must be UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UserError(f"{path}: not valid TOML: nested too deeply") from None
 
 
 def _known_variant(v: str) -> str:
@@ -72,6 +101,29 @@ VariantName = Annotated[str, AfterValidator(_known_variant)]
 """A variant the engine knows, checked where a config is read."""
 
 
+def check_agent_spec(spec: str) -> str:
+    """Syntax and known policy names only: keys are checked when a run starts, so `preview` needs none."""
+    provider, model = split_spec(spec)
+    if provider == "policy":
+        policy, _, arg = model.partition(":")
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {model!r}; known: {', '.join(POLICIES)}")
+        if policy == "always-accuse" and not arg:
+            raise ValueError("always-accuse needs a target, e.g. policy/always-accuse:Bob")
+    return spec
+
+
+def check_provider(spec: str, declared: Mapping[str, Any]) -> None:
+    """The spec's provider is a built-in or declared endpoint (keys are checked only when a run starts)."""
+    provider, _ = split_spec(spec)
+    known = set(BUILTIN_ENDPOINTS) | set(declared)
+    if provider not in ("policy", "human") and provider not in known:
+        raise ValueError(
+            f"agent {spec!r}: unknown provider {provider!r}; known: {', '.join(sorted(known))} "
+            "(add it under [endpoints])"
+        )
+
+
 class EndpointSpec(BaseModel):
     """A named provider endpoint. OpenAI-compatible servers use kind = "openai" with a base URL."""
 
@@ -80,8 +132,24 @@ class EndpointSpec(BaseModel):
     kind: str = Field(description="openai | anthropic | fake | scripted")
     base_url: str | None = Field(None, description="API base URL (OpenAI-compatible servers, a local fake).")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
-    key_required: bool = Field(True, description="False for local servers that accept any key.")
+    key_required: StrictBool = Field(True, description="False for local servers that accept any key.")
     options: dict[str, Any] = Field(default_factory=dict, description="Provider options (fake: fault rates).")
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        if v not in KINDS:
+            raise ValueError(f"unknown kind; expected one of {list(KINDS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _options(self) -> EndpointSpec:
+        """Fake-provider options (fault rates, latency) are checked where the file is read, before preview."""
+        if self.kind == "fake":
+            from mafiabench.backends.fake import FakeBackend
+
+            FakeBackend("check", self.options)  # a ConfigError naming the option and its value
+        return self
 
 
 def endpoints_from(specs: Mapping[str, EndpointSpec]) -> dict[str, EndpointConfig]:
@@ -99,7 +167,7 @@ class GameConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     variant: VariantName = Field("mini-mafia", description="mini-mafia | classic")
-    seed: int = Field(0, ge=0, description="The game's seed: roles, names, orders, tie-breaks, fallbacks.")
+    seed: StrictInt = Field(0, ge=0, description="The game's seed: roles, names, orders, tie-breaks, fallbacks.")
     game_id: str | None = Field(None, description="Defaults to play-<variant>-<seed>.")
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
     rules: dict[str, Any] = Field(default_factory=dict, description="Variant rule options (see the engine).")
@@ -111,10 +179,25 @@ class GameConfig(BaseModel):
     endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra named endpoints.")
     cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
 
+    @field_validator("agents")
+    @classmethod
+    def _agent_specs(cls, v: dict[str, str]) -> dict[str, str]:
+        for seat, spec in v.items():
+            try:
+                check_agent_spec(spec)
+            except ValueError as exc:  # name the seat: pydantic's location stops at `agents`
+                raise ValueError(f"agents.{seat} = {spec!r}: {exc}") from None
+        return v
+
     @model_validator(mode="after")
     def _agents(self) -> GameConfig:
         if not self.agents:
             raise ValueError("agents: give at least a 'default' agent spec")
+        for seat, spec in self.agents.items():
+            try:
+                check_provider(spec, self.endpoints)
+            except ValueError as exc:
+                raise ValueError(f"agents.{seat}: {exc}") from None
         return self
 
 

@@ -13,14 +13,30 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from mafiabench.agents.llm import ModelSettings
-from mafiabench.agents.scripted import POLICIES
-from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
+from mafiabench.backends.registry import EndpointConfig
 from mafiabench.engine import rules_for
 from mafiabench.errors import UserError
-from mafiabench.play.config import EndpointSpec, VariantName, endpoints_from, read_toml, validate
+from mafiabench.play.config import (
+    EndpointSpec,
+    VariantName,
+    check_agent_spec,
+    check_provider,
+    endpoints_from,
+    read_toml,
+    validate,
+)
 from mafiabench.prices import Price
 from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
@@ -31,18 +47,10 @@ TARGET_ROLE: dict[str, str] = {"deceive": "mafioso", "detect": "villager", "disc
 BACKGROUND_ROLES = ("mafioso", "detective", "villager")
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
-
-
-def check_agent_spec(spec: str) -> str:
-    """Syntax and known policy names only: keys are checked when a run starts, so `preview` needs none."""
-    provider, model = split_spec(spec)
-    if provider == "policy":
-        policy, _, arg = model.partition(":")
-        if policy not in POLICIES:
-            raise ValueError(f"unknown policy {model!r}; known: {', '.join(POLICIES)}")
-        if policy == "always-accuse" and not arg:
-            raise ValueError("always-accuse needs a target, e.g. policy/always-accuse:Bob")
-    return spec
+# Bounds that keep a typo (games_per_cell = 1000000000000) from exhausting memory: checked arithmetically, before
+# any plan is built. The full Mini-Mafia background design is 14,000 games.
+MAX_GAMES_PER_CELL = 1_000_000
+MAX_GAMES = 2_000_000
 
 
 class Background(BaseModel):
@@ -80,7 +88,9 @@ class DesignSpec(BaseModel):
     capabilities: list[Capability] = Field(
         default_factory=lambda: list(CAPABILITIES), min_length=1, description="deceive | detect | disclose"
     )
-    games_per_cell: int | None = Field(None, ge=1, description="Overrides the experiment's games_per_cell.")
+    games_per_cell: StrictInt | None = Field(
+        None, ge=1, le=MAX_GAMES_PER_CELL, description="Overrides the experiment's games_per_cell."
+    )
 
     @field_validator("targets")
     @classmethod
@@ -117,7 +127,9 @@ class CellSpec(BaseModel):
 
     name: str = Field(description="Unique cell name within the experiment (part of each game's id and seed).")
     agents: dict[str, str] = Field(description="Agent spec per role (mafioso, detective, villager), name or default.")
-    games: int | None = Field(None, ge=1, description="Games in this cell; default: the experiment's games_per_cell.")
+    games: StrictInt | None = Field(
+        None, ge=1, le=MAX_GAMES_PER_CELL, description="Games in this cell; default: the experiment's games_per_cell."
+    )
     rules: dict[str, Any] = Field(default_factory=dict, description="Rule options overriding the experiment's.")
 
     @field_validator("name")
@@ -142,12 +154,14 @@ class Concurrency(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    games: int = Field(64, ge=1, le=100_000, description="Games played at the same time.")
-    default_provider: int = Field(64, ge=1, description="Calls in flight for a provider not listed in `providers`.")
-    providers: dict[str, int] = Field(
+    games: StrictInt = Field(64, ge=1, le=100_000, description="Games played at the same time.")
+    default_provider: StrictInt = Field(
+        64, ge=1, le=100_000, description="Calls in flight for a provider not listed in `providers`."
+    )
+    providers: dict[str, StrictInt] = Field(
         default_factory=dict, description="Calls in flight per provider, e.g. {openai = 32, anthropic = 8}."
     )
-    processes: int = Field(
+    processes: StrictInt = Field(
         1,
         ge=1,
         le=64,
@@ -174,7 +188,7 @@ class Budget(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    max_tokens: int | None = Field(None, ge=0, description="Input + output tokens over all calls.")
+    max_tokens: StrictInt | None = Field(None, ge=0, description="Input + output tokens over all calls.")
     max_usd: float | None = Field(None, ge=0, description="Money from the price table.")
 
     @property
@@ -192,8 +206,12 @@ class Experiment(BaseModel):
     variant: VariantName = Field("mini-mafia", description="mini-mafia | classic")
     rules: dict[str, Any] = Field(default_factory=dict, description="Rule options of the variant (see the engine).")
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
-    seed: int = Field(0, ge=0, description="Base seed; 0 keeps the seeds derived from (name, cell, index) alone.")
-    games_per_cell: int = Field(10, ge=1, description="Games per cell unless a cell or the design says otherwise.")
+    seed: StrictInt = Field(
+        0, ge=0, lt=2**63, description="Base seed; 0 keeps the seeds derived from (name, cell, index) alone."
+    )
+    games_per_cell: StrictInt = Field(
+        10, ge=1, le=MAX_GAMES_PER_CELL, description="Games per cell unless a cell or the design says otherwise."
+    )
     endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra or overriding endpoints.")
     cells: list[CellSpec] = Field(default_factory=list, description="Explicit cells (seat assignments).")
     design: DesignSpec | None = Field(
@@ -209,7 +227,9 @@ class Experiment(BaseModel):
         description="[[prices]] rows added to or overriding the price table (provider, model, input, output, ...).",
     )
     warehouse: str = Field(str(DEFAULT_WAREHOUSE), description="DuckDB file (relative to the working directory).")
-    shard_size: int = Field(50, ge=1, le=100_000, description="Games per orchestration task (a Prefect task run).")
+    shard_size: StrictInt = Field(
+        50, ge=1, le=100_000, description="Games per orchestration task (a Prefect task run)."
+    )
     cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
 
     @field_validator("name")
@@ -278,6 +298,32 @@ class Experiment(BaseModel):
         _check_providers(specs, info)
         return v
 
+    @model_validator(mode="after")
+    def _bounded(self) -> Experiment:
+        n = self.planned_games()
+        if n > MAX_GAMES:
+            raise ValueError(
+                f"the experiment plans {n:,} games, more than the {MAX_GAMES:,} one run may hold; split it into "
+                "several experiments or lower games_per_cell / games"
+            )
+        return self
+
+    def planned_games(self) -> int:
+        """How many games the experiment plans, counted without building the plan."""
+        n = sum(c.games or self.games_per_cell for c in self.cells)
+        if self.design is not None:
+            d = self.design
+            names: set[str] = set()
+            for target in d.targets:
+                for b in d.backgrounds:
+                    roles = {b} if isinstance(b, str) else set(b.role_map().values())
+                    for cap in d.capabilities:
+                        homogeneous = roles == {target}
+                        bg = b if isinstance(b, str) else b.name
+                        names.add(f"homogeneous|{target}" if homogeneous else f"{cap}|{target}|{bg}")
+            n += len(names) * (d.games_per_cell or self.games_per_cell)
+        return n
+
     # -- derived ------------------------------------------------------------------------------------------------
     def endpoint_configs(self) -> dict[str, EndpointConfig]:
         return endpoints_from(self.endpoints)
@@ -327,14 +373,8 @@ def _check_rules(variant: str, rules: dict[str, Any]) -> None:
 def _check_providers(specs: Iterable[str], info: ValidationInfo) -> None:
     """Every agent's provider is a built-in or declared endpoint (keys are checked only when a run starts)."""
     declared = info.data.get("endpoints") or {}
-    known = set(BUILTIN_ENDPOINTS) | set(declared)
     for spec in specs:
-        provider, _ = split_spec(spec)
-        if provider not in ("policy", "human") and provider not in known:
-            raise ValueError(
-                f"agent {spec!r}: unknown provider {provider!r}; known: {', '.join(sorted(known))} "
-                "(add it under [endpoints])"
-            )
+        check_provider(spec, declared)
 
 
 def load_experiment(path: str | Path) -> Experiment:
