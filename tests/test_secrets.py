@@ -123,6 +123,7 @@ def test_an_echoed_custom_key_is_nowhere_after_a_run(tmp_path: Path, kind: str, 
             "GPU_BOX_AUTH": SECRET,
             "PYTHONPATH": str(ROOT / "src"),
             "PREFECT_HOME": str(prefect_home),
+            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "300",  # a loaded CI machine starts it slowly
         }
         cmd = [sys.executable, "-m", "mafiabench.cli", "run", str(exp), "--publish", "--no-progress",
                "--dashboards", str(dashboards)]

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from mafiabench.errors import UserError
 from mafiabench.play.config import GameConfig, endpoints_from, load_game_config, validate
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.play.transcript import format_transcript
@@ -73,7 +74,13 @@ def build_config(args: argparse.Namespace) -> GameConfig:
 def run(args: argparse.Namespace) -> int:
     cfg = build_config(args)
     pool = BackendPool(endpoints=endpoints_from(cfg.endpoints), cache_dir=cfg.cache_dir)
-    pool.check(list(cfg.agents.values()))  # unknown provider or missing key: fail before any call
+    try:
+        pool.check(list(cfg.agents.values()))  # unknown provider or missing key: fail before any call
+    except UserError as exc:
+        if not args.config:
+            raise
+        seats = ", ".join(f"agents.{seat} = {spec!r}" for seat, spec in cfg.agents.items() if spec in str(exc))
+        raise UserError(f"{args.config}: {exc}" + (f"\n  (in {seats})" if seats else "")) from None
     spec = GameSpec.build(
         cfg.game_id or f"play-{cfg.variant}-{cfg.seed}",
         cfg.variant,
