@@ -24,7 +24,7 @@ def test_play_writes_a_record_and_prints_a_transcript(tmp_path: Path, capsys: py
     assert "Night 1 begins." in text and "wins" in text
     record = json.loads(out.read_text())
     assert record["record_version"] == 1 and len(record["players"]) == 4
-    assert record["prompt"]["version"] == "mini-mafia/v4.1" and len(record["prompt"]["sha256"]) == 64
+    assert record["prompt"]["version"] == "mini-mafia/v4.1-full" and len(record["prompt"]["sha256"]) == 64
     assert record["calls"] and all(c["model"] for c in record["calls"])
 
 

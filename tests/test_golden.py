@@ -1,4 +1,9 @@
-"""Golden records: seeded games replayed byte for byte. Regenerate deliberately with UPDATE_GOLDEN=1."""
+"""Golden records: seeded games replayed byte for byte. Regenerate deliberately with UPDATE_GOLDEN=1.
+
+The `*_v4_1` records pin the first Mini-Mafia prompt (`mini-mafia/v4.1`, a condensed rewrite): they keep explaining
+the games played with it. The others use the default prompt (`mini-mafia/v4.1-full`, information for information
+the reference's).
+"""
 
 from __future__ import annotations
 
@@ -14,18 +19,23 @@ from mafiabench.record import GameRecord, Provenance
 GOLDEN = Path(__file__).parent / "golden"
 FIXED = Provenance(package_version="golden", git_commit=None)
 
-CASES = {
-    "mini_mafia_policies": ("mini-mafia", {}, 11, {"mafioso": "policy/random", "detective": "policy/informed",
-                                                    "villager": "policy/random"}),
-    "mini_mafia_agent_night_naive": ("mini-mafia", {"night": "agents"}, 7, {"default": "scripted/naive"}),
+POLICIES = {"mafioso": "policy/random", "detective": "policy/informed", "villager": "policy/random"}
+CASES: dict[str, tuple[str, dict[str, object], int, dict[str, str], str | None]] = {
+    "mini_mafia_policies": ("mini-mafia", {}, 11, POLICIES, None),
+    "mini_mafia_agent_night_naive": ("mini-mafia", {"night": "agents"}, 7, {"default": "scripted/naive"}, None),
+    "mini_mafia_naive": ("mini-mafia", {}, 5, {"default": "scripted/naive"}, None),
+    "mini_mafia_policies_v4_1": ("mini-mafia", {}, 11, POLICIES, "v4.1"),
+    "mini_mafia_agent_night_naive_v4_1": ("mini-mafia", {"night": "agents"}, 7, {"default": "scripted/naive"},
+                                          "v4.1"),
     "classic_belief_naive": ("classic", {"n_players": 6, "n_mafia": 2, "detective": True, "decision": "belief"}, 3,
-                             {"mafioso": "scripted/naive", "default": "policy/informed"}),
+                             {"mafioso": "scripted/naive", "default": "policy/informed"}, None),
 }
 
 
 def play(name: str) -> str:
-    variant, rules, seed, agents = CASES[name]
-    spec = GameSpec.build(f"golden-{name}", variant, rules, seed, agents)
+    variant, rules, seed, agents, version = CASES[name]
+    game_id = f"golden-{name.removesuffix('_v4_1')}"  # the v4.1 records keep their ids
+    spec = GameSpec.build(game_id, variant, rules, seed, agents, prompt_version=version)
     record = asyncio.run(play_game(spec, BackendPool(), clock=lambda: "2026-01-01T00:00:00.000+00:00",
                                    provenance=FIXED))
     return record.to_json()
@@ -50,7 +60,7 @@ def test_golden_record_round_trips(name: str) -> None:
 
 def test_different_seed_gives_different_record() -> None:
     a = play("mini_mafia_policies")
-    variant, rules, seed, agents = CASES["mini_mafia_policies"]
+    variant, rules, seed, agents, _ = CASES["mini_mafia_policies"]
     spec = GameSpec.build("golden-mini_mafia_policies", variant, rules, seed + 1, agents)
     b = asyncio.run(play_game(spec, clock=lambda: "2026-01-01T00:00:00.000+00:00", provenance=FIXED)).to_json()
     assert a != b

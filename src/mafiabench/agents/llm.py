@@ -3,6 +3,7 @@ format-failure policy, and records every call as a typed, timestamped entry of t
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -10,7 +11,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from mafiabench.agents.base import AgentTurn, PlayerView
-from mafiabench.agents.parsing import parse_belief, parse_message, parse_name
+from mafiabench.agents.parsing import (
+    parse_belief,
+    parse_message,
+    parse_message_reference,
+    parse_name,
+    parse_name_reference,
+)
 from mafiabench.agents.prompts import (
     PromptSet,
     composition_text,
@@ -21,6 +28,7 @@ from mafiabench.agents.prompts import (
 )
 from mafiabench.backends.base import Backend, BackendError, GenerateSettings, Message
 from mafiabench.engine.core import Answer, Decision
+from mafiabench.errors import UserError
 from mafiabench.record import ModelCall
 from mafiabench.redact import scrub
 
@@ -136,7 +144,7 @@ class LLMAgent:
             calls.append(call)
             raise AgentCallError(exc, calls) from exc
         text = scrub(completion.text)  # a server that echoes the key in its answer: the key goes no further
-        answer, error = self.parse(decision, text)
+        answer, error, note = self.parse_with(self.prompts.parser, decision, text)
         call.update(
             {
                 "latency_ms": round(completion.latency_ms, 3),
@@ -147,7 +155,7 @@ class LLMAgent:
                 "error_class": completion.error_class,
                 "finish_reason": completion.finish_reason,
                 "response": text,
-                "parse": {"format_failure": error is not None, "error": error},
+                "parse": {"format_failure": error is not None, "error": error, **note},
             }
         )
         calls.append(call)
@@ -172,6 +180,23 @@ class LLMAgent:
         )
 
     @staticmethod
+    def parse_with(parser: str, decision: Decision, text: str | None) -> tuple[Answer, str | None, dict[str, Any]]:
+        """Read an answer as the prompt version says (`reference` or `tolerant`): (answer, error, notes for the call
+        record). Notes: `cut` (unclosed quote, kept with the reference's "..." marker), `name_found_later` (the
+        reference's fallback to a valid name anywhere in the answer; not a format failure there, so not here)."""
+        if parser != "reference" or decision.mode == "belief":
+            answer, error = LLMAgent.parse(decision, text or "")
+            return answer, error, {}
+        if decision.action == "speak":
+            message, cut, error = parse_message_reference(text)
+            if error:
+                return Answer(text=None, format_failure=True), error, {}
+            return Answer(text=message, truncated=cut), None, ({"cut": True} if cut else {})
+        name, later, error = parse_name_reference(text, decision.choices)
+        note = {"name_found_later": True} if later else {}
+        return Answer(target=name, format_failure=error is not None), error, note
+
+    @staticmethod
     def parse(decision: Decision, text: str) -> tuple[Answer, str | None]:
         """Apply the format-failure policy: a bad message is a flagged silence, a bad choice a flagged fallback."""
         if decision.action == "speak":
@@ -188,6 +213,8 @@ class LLMAgent:
     # -- prompts ---------------------------------------------------------------------------------------------------
     def build_prompt(self, decision: Decision, view: PlayerView) -> tuple[str, int]:
         """(prompt, length of the part shared with this player's earlier prompts)."""
+        if self.prompts.style == "reference":
+            return self._reference(decision, view)
         if view.variant == "mini-mafia":
             base, suffix = self._mini_mafia(decision, view)
             memory = memory_lines(view)
@@ -197,75 +224,95 @@ class LLMAgent:
         head = base.rstrip("\n") + "\n"
         return head + "\n".join(memory) + "\n\n" + suffix.strip("\n") + "\n", len(head)
 
+    def _others(self, view: PlayerView) -> list[str]:
+        """The other players' names: seat order, or (as the reference) a fresh order at every call, seeded by the
+        game, the player and the call number so that a replay renders the same prompts."""
+        others = [p for p in view.players if p != view.name]
+        if self.prompts.options.get("others_order") == "shuffled":
+            random.Random(f"{self.game_id}\x1f{view.name}\x1f{self._n}").shuffle(others)
+        return others
+
+    def _reference(self, decision: Decision, view: PlayerView) -> tuple[str, int]:
+        """The reference's own templates (from a batch_config.json), filled as its code fills them."""
+        rules: Any = view.rules
+        t = self.prompts.templates
+        if decision.action == "speak":
+            suffix = t["discussion_suffix"].format(
+                round_num=decision.step,
+                discussion_rounds=decision.steps,
+                message_limit=rules.message_limit,
+                name=view.name,
+            )
+        elif decision.action == "vote":
+            suffix = t["voting_suffix"].format(candidates=", ".join(decision.choices))
+        else:
+            suffix = t["night_action_suffix"].format(
+                round_num=decision.round, action=decision.action, candidates=", ".join(decision.choices)
+            )
+        memory = "\n".join(memory_lines(view)) or "No previous events."
+        values = {
+            "name": view.name,
+            "role": view.role,
+            "other_players": ", ".join(self._others(view)),
+            "composition": composition_text(rules.composition, "reference"),
+        }
+        marker = "\x00memory\x00"
+        try:
+            shaped = t["base_prompt"].format(**values, memory=marker, action_specific_content=suffix)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise UserError(f"batch_config base_prompt: cannot fill placeholder {exc}") from None
+        prefix = shaped.index(marker)
+        return shaped.replace(marker, memory), prefix
+
     def _mini_mafia(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
         rules: Any = view.rules
         t = self.prompts.templates
-        if rules.night == "scripted":
-            night = (
-                "Night 1 is played automatically: the mafioso kills a random villager and the detective learns "
-                "who the mafioso is."
-            )
-        else:
-            night = (
-                "On night 1 the mafioso chooses whom to kill; then, if still in the game, the detective chooses one "
-                "active player to investigate."
-            )
-        if rules.discussion_rounds:
+        f = self.prompts.fragments
+        values: dict[str, object] = {
+            "message_limit": rules.message_limit,
+            "composition_text": composition_text(
+                rules.composition, self.prompts.options.get("composition_order", "ours")
+            ),
+            "name": view.name,
+            "role": view.role,
+            "others": ", ".join(self._others(view))
+            if self.prompts.options.get("others_order") == "shuffled"
+            else join_names(self._others(view)),
+        }
+        if "rules" in f:  # v4.1: a rules paragraph generated from the rules object
+            night = f["night_scripted"] if rules.night == "scripted" else f["night_agents"]
             day = (
-                f"Day 1 has {rules.discussion_rounds} discussion round(s): in each round every active player speaks "
-                "once, in a random order, or stays silent. Then everyone votes."
+                render(f["day_discussion"], discussion_rounds=rules.discussion_rounds)
+                if rules.discussion_rounds
+                else f["day_silent"]
             )
-        else:
-            day = "On day 1 there is no discussion: the active players vote at once."
-        rules_text = f"This game has one night and one day. {night} {day} The game ends after the day's vote."
-        others = [p for p in view.players if p != view.name]
-        base = render(
-            t["base"],
-            rules_text=rules_text,
-            message_limit=rules.message_limit,
-            composition_text=composition_text(rules.composition),
-            name=view.name,
-            role=view.role,
-            others=join_names(others),
-        )
+            values["rules_text"] = render(f["rules"], night=night, day=day)
+        base = render(t["base"], **values)
         key = {"speak": "discussion", "vote": "vote", "kill": "kill", "investigate": "investigate"}[decision.action]
         return base, render(t[key], **decision_values(decision))
 
     def _classic(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
         rules: Any = view.rules
         t = self.prompts.templates
-        role_text = {
-            "villager": "You are a villager. Find the mafia and eliminate them.",
-            "detective": "You are the detective, on the town's side. Each night you learn one player's role. "
-            "Use what you learn to eliminate the mafia.",
-            "mafioso": "You are in the mafia. Blend in with the town: you may accuse villagers, defend your "
-            "teammates, or create confusion.",
-        }.get(view.role, f"You are a {view.role}.")
-        if rules.decision == "belief":
-            decision_text = (
-                'answer with a JSON object {"reasoning": "<your reasoning>", "probability": {"<player>": <p>, ...}} '
-                "giving the probability of choosing each valid player; the probabilities sum to 1."
-            )
-            answer_text = 'Answer with the JSON object {"reasoning": ..., "probability": {...}} only.'
-        else:
-            decision_text = "start your answer with the name of one player; reasoning may follow after a line break."
-            answer_text = "Reply with just a name."
+        f = self.prompts.fragments
+        role_key = f"role_{view.role}"
+        role_text = f[role_key] if role_key in f else render(f["role_other"], role=view.role)
+        belief = rules.decision == "belief"
         base = render(
             t["base"],
             name=view.name,
             n_players=rules.n_players,
             composition_text=composition_text(rules.composition),
-            detective_text=" The detective investigates one player each night and learns their role."
-            if rules.detective
-            else "",
-            day_text="make short statements and" if rules.speaking and rules.speaking_rounds else "",
-            reveal_text="The role of an eliminated player is revealed." if rules.reveal_role else "Roles stay hidden.",
-            rules_text=f"A game lasts at most {rules.max_days} days.",
+            detective_text=f["detective"] if rules.detective else "",
+            day_text=f["day_speaking"] if rules.speaking and rules.speaking_rounds else "",
+            reveal_text=f["reveal"] if rules.reveal_role else f["hidden"],
+            rules_text=render(f["max_days"], max_days=rules.max_days),
             role_text=role_text,
             message_limit=rules.message_limit,
-            decision_text=decision_text,
+            decision_text=f["decision_belief"] if belief else f["decision_name"],
         )
         active = join_names(view.active_players())
+        answer_text = f["answer_belief"] if belief else f["answer_name"]
         return base, render(t[decision.action], active=active, answer_text=answer_text, **decision_values(decision))
 
     def _classic_memory(self, view: PlayerView) -> list[str]:

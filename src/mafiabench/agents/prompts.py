@@ -1,40 +1,111 @@
 """Versioned prompt templates and the memory rendering they share.
 
-Templates are files under `prompts/<variant>/<version>/`; their hash goes into every game's provenance. The rules
-text is generated from the same rules object the engine runs, so prompt and engine cannot disagree. The shared part
-(rules, identity) comes first and the memory grows at the end, so a provider's prompt cache can reuse the prefix.
+Every word a model is shown lives in files under `prompts/<variant>/<version>/`: `*.txt` templates and, where the
+text depends on the rules, a `fragments.toml` of named pieces the agent picks from the rules object the engine runs
+(so prompt and engine cannot disagree), plus `version.toml` (how this version renders and parses). All of them are
+hashed into every game's provenance. A third source is the user's own copy of a reference `batch_config.json`
+(`PromptSet.from_batch_config`): its templates are hashed the same way and never shipped with mafiabench. The shared
+part (rules, identity) comes first and the memory grows at the end, so a provider's prompt cache can reuse it.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+import json
+import tomllib
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from string import Template
-from typing import Any
+from typing import Any, Literal
 
 from mafiabench.agents.base import PlayerView
 from mafiabench.engine.core import Decision
 from mafiabench.engine.events import Event
 from mafiabench.errors import UserError
 
-DEFAULT_PROMPT_VERSION = {"mini-mafia": "v4.1", "classic": "v1"}
+DEFAULT_PROMPT_VERSION = {"mini-mafia": "v4.1-full", "classic": "v1"}
+
+Parser = Literal["tolerant", "reference"]
+Style = Literal["ours", "reference"]
+# The reference's Python-format templates in a batch_config.json, and the placeholders each may use.
+BATCH_TEMPLATE_KEYS = ("base_prompt", "discussion_suffix", "voting_suffix", "night_action_suffix")
 
 
 @dataclass(frozen=True)
 class PromptSet:
+    """One prompt version. `style` says how templates are filled (`ours`: `$name` templates + fragments;
+    `reference`: the batch_config's `{name}` templates); `parser` how answers are read (`reference`: exactly as the
+    Mini-Mafia reference reads them; `tolerant`: the first versions' lenient reading); `options` further rendering
+    choices from `version.toml`. `sha256` covers every file of the version (or the whole batch_config prompt)."""
+
     variant: str
     version: str
     templates: dict[str, str]
     sha256: str
+    fragments: dict[str, str] = field(default_factory=dict)
+    style: Style = "ours"
+    parser: Parser = "tolerant"
+    options: dict[str, Any] = field(default_factory=dict)
+    source: str | None = None
 
     @property
     def ident(self) -> str:
         return f"{self.variant}/{self.version}"
 
     def provenance(self) -> dict[str, Any]:
-        return {"version": self.ident, "sha256": self.sha256}
+        out: dict[str, Any] = {"version": self.ident, "sha256": self.sha256}
+        if self.source:
+            out["source"] = self.source
+        return out
+
+    @classmethod
+    def from_batch_config(cls, path: str | Path, variant: str = "mini-mafia") -> PromptSet:
+        """The reference templates from the user's own copy of a published `batch_config.json`.
+
+        Only what the file holds is used: `prompt_config.templates` (base prompt + three suffixes) and
+        `prompt_config.version`. The hash is over the canonical JSON of `templates`, the same hash the batch importer
+        records for games played with that file, so simulated and imported games of one template set match.
+        """
+        return _batch_config_prompts(str(Path(path).expanduser().resolve()), variant)
+
+
+@cache
+def _batch_config_prompts(path: str, variant: str) -> PromptSet:
+    if variant != "mini-mafia":
+        raise UserError(f"{path}: prompt.from_batch_config is for variant 'mini-mafia', not {variant!r}")
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"{path}: prompt.from_batch_config: file not found") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"{path}: prompt.from_batch_config: not a readable JSON file ({exc})") from None
+    pc = raw.get("prompt_config") if isinstance(raw, dict) else None
+    if not isinstance(pc, dict):
+        raise UserError(f"{path}: field 'prompt_config' is missing or not an object")
+    templates = pc.get("templates")
+    if not isinstance(templates, dict):
+        raise UserError(f"{path}: field 'prompt_config.templates' is missing or not an object")
+    for key in BATCH_TEMPLATE_KEYS:
+        value = templates.get(key)
+        if not isinstance(value, str) or not value.strip():
+            raise UserError(f"{path}: field 'prompt_config.templates.{key}' is missing or empty (got {value!r})")
+    for field_name in ("{memory}", "{action_specific_content}"):
+        if field_name not in templates["base_prompt"]:
+            raise UserError(f"{path}: field 'prompt_config.templates.base_prompt' has no {field_name} placeholder")
+    canonical = json.dumps(templates, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
+    version = str(pc.get("version") or "unknown")
+    return PromptSet(
+        variant,
+        f"batch-config-{version}",
+        {k: templates[k] for k in BATCH_TEMPLATE_KEYS},
+        hashlib.sha256(canonical).hexdigest(),
+        style="reference",
+        parser="reference",
+        options={"others_order": "shuffled", "composition_order": "reference"},
+        source=Path(path).name,
+    )
 
 
 @cache
@@ -44,13 +115,37 @@ def load_prompts(variant: str, version: str | None = None) -> PromptSet:
     if not root.is_dir():
         raise UserError(f"no prompt templates for variant {variant!r} version {version!r} (looked in {root})")
     templates: dict[str, str] = {}
+    meta: dict[str, Any] = {}
+    fragments: dict[str, str] = {}
     h = hashlib.sha256()
     for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".txt"):
-            text = entry.read_text(encoding="utf-8")
+        if not entry.name.endswith((".txt", ".toml")):
+            continue
+        text = entry.read_text(encoding="utf-8")
+        h.update(entry.name.encode() + b"\0" + text.encode() + b"\0")
+        if entry.name == "version.toml":
+            meta = tomllib.loads(text)
+        elif entry.name == "fragments.toml":
+            fragments = {k: str(v) for k, v in tomllib.loads(text).items()}
+        elif entry.name.endswith(".txt"):
             templates[entry.name.removesuffix(".txt")] = text
-            h.update(entry.name.encode() + b"\0" + text.encode() + b"\0")
-    return PromptSet(variant, version, templates, h.hexdigest())
+    options = dict(meta.get("options", {}))
+    return PromptSet(
+        variant,
+        version,
+        templates,
+        h.hexdigest(),
+        fragments=fragments,
+        parser=meta.get("parser", "tolerant"),
+        options=options,
+    )
+
+
+def resolve_prompts(variant: str, version: str | None = None, batch_config: str | None = None) -> PromptSet:
+    """The prompt a game plays with: the user's batch_config.json when given, else a shipped version."""
+    if batch_config:
+        return PromptSet.from_batch_config(batch_config, variant)
+    return load_prompts(variant, version)
 
 
 def join_names(names: list[str] | tuple[str, ...]) -> str:
@@ -60,9 +155,12 @@ def join_names(names: list[str] | tuple[str, ...]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-def composition_text(comp: dict[str, int]) -> str:
+def composition_text(comp: dict[str, int], order: str = "ours") -> str:
+    """"1 detective, 1 mafioso, 2 villagers"; `order="reference"` lists roles as the reference does (mafioso first)."""
     parts = []
-    for role in ("detective", "mafioso", "villager", "doctor"):
+    roles = ("mafioso", "detective", "villager", "doctor") if order == "reference" else (
+        "detective", "mafioso", "villager", "doctor")
+    for role in roles:
         n = comp.get(role, 0)
         if n:
             plural = {"mafioso": "mafiosos", "villager": "villagers", "detective": "detectives", "doctor": "doctors"}
@@ -113,6 +211,9 @@ def _line(e: Event, view: PlayerView, keep_reasoning: set[int]) -> str | None:
         if mates:
             line += f" Your fellow mafia: {join_names(mates)}."
         return line
+    if t == "kill" and e.actor not in (me, None):
+        # Every mafioso reads the kill, but only the one who decided it did it (the reference's line for the others).
+        return f"The mafia killed {e.target}" if e.actor == "mafia" else f"The Mafia member {e.actor} killed {e.target}"
     if t in ("phase_start", "death", "info", "investigate", "kill"):
         return e.text
     if t == "message":

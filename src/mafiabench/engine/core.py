@@ -81,6 +81,7 @@ class Answer:
     belief: Mapping[str, float] | None = None
     format_failure: bool = False
     reasoning: str | None = None
+    truncated: bool = False  # the agent's message was cut before the engine saw it (an unclosed quote)
 
 
 Batch = list[Decision]
@@ -347,9 +348,8 @@ class GameEngine:
             )
             return
         text = answer.text
-        truncated = len(text) > limit
-        if truncated:
-            text = text[:limit]
+        truncated = len(text) > limit or answer.truncated
+        text = text[:limit]
         self.emit(
             "day",
             rnd,
