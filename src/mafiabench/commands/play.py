@@ -49,6 +49,7 @@ def build_config(args: argparse.Namespace) -> GameConfig:
         overrides["seed"] = args.seed
     if args.prompt_version:
         overrides["prompt_version"] = args.prompt_version
+        overrides["prompt"] = None
     agents = {
         k: v
         for k, v in (
@@ -88,7 +89,8 @@ def run(args: argparse.Namespace) -> int:
         cfg.seed,
         cfg.agents,
         models=cfg.models,
-        prompt_version=cfg.prompt_version,
+        prompt_version=cfg.prompt_choice[0],
+        prompt_file=cfg.prompt_choice[1],
     )
     record = asyncio.run(play_game(spec, pool))
     if not args.quiet:

@@ -161,6 +161,42 @@ def endpoints_from(specs: Mapping[str, EndpointSpec]) -> dict[str, EndpointConfi
         raise UserError(str(exc)) from None
 
 
+class PromptSource(BaseModel):
+    """`prompt = { version = "v4.1" }` or `prompt = { from_batch_config = "path/batch_config.json" }`: the prompt a
+    game plays with. A batch_config path is read from your own copy of the reference's published batches (relative
+    paths are relative to the TOML file); its templates are hashed into every record and never shipped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    version: str | None = Field(None, description="A shipped prompt version (default per variant).")
+    from_batch_config: str | None = Field(
+        None, description="A Mini-Mafia batch_config.json whose prompt_config.templates to play with."
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> PromptSource:
+        if self.version and self.from_batch_config:
+            raise ValueError("give either version or from_batch_config, not both")
+        if self.from_batch_config:
+            from mafiabench.agents.prompts import PromptSet
+
+            try:
+                PromptSet.from_batch_config(self.from_batch_config)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+
+def resolve_prompt_source(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Make a relative `prompt.from_batch_config` relative to the file that names it (`base` is its folder)."""
+    prompt = data.get("prompt")
+    if isinstance(prompt, dict) and isinstance(prompt.get("from_batch_config"), str):
+        path = Path(prompt["from_batch_config"]).expanduser()
+        if not path.is_absolute():
+            data = {**data, "prompt": {**prompt, "from_batch_config": str(base / path)}}
+    return data
+
+
 class GameConfig(BaseModel):
     """One game (`mafiabench play --config`): variant, rules, who plays each role, model settings."""
 
@@ -170,6 +206,7 @@ class GameConfig(BaseModel):
     seed: StrictInt = Field(0, ge=0, description="The game's seed: roles, names, orders, tie-breaks, fallbacks.")
     game_id: str | None = Field(None, description="Defaults to play-<variant>-<seed>.")
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
+    prompt: PromptSource | None = Field(None, description="{ version = ... } or { from_batch_config = ... }.")
     rules: dict[str, Any] = Field(default_factory=dict, description="Variant rule options (see the engine).")
     agents: dict[str, str] = Field(
         default_factory=dict,
@@ -193,10 +230,19 @@ class GameConfig(BaseModel):
     def _agents(self) -> GameConfig:
         if not self.agents:
             raise ValueError("agents: give at least a 'default' agent spec")
+        if self.prompt is not None and self.prompt_version is not None:
+            raise ValueError("give prompt_version or prompt, not both")
         return self  # unknown providers and missing keys: `BackendPool.check` reports them all at once
+
+    @property
+    def prompt_choice(self) -> tuple[str | None, str | None]:
+        """(shipped version, batch_config path)."""
+        if self.prompt is not None:
+            return self.prompt.version, self.prompt.from_batch_config
+        return self.prompt_version, None
 
 
 def load_game_config(path: Path, overrides: Mapping[str, Any] | None = None) -> GameConfig:
-    data = read_toml(path)
+    data = resolve_prompt_source(read_toml(path), path.parent)
     data.update(overrides or {})
     return validate(GameConfig, data, str(path))

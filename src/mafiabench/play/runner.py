@@ -16,7 +16,7 @@ from pydantic import BaseModel
 from mafiabench.agents.base import Agent, AgentTurn, PlayerView
 from mafiabench.agents.human import GameAbandoned, HumanAgent
 from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, utc_now
-from mafiabench.agents.prompts import load_prompts
+from mafiabench.agents.prompts import resolve_prompts
 from mafiabench.agents.scripted import PolicyAgent
 from mafiabench.backends.base import Backend, Completion, ConfigError, GenerateSettings, Message
 from mafiabench.backends.registry import EndpointConfig, check_backend, resolve_backend, split_spec
@@ -94,6 +94,7 @@ class GameSpec:
     agents: Mapping[str, str]
     models: Mapping[str, ModelSettings] = field(default_factory=dict)
     prompt_version: str | None = None
+    prompt_file: str | None = None  # a reference batch_config.json to take the templates from
     design: dict[str, Any] | None = None
 
     @classmethod
@@ -144,7 +145,7 @@ async def play_game(
     pool = pool or BackendPool()
     game: GameEngine = make_game(spec.variant, spec.rules, spec.seed)
     game.reset()
-    prompts = load_prompts(spec.variant, spec.prompt_version)
+    prompts = resolve_prompts(spec.variant, spec.prompt_version, spec.prompt_file)
     agents: dict[str, Agent] = {}
     specs: dict[str, str] = {}
     for p in game.players:

@@ -63,7 +63,8 @@ class PlannedGame:
             self.seed,
             self.cell.agents,
             models=models if models is not None else experiment.model_settings(),
-            prompt_version=experiment.prompt_version,
+            prompt_version=experiment.prompt_choice[0],
+            prompt_file=experiment.prompt_choice[1],
             design=dict(self.design),
         )
 

@@ -30,11 +30,13 @@ from mafiabench.engine import rules_for
 from mafiabench.errors import UserError
 from mafiabench.play.config import (
     EndpointSpec,
+    PromptSource,
     VariantName,
     check_agent_spec,
     check_provider,
     endpoints_from,
     read_toml,
+    resolve_prompt_source,
     validate,
 )
 from mafiabench.prices import Price
@@ -206,6 +208,9 @@ class Experiment(BaseModel):
     variant: VariantName = Field("mini-mafia", description="mini-mafia | classic")
     rules: dict[str, Any] = Field(default_factory=dict, description="Rule options of the variant (see the engine).")
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
+    prompt: PromptSource | None = Field(
+        None, description="{ version = ... } or { from_batch_config = 'your/batch_config.json' } (reference templates)."
+    )
     seed: StrictInt = Field(
         0, ge=0, lt=2**63, description="Base seed; 0 keeps the seeds derived from (name, cell, index) alone."
     )
@@ -352,11 +357,34 @@ class Experiment(BaseModel):
                     out.setdefault(spec, default)
         return out
 
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, v: PromptSource | None, info: ValidationInfo) -> PromptSource | None:
+        if v is not None and info.data.get("prompt_version") is not None:
+            raise ValueError("give prompt_version or prompt, not both")
+        if v is not None and v.version and "variant" in info.data:
+            from mafiabench.agents.prompts import load_prompts
+
+            try:
+                load_prompts(info.data["variant"], v.version)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        if v is not None and v.from_batch_config and info.data.get("variant", "mini-mafia") != "mini-mafia":
+            raise ValueError("from_batch_config holds Mini-Mafia templates: it needs variant = 'mini-mafia'")
+        return v
+
+    @property
+    def prompt_choice(self) -> tuple[str | None, str | None]:
+        """(shipped version, batch_config path) games are played with."""
+        if self.prompt is not None:
+            return self.prompt.version, self.prompt.from_batch_config
+        return self.prompt_version, None
+
     def prompt_label(self) -> str:
         """The prompt version games will record (the variant's default when none is set)."""
-        from mafiabench.agents.prompts import load_prompts
+        from mafiabench.agents.prompts import resolve_prompts
 
-        return f"{self.variant}/{load_prompts(self.variant, self.prompt_version).version}"
+        return resolve_prompts(self.variant, *self.prompt_choice).ident
 
     def warehouse_path(self, override: str | Path | None = None) -> Path:
         return Path(override) if override is not None else Path(self.warehouse)
@@ -380,7 +408,7 @@ def _check_providers(specs: Iterable[str], info: ValidationInfo) -> None:
 def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment file; a `UserError` names the file, the field and the value."""
     path = Path(path)
-    return validate(Experiment, read_toml(path), str(path))
+    return validate(Experiment, resolve_prompt_source(read_toml(path), path.parent), str(path))
 
 
 def parse_experiment(data: dict[str, Any], source: str = "<experiment>") -> Experiment:
