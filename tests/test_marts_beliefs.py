@@ -49,7 +49,7 @@ def classic_record() -> GameRecord:
     emit("end", 2, "game_end", data={"winner": "mafia"})
     return GameRecord(
         game_id="c1", variant="classic", seed=0,
-        rules={"n_players": 6, "n_mafia": 1, "speaking": False, "sampling": "sample", "memory": "full",
+        rules={"n_players": 6, "n_mafia": 1, "speaking": False, "sampling": "sample", "memory": "last_k",
                "decision": "belief"},
         players=[PlayerRecord(seat=i, name=n, role=ROLES[n], agent="fake/m", model="m") for i, n in enumerate(NAMES)],
         events=events, outcome={"status": "finished", "winner": "mafia", "tie_decided": False, "days": 2},

@@ -8,7 +8,7 @@ with games as (
             case when speaking = false then 'no_speaking' end,
             case when sampling = 'argmax' then 'argmax_voting' end,
             case when memory = 'current_phase' then 'limited_memory' end,
-            case when memory = 'last_k' then 'last_k_memory' end
+            case when memory = 'full' then 'full_memory' end
         ), ''), 'baseline') as configuration
     from fct_games
     where variant = 'classic' and is_scored

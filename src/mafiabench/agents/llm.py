@@ -311,9 +311,16 @@ class LLMAgent:
             message_limit=rules.message_limit,
             decision_text=f["decision_belief"] if belief else f["decision_name"],
         )
-        active = join_names(view.active_players())
+        alive = view.active_players()
+        gone = [p for p in view.players if p not in alive]
         answer_text = f["answer_belief"] if belief else f["answer_name"]
-        return base, render(t[decision.action], active=active, answer_text=answer_text, **decision_values(decision))
+        return base, render(
+            t[decision.action],
+            active=join_names(alive),
+            gone=join_names(gone) or "nobody",
+            answer_text=answer_text,
+            **decision_values(decision),
+        )
 
     def _classic_memory(self, view: PlayerView) -> list[str]:
         rules: Any = view.rules

@@ -51,6 +51,7 @@ def parse_belief(text: str, choices: Sequence[str]) -> tuple[dict[str, float] | 
     Players may be given as the name, "Player 3", "3" or 3; values as numbers or percentages; values that do not
     sum to 1 are normalised. Returns (distribution over choices, reasoning, error).
     """
+    text = strip_reasoning(text) if text else text
     if not text or "{" not in text:
         return None, None, "no JSON object in the answer"
     start, end = text.find("{"), text.rfind("}")

@@ -25,7 +25,7 @@ from mafiabench.engine.core import Decision
 from mafiabench.engine.events import Event
 from mafiabench.errors import UserError
 
-DEFAULT_PROMPT_VERSION = {"mini-mafia": "v4.1-full", "classic": "v1"}
+DEFAULT_PROMPT_VERSION = {"mini-mafia": "v4.1-full", "classic": "v2"}
 
 Parser = Literal["tolerant", "reference"]
 Style = Literal["ours", "reference"]

@@ -33,10 +33,16 @@ class ClassicRules(BaseModel):
     message_limit: int = Field(400, ge=1, description="Characters per statement; longer ones are truncated.")
     reveal_role: bool = Field(True, description="Reveal an eliminated player's role.")
     max_days: int = Field(10, ge=1, description="Days before a stuck game ends as unfinished.")
-    decision: Literal["name", "belief"] = Field("name", description="Agents answer a name or a distribution.")
+    decision: Literal["name", "belief"] = Field(
+        "belief", description="Agents answer a distribution (the reference) or a name."
+    )
     sampling: Literal["sample", "argmax"] = Field("sample", description="How a belief becomes an action.")
-    memory: Literal["full", "last_k", "current_phase"] = Field("full", description="What an agent remembers.")
-    memory_k: int = Field(3, ge=1, description="Reasoning entries kept with memory = last_k.")
+    memory: Literal["full", "last_k", "current_phase"] = Field(
+        "last_k",
+        description="What an agent remembers: the public record plus its last `memory_k` reasoning entries "
+        "(last_k, the reference), all of them (full), or the current phase only (current_phase, the ablation).",
+    )
+    memory_k: int = Field(3, ge=1, description="Reasoning entries kept with memory = last_k (the reference: 3).")
     names: tuple[str, ...] | None = Field(None, description="Player names; default Player 1..N.")
 
     @model_validator(mode="after")
