@@ -25,6 +25,7 @@ import numpy as np
 import polars as pl
 from scipy import linalg, optimize, stats
 
+from mafiabench.build.coherence import coherence_tables
 from mafiabench.build.marts import Model
 
 Z95 = 1.959963984540054
@@ -397,6 +398,7 @@ CONSISTENCY_TESTS_SCHEMA = {
     "mean_jsd_winners": pl.Float64,
     "mean_jsd_losers": pl.Float64,
     "t_statistic": pl.Float64,
+    "df": pl.Float64,
     "p_value": pl.Float64,
 }
 
@@ -408,10 +410,10 @@ def consistency_tests(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]
     for (variant,), part in df.group_by(["variant"], maintain_order=True):
         won = part.filter(pl.col("won"))["mean_jsd"].to_numpy()
         lost = part.filter(~pl.col("won"))["mean_jsd"].to_numpy()
-        t, p = (math.nan, math.nan)
+        t, df, p = (math.nan, math.nan, math.nan)
         if len(won) >= 2 and len(lost) >= 2:
             res = stats.ttest_ind(won, lost, equal_var=False)
-            t, p = float(res.statistic), float(res.pvalue)
+            t, df, p = float(res.statistic), float(res.df), float(res.pvalue)
         rows.append(
             {
                 "variant": variant,
@@ -420,6 +422,7 @@ def consistency_tests(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]
                 "mean_jsd_winners": float(won.mean()) if len(won) else math.nan,
                 "mean_jsd_losers": float(lost.mean()) if len(lost) else math.nan,
                 "t_statistic": t,
+                "df": df,
                 "p_value": p,
             }
         )
@@ -462,5 +465,18 @@ PYTHON_MODELS: list[Model] = [
         depends_on=("mart_strategic_consistency",),
         outputs=("mart_consistency_tests",),
         run=consistency_tests,
+    ),
+    Model(
+        name="mart_coherence",
+        layer="marts",
+        kind="python",
+        grain="mart_semantic_coherence: one row per (game, mafioso) with public statements; "
+        "mart_coherence_summary: one row",
+        purpose="semantic coherence (mean pairwise cosine similarity of all-MiniLM-L6-v2 embeddings of a mafioso's "
+        "statements), its Pearson r with the deception score, and mean deception ± sd for coherence > 0.8 and < 0.5",
+        materialized="table",
+        depends_on=("mart_deception_scores", "stg_events"),
+        outputs=("mart_semantic_coherence", "mart_coherence_summary"),
+        run=coherence_tables,
     ),
 ]

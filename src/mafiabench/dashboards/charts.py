@@ -622,3 +622,15 @@ def outcomes_chart(rows: Rows) -> dict[str, Any]:
         .properties(width=WIDTH, height=alt.Step(24))
     )
     return _spec(chart, rows)
+
+
+def strategema_chart(rows: Rows) -> dict[str, Any]:
+    """Mafia win rate (Beta mean, Wilson 95% interval) per configuration, one column per (N players, M mafia)."""
+    return _rate_interval_chart(
+        rows,
+        y="configuration",
+        y_title="configuration",
+        x_title="mafia win rate",
+        column="setting",
+        width=220,
+    )
