@@ -93,8 +93,10 @@ def test_from_a_capability_bar_to_its_games_to_a_transcript(site: Path, tab: Pag
     assert capability == "deceive" and params["study"] == "dash"
     games = shown_games(tab)
     # Exactly the games of that cell: the capability table's k / n for the same (background, target).
-    expected = {f"dash.deceive-{re.sub(r'[^A-Za-z0-9]+', '-', target)}-{re.sub(r'[^A-Za-z0-9]+', '-', background)}"
-                f".{i:03d}" for i in range(2)}
+    # A homogeneous bar (target = background) is the one cell played once for all three capabilities.
+    slug = {m: re.sub(r"[^A-Za-z0-9]+", "-", m) for m in (target, background)}
+    cell = f"homogeneous-{slug[target]}" if target == background else f"deceive-{slug[target]}-{slug[background]}"
+    expected = {f"dash.{cell}.{i:03d}" for i in range(2)}
     assert set(games) == expected, (params, games)
     total = tab.eval("document.querySelectorAll('table.games tbody tr').length")
     assert tab.eval("document.getElementById('game-count').textContent") == f"2 of {total} games shown"
