@@ -242,8 +242,8 @@ SUITES: tuple[Suite, ...] = (
     ),
     Suite(
         "copied_games",
-        # A game copied under another id: same seed, seats and event log. Seeds differ between genuine simulated
-        # games; imported ones (no seed) differ by their text.
+        # A simulated game copied under another id: same seed, seats and event log (seeds differ between genuine
+        # simulated games). Imported games have no seed; their importers are idempotent by source id instead.
         """with fp as (
                select g.game_id, g.variant, g.seed,
                       (select string_agg(p.seat || ':' || p.name || ':' || p.role || ':' || coalesce(p.agent, ''),
@@ -256,7 +256,7 @@ SUITES: tuple[Suite, ...] = (
                from raw_games g
            )
            select variant, seed, count(*) as n_copies, list(game_id order by game_id) as game_ids
-           from fp where events_md5 is not null
+           from fp where events_md5 is not null and seed is not null
            group by variant, seed, seats, events_md5 having count(*) > 1""",
         (_no_rows("no game copied under another id (same seed, seats and event log)"),),
     ),
