@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mafiabench.cli import build_parser, main
+from mafiabench.cli import command_names, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -65,9 +65,8 @@ def test_console_script_runs() -> None:
 
 def test_readme_lists_every_command() -> None:
     """Every subcommand in the CLI help appears in the README's command table, and vice versa."""
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    commands = set(sub.choices)  # type: ignore[attr-defined]
+    commands = set(command_names())
+    assert {"play", "run", "build", "dashboards"} <= commands
     readme = (ROOT / "README.md").read_text()
     documented = set(re.findall(r"^\| `mafiabench ([a-z-]+)", readme, flags=re.M))
     assert commands == documented
@@ -104,3 +103,21 @@ def test_run_without_prefect_then_publish(tmp_path: Path, capsys: pytest.Capture
     assert code == 0
     text = capsys.readouterr().out
     assert "PUBLISHED" in text and (out / "index.html").is_file()
+
+
+def test_usage_errors_exit_2_with_rich_help(capsys: pytest.CaptureFixture[str]) -> None:
+    """Unknown commands, bad choices and conflicting options are usage errors (exit 2); --help is rich and exits 0."""
+    assert main(["nosuch"]) == 2
+    assert "No such command 'nosuch'" in capsys.readouterr().err
+    assert main(["play", "--variant", "bogus"]) == 2
+    assert "'bogus' is not one of" in capsys.readouterr().err
+    assert main(["query", "select 1", "--csv", "a.csv", "--parquet", "a.parquet"]) == 2
+    assert "mutually exclusive" in capsys.readouterr().err
+    assert main([]) == 2
+    assert "Usage: mafiabench [OPTIONS] COMMAND" in capsys.readouterr().out
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("mafiabench ")
+    for name in command_names():
+        assert main([name, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert f"Usage: mafiabench {name}" in out and "─ Options ─" in out, name

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import argparse
-from typing import Any
+from typing import Annotated
+
+import typer
 
 from mafiabench.build.baselines import PROFILES, exact_baseline
+from mafiabench.commands import command
 from mafiabench.errors import UserError
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser(
+def register(app: typer.Typer) -> None:
+    command(
+        app,
         "baseline",
-        help="print exact analytic win probabilities",
-        description="Exact town/mafia win probabilities of Mini-Mafia for a policy profile, as fractions. "
+        short_help="print exact analytic win probabilities",
+        help="Exact town/mafia win probabilities of Mini-Mafia for a policy profile, as fractions. "
         f"Profiles: {', '.join(PROFILES)}.",
-    )
-    p.add_argument("profile", nargs="?", help="profile name (default: all)")
-    p.set_defaults(func=run)
+    )(run)
 
 
-def run(args: argparse.Namespace) -> int:
-    names = [args.profile] if args.profile else list(PROFILES)
+def run(profile: Annotated[str | None, typer.Argument(help="profile name (default: all)")] = None) -> int:
+    names = [profile] if profile else list(PROFILES)
     for name in names:
         if name not in PROFILES:
             raise UserError(f"unknown baseline profile {name!r}; known: {', '.join(PROFILES)}")

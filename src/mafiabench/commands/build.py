@@ -2,39 +2,42 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
+from typing import Annotated
 
+import typer
+
+from mafiabench.commands import command
 from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser(
+def register(app: typer.Typer) -> None:
+    command(
+        app,
         "build",
-        help="build staging views and marts, then run the quality gate",
-        description="Rebuild every model in sql/ (and the Python marts) from the raw tables, validate raw tables "
+        short_help="build staging views and marts, then run the quality gate",
+        help="Rebuild every model in sql/ (and the Python marts) from the raw tables, validate raw tables "
         "and marts, store the results in validation_results, and publish the build only if every expectation "
         "passed. Exits 2 with the failing expectations and sample rows when the gate fails.",
-    )
-    p.add_argument("--warehouse", type=Path, default=DEFAULT_WAREHOUSE, help="DuckDB file (default: %(default)s)")
-    p.add_argument("--no-validate", action="store_true", help="build without the gate (the build is not published)")
-    p.add_argument(
-        "--upset-threshold",
-        type=float,
-        default=0.05,
-        help="probability at or under which a game counts as an upset (default: %(default)s)",
-    )
-    p.add_argument("--sql-dir", type=Path, default=None, help="folder of SQL models (default: the checkout's sql/)")
-    p.set_defaults(func=run)
+    )(run)
 
 
-def run(args: argparse.Namespace) -> int:
+def run(
+    warehouse: Annotated[Path, typer.Option(help="DuckDB file")] = DEFAULT_WAREHOUSE,
+    no_validate: Annotated[
+        bool, typer.Option("--no-validate", help="build without the gate (the build is not published)")
+    ] = False,
+    upset_threshold: Annotated[
+        float, typer.Option(help="probability at or under which a game counts as an upset")
+    ] = 0.05,
+    sql_dir: Annotated[
+        Path | None, typer.Option(help="folder of SQL models (default: the checkout's sql/)", show_default=False)
+    ] = None,
+) -> int:
     from mafiabench.publish import build
 
-    result = build(
-        args.warehouse, sql_dir=args.sql_dir, validate=not args.no_validate, upset_threshold=args.upset_threshold
-    )
+    result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold)
     for m in result.models:
         rows = "" if m.rows is None else f"{m.rows:>10} rows"
         print(f"  {m.layer:<12} {m.name:<32} {m.materialized:<5} {rows} {m.seconds:7.3f}s", file=sys.stderr)

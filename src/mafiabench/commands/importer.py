@@ -2,50 +2,72 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated
 
+import typer
+
+from mafiabench.commands import command
 from mafiabench.errors import UserError
+from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
 
-def register(sub: argparse._SubParsersAction[Any]) -> None:
+def _formats() -> dict[str, tuple[str, str, str]]:
     from mafiabench.importers.common import FORMATS
-    from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
-    p = sub.add_parser(
+    return FORMATS
+
+
+def register(app: typer.Typer) -> None:
+    command(
+        app,
         "import",
-        help="import an external game dataset into the warehouse",
-        description="Read a dataset in another tool's format, turn every game into a canonical game record and "
+        short_help="import an external game dataset into the warehouse",
+        help="Read a dataset in another tool's format, turn every game into a canonical game record and "
         "land it in the warehouse. Importing the same data twice changes nothing; invalid games are landed with "
         "their validity flag; games that cannot be read are listed with the reason. Formats: "
-        + ", ".join(f"{name} ({source})" for name, (_, _, source) in FORMATS.items()) + ".",
-    )
-    p.add_argument("format", choices=list(FORMATS), help="the dataset's format")
-    p.add_argument("path", type=Path, help="the dataset: a root folder, one batch/game folder, or one game file")
-    p.add_argument("--warehouse", type=Path, default=DEFAULT_WAREHOUSE,
-                   help=f"DuckDB warehouse file (default: {DEFAULT_WAREHOUSE})")
-    p.add_argument("--records", type=Path, default=None, help="also write each record as JSON into this folder")
-    p.add_argument("--study", default=None,
-                   help="the study these games are (default: mini-mafia: the folder imported; others: the source)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p.add_argument("--strict", action="store_true", help="exit with status 1 when any game was unreadable")
-    p.set_defaults(func=run)
+        + ", ".join(f"{name} ({source})" for name, (_, _, source) in _formats().items())
+        + ".",
+    )(run)
 
 
-def run(args: argparse.Namespace) -> int:
+def _check_format(value: str) -> str:
+    if value not in _formats():
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(map(repr, _formats()))}")
+    return value
+
+
+def run(
+    format: Annotated[
+        str, typer.Argument(help="the dataset's format: mini-mafia, dallinger or llmafia", callback=_check_format)
+    ],
+    path: Annotated[Path, typer.Argument(help="the dataset: a root folder, one batch/game folder, or one game file")],
+    warehouse: Annotated[Path, typer.Option(help="DuckDB warehouse file")] = DEFAULT_WAREHOUSE,
+    records: Annotated[
+        Path | None, typer.Option(help="also write each record as JSON into this folder", show_default=False)
+    ] = None,
+    study: Annotated[
+        str | None,
+        typer.Option(
+            help="the study these games are (default: mini-mafia: the folder imported; others: the source)",
+            show_default=False,
+        ),
+    ] = None,
+    json_: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="exit with status 1 when any game was unreadable")] = False,
+) -> int:
     from mafiabench.importers.common import run_import
     from mafiabench.warehouse.landing import warehouse_lock
     from mafiabench.warehouse.raw import connect
 
-    if not args.path.exists():
-        raise UserError(f"{args.path}: no such file or directory (the {args.format} dataset to import)")
-    with warehouse_lock(args.warehouse, what=f"import {args.format}"):
-        con = connect(args.warehouse)
+    if not path.exists():
+        raise UserError(f"{path}: no such file or directory (the {format} dataset to import)")
+    with warehouse_lock(warehouse, what=f"import {format}"):
+        con = connect(warehouse)
         try:
-            report = run_import(args.format, args.path, con, records_dir=args.records, study=args.study)
+            report = run_import(format, path, con, records_dir=records, study=study)
         finally:
             con.close()
-    print(json.dumps(report.to_dict(), indent=1) if args.json else report.to_text())
-    return 1 if args.strict and report.unreadable else 0
+    print(json.dumps(report.to_dict(), indent=1) if json_ else report.to_text())
+    return 1 if strict and report.unreadable else 0

@@ -2,34 +2,40 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+import typer
+
+from mafiabench.commands import command
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+def register(app: typer.Typer) -> None:
+    command(
+        app,
         "preview",
-        help="show an experiment's cells, games, calls and a token/cost estimate (no key, no spending)",
-        description=(
+        short_help="show an experiment's cells, games, calls and a token/cost estimate (no key, no spending)",
+        help=(
             "Expand the experiment into cells and games and estimate model calls, tokens and cost from a few sample "
             "games per cell played against an in-process fake of every model. Nothing is called or written."
         ),
-    )
-    p.add_argument("experiment", type=Path, help="experiment file (TOML)")
-    p.add_argument("--warehouse", type=Path, default=None, help="count games already landed in this DuckDB file")
-    p.add_argument("--samples", type=int, default=3, help="sample games per cell for the estimate (default 3)")
-    p.add_argument("--max-cells", type=int, default=60, help="cells listed (totals always cover all)")
-    p.set_defaults(func=main)
+    )(main)
 
 
-def main(args: argparse.Namespace) -> int:
+def main(
+    experiment: Annotated[Path, typer.Argument(help="experiment file (TOML)")],
+    warehouse: Annotated[
+        Path | None, typer.Option(help="count games already landed in this DuckDB file", show_default=False)
+    ] = None,
+    samples: Annotated[int, typer.Option(help="sample games per cell for the estimate")] = 3,
+    max_cells: Annotated[int, typer.Option(help="cells listed (totals always cover all)")] = 60,
+) -> int:
     from mafiabench.study.preview import estimate_plan
     from mafiabench.study.spec import load_experiment
 
-    exp = load_experiment(args.experiment)
-    est = estimate_plan(exp, warehouse=args.warehouse, samples=max(1, args.samples))
-    print(render(est, max_cells=args.max_cells))
+    exp = load_experiment(experiment)
+    est = estimate_plan(exp, warehouse=warehouse, samples=max(1, samples))
+    print(render(est, max_cells=max_cells))
     return 0
 
 

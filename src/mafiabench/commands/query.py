@@ -2,67 +2,74 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from mafiabench.commands import command
 from mafiabench.errors import UserError
 from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
 MAX_CELL = 60
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    q = subparsers.add_parser(
+def register(app: typer.Typer) -> None:
+    command(
+        app,
         "query",
-        help="run a SQL query against the warehouse (read-only)",
-        description="Run SQL on a read-only connection to the warehouse and print the result as a table, or write "
+        short_help="run a SQL query against the warehouse (read-only)",
+        help="Run SQL on a read-only connection to the warehouse and print the result as a table, or write "
         "it to CSV or Parquet. `mafiabench catalogue` lists the tables, their grain and columns.",
-    )
-    q.add_argument("sql", help='the query, e.g. "select * from mart_win_rates where dimension = \'all\'"')
-    q.add_argument("--warehouse", type=Path, default=DEFAULT_WAREHOUSE, help="DuckDB file (default: %(default)s)")
-    out = q.add_mutually_exclusive_group()
-    out.add_argument("--csv", type=Path, metavar="FILE", help="write the result to a CSV file")
-    out.add_argument("--parquet", type=Path, metavar="FILE", help="write the result to a Parquet file")
-    q.add_argument("--max-rows", type=int, default=100, help="rows to print (default: %(default)s; 0 = all)")
-    q.set_defaults(func=run_query)
-
-    c = subparsers.add_parser(
+    )(run_query)
+    command(
+        app,
         "catalogue",
-        help="write the catalogue of warehouse tables (grain, purpose, columns)",
-        description="Generate docs/catalogue.md from the models in sql/ and the Python marts.",
-    )
-    c.add_argument("--output", type=Path, default=None, help="file to write (default: docs/catalogue.md)")
-    c.add_argument("--check", action="store_true", help="exit 1 if the file differs from the generated catalogue")
-    c.set_defaults(func=run_catalogue)
+        short_help="write the catalogue of warehouse tables (grain, purpose, columns)",
+        help="Generate docs/catalogue.md from the models in sql/ and the Python marts.",
+    )(run_catalogue)
 
 
-def run_query(args: argparse.Namespace) -> int:
+def run_query(
+    sql: Annotated[
+        str, typer.Argument(help='the query, e.g. "select * from mart_win_rates where dimension = \'all\'"')
+    ],
+    warehouse: Annotated[Path, typer.Option(help="DuckDB file")] = DEFAULT_WAREHOUSE,
+    csv: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="write the result to a CSV file", show_default=False)
+    ] = None,
+    parquet: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="write the result to a Parquet file", show_default=False)
+    ] = None,
+    max_rows: Annotated[int, typer.Option(help="rows to print (0 = all)")] = 100,
+) -> int:
     import duckdb
 
     from mafiabench.warehouse.raw import connect
 
-    if not Path(args.warehouse).exists():
-        raise UserError(f"warehouse {args.warehouse} does not exist; land games and run `mafiabench build` first")
-    con = connect(args.warehouse, read_only=True)
+    if csv and parquet:
+        raise typer.BadParameter("--csv and --parquet are mutually exclusive: give one", param_hint="--parquet")
+    if not Path(warehouse).exists():
+        raise UserError(f"warehouse {warehouse} does not exist; land games and run `mafiabench build` first")
+    con = connect(warehouse, read_only=True)
     try:
         try:
-            rel = con.sql(args.sql)
+            rel = con.sql(sql)
         except duckdb.Error as exc:
             raise UserError(f"query failed: {exc}") from exc
         if rel is None:  # a statement without a result (SET, PRAGMA ...)
             return 0
         try:
-            if args.csv:
-                rel.write_csv(str(args.csv), header=True)
-                print(f"wrote {args.csv}", file=sys.stderr)
-            elif args.parquet:
-                rel.write_parquet(str(args.parquet))
-                print(f"wrote {args.parquet}", file=sys.stderr)
+            if csv:
+                rel.write_csv(str(csv), header=True)
+                print(f"wrote {csv}", file=sys.stderr)
+            elif parquet:
+                rel.write_parquet(str(parquet))
+                print(f"wrote {parquet}", file=sys.stderr)
             else:
-                limit = args.max_rows if args.max_rows > 0 else None
+                limit = max_rows if max_rows > 0 else None
                 rows = rel.limit(limit + 1).fetchall() if limit else rel.fetchall()
                 more = bool(limit and len(rows) > limit)
                 print(format_table(rel.columns, rows[:limit] if limit else rows, more=more))
@@ -97,12 +104,19 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, more:
     return "\n".join(out)
 
 
-def run_catalogue(args: argparse.Namespace) -> int:
+def run_catalogue(
+    output: Annotated[
+        Path | None, typer.Option(help="file to write (default: docs/catalogue.md)", show_default=False)
+    ] = None,
+    check: Annotated[
+        bool, typer.Option("--check", help="exit 1 if the file differs from the generated catalogue")
+    ] = False,
+) -> int:
     from mafiabench.build import catalogue
 
-    path = args.output or catalogue.DEFAULT_PATH
+    path = output or catalogue.DEFAULT_PATH
     text = catalogue.generate()
-    if args.check:
+    if check:
         current = path.read_text() if path.exists() else ""
         if current != text:
             print(f"{path} is out of date: run `mafiabench catalogue`", file=sys.stderr)

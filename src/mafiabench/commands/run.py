@@ -6,15 +6,17 @@ nothing started; `--no-prefect` runs the same steps directly (same records, same
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import importlib.util
 import os
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Annotated, Any
 
+import typer
+
+from mafiabench.commands import command
 from mafiabench.errors import UserError
 
 FLOW_FILE = Path("flows") / "study_flow.py"
@@ -27,27 +29,17 @@ PREFECT_DEFAULTS = {
 }
 
 
-def register(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+def register(app: typer.Typer) -> None:
+    command(
+        app,
         "run",
-        help="play an experiment's missing games and land them in the warehouse",
-        description=(
+        short_help="play an experiment's missing games and land them in the warehouse",
+        help=(
             "Play every planned game of the experiment that is not landed yet (re-running resumes: landed games "
             "are skipped, failed ones replayed), land each record in the raw folder and the DuckDB warehouse, and "
             "print a run summary. Runs through Prefect's temporary local server unless --no-prefect."
         ),
-    )
-    p.add_argument("experiment", type=Path, help="experiment file (TOML), e.g. experiments/demo.toml")
-    p.add_argument("--warehouse", type=Path, default=None, help="DuckDB file (default: the experiment's `warehouse`)")
-    p.add_argument("--no-prefect", action="store_true", help="run without Prefect (same steps, no flow run)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument(
-        "--publish",
-        action="store_true",
-        help="after landing, rebuild the marts behind the quality gate and render the dashboards",
-    )
-    p.add_argument("--dashboards", type=Path, default=Path("dashboards"), help="dashboards folder (with --publish)")
-    p.set_defaults(func=main)
+    )(main)
 
 
 def flow_module() -> ModuleType:
@@ -68,18 +60,37 @@ def flow_module() -> ModuleType:
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def main(
+    experiment: Annotated[Path, typer.Argument(help="experiment file (TOML), e.g. experiments/demo.toml")],
+    warehouse: Annotated[
+        Path | None, typer.Option(help="DuckDB file (default: the experiment's `warehouse`)", show_default=False)
+    ] = None,
+    no_prefect: Annotated[
+        bool, typer.Option("--no-prefect", help="run without Prefect (same steps, no flow run)")
+    ] = False,
+    no_progress: Annotated[bool, typer.Option("--no-progress", help="no progress bar")] = False,
+    publish: Annotated[
+        bool,
+        typer.Option(
+            "--publish", help="after landing, rebuild the marts behind the quality gate and render the dashboards"
+        ),
+    ] = False,
+    dashboards: Annotated[Path, typer.Option(help="dashboards folder (with --publish)")] = Path("dashboards"),
+) -> int:
     from mafiabench.play.runner import BackendPool
     from mafiabench.redact import install_log_scrubber
     from mafiabench.study.spec import load_experiment
 
     install_log_scrubber()  # before Prefect logs anything: its logs land in its server's database
-    exp = load_experiment(args.experiment)
+    exp = load_experiment(experiment)
     # Unknown provider or missing key: say so in a second, before Prefect's server starts.
     BackendPool(endpoints=exp.endpoint_configs()).check(exp.agent_specs())
-    progress = False if args.no_progress else None
+    progress = False if no_progress else None
     try:
-        summary = _run(args, exp, progress)
+        summary = _run(
+            experiment, exp, progress, warehouse=warehouse, no_prefect=no_prefect, publish=publish,
+            dashboards=dashboards,
+        )
     except KeyboardInterrupt:
         print(
             "\ninterrupted: finished games are in the raw folder; run the same command again to resume",
@@ -90,18 +101,27 @@ def main(args: argparse.Namespace) -> int:
     return int(summary.exit_code)
 
 
-def _run(args: argparse.Namespace, exp: Any, progress: bool | None) -> Any:
+def _run(
+    experiment: Path,
+    exp: Any,
+    progress: bool | None,
+    *,
+    warehouse: Path | None,
+    no_prefect: bool,
+    publish: bool,
+    dashboards: Path,
+) -> Any:
     from mafiabench.study.run import run_study
     from mafiabench.study.summary import RunSummary
 
     summary: RunSummary
-    if args.no_prefect:
-        summary = asyncio.run(run_study(exp, warehouse=args.warehouse, progress=progress))
-        if args.publish and not summary.shard_errors:
-            from mafiabench import publish
+    if no_prefect:
+        summary = asyncio.run(run_study(exp, warehouse=warehouse, progress=progress))
+        if publish and not summary.shard_errors:
+            from mafiabench import publish as publishing
 
-            print(publish.build(Path(summary.warehouse)).summary())
-            print(publish.render(Path(summary.warehouse), args.dashboards).summary())
+            print(publishing.build(Path(summary.warehouse)).summary())
+            print(publishing.render(Path(summary.warehouse), dashboards).summary())
     else:
         for key, value in PREFECT_DEFAULTS.items():
             os.environ.setdefault(key, value)
@@ -109,11 +129,11 @@ def _run(args: argparse.Namespace, exp: Any, progress: bool | None) -> Any:
         try:
             summary = asyncio.run(
                 module.study_flow(
-                    experiment_path=str(args.experiment),
-                    warehouse=None if args.warehouse is None else str(args.warehouse),
+                    experiment_path=str(experiment),
+                    warehouse=None if warehouse is None else str(warehouse),
                     progress=progress,
-                    publish=args.publish,
-                    dashboards=str(args.dashboards),
+                    publish=publish,
+                    dashboards=str(dashboards),
                 )
             )
         except module.StudyIncomplete as exc:

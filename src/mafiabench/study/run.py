@@ -167,16 +167,9 @@ class Study:
         self.shards = shard_games(todo, exp.shard_size)
         landing.record_run(self.con, s.to_row())
         if self.progress is not False and todo:
-            from tqdm import tqdm
+            from mafiabench.study.progress import GameProgress
 
-            self._bar = tqdm(
-                total=len(todo),
-                unit="game",
-                desc=exp.name[:30],
-                disable=None if self.progress is None else not self.progress,
-                dynamic_ncols=True,
-                file=sys.stderr,
-            )
+            self._bar = GameProgress(len(todo), exp.name[:30], enabled=self.progress)
         return self.shards
 
     def _landed_usage(self) -> Usage:
@@ -316,11 +309,8 @@ class Study:
 
     def _tick(self) -> None:
         if self._bar is not None:
-            self._bar.update(1)
             u = self.summary.usage
-            self._bar.set_postfix(
-                failed=self.summary.games_failed, tok=f"{u.tokens:,}", usd=f"{u.cost_usd:.4f}", refresh=False
-            )
+            self._bar.advance(failed=self.summary.games_failed, tokens=u.tokens, usd=u.cost_usd)
 
     # -- 3. land --------------------------------------------------------------------------------------------------
     async def land_shard(self, result: ShardResult) -> LoadResult:
