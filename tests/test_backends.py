@@ -339,6 +339,35 @@ def test_check_backend_creates_no_client(monkeypatch: pytest.MonkeyPatch) -> Non
     assert len(anthropic_backend._CLIENTS) == before
 
 
+def test_a_provider_registers_itself_through_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A third-party package adds a provider kind with an entry point and a decorator; no registry edit."""
+    from mafiabench.backends import base
+
+    (tmp_path / "echo_provider.py").write_text(
+        "from mafiabench.backends.base import register_provider\n"
+        "from mafiabench.backends.scripted import ScriptedBackend\n"
+        "@register_provider('echo')\n"
+        "def create(endpoint, model):\n"
+        "    return ScriptedBackend(lambda messages: messages[-1].content, model=model)\n"
+    )
+    dist = tmp_path / "echo_provider-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: echo-provider\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[mafiabench.backends]\necho = echo_provider\n")
+    with pytest.raises(ConfigError, match="unknown kind 'echo'"):
+        EndpointConfig.from_dict("parrot", {"kind": "echo"})
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base.provider_modules.cache_clear()
+    try:
+        endpoints = {"parrot": EndpointConfig.from_dict("parrot", {"kind": "echo"})}
+        backend = resolve_backend("parrot/any", endpoints)
+        assert backend.model == "any" and "echo" in [p.kind for p in base.loaded_providers()]
+    finally:
+        monkeypatch.undo()
+        base.provider_modules.cache_clear()
+        base._PROVIDERS.pop("echo", None)
+
+
 def test_endpoint_from_dict() -> None:
     ep = EndpointConfig.from_dict("box", {"kind": "openai", "base_url": "http://h/v1", "api_key_env": "BOX_KEY"})
     assert (ep.name, ep.kind, ep.base_url, ep.api_key_env, ep.key_required) == (

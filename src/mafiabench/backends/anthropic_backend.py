@@ -12,17 +12,24 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anthropic
 
 from mafiabench.redact import secret_value, short_error
 
-from .base import BackendError, Completion, ConfigError, GenerateSettings, Message, TransientError
+from .base import (
+    BackendError,
+    Completion,
+    ConfigError,
+    EndpointConfig,
+    GenerateSettings,
+    Message,
+    TransientError,
+    register_provider,
+    require_key,
+)
 from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
-
-if TYPE_CHECKING:
-    from .registry import EndpointConfig
 
 # Sent to servers that accept any key (`key_required = false`); never a secret.
 PLACEHOLDER_KEY = "not-needed"
@@ -171,3 +178,15 @@ class AnthropicBackend:
             finish_reason=response.stop_reason,
             raw=response.model_dump(mode="json", exclude_unset=True),  # what the server sent, no SDK defaults
         )
+
+
+async def aclose() -> None:
+    """Close this event loop's anthropic clients."""
+    for group in _CLIENTS.pop_current():
+        for client in group.clients:
+            await client.close()
+
+
+@register_provider("anthropic", check=require_key, aclose=aclose)
+def create(endpoint: EndpointConfig, model: str) -> AnthropicBackend:
+    return AnthropicBackend(model, endpoint)

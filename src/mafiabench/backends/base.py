@@ -3,15 +3,25 @@
 An agent never imports an SDK: it builds `Message`s, calls `Backend.generate`, and gets a `Completion` that carries
 everything the game record needs about the call (text, tokens, latency, attempts, error class). Keys never appear
 here: a backend reads its key from the environment variable named by its endpoint, and nothing it returns holds it.
+
+Providers register themselves here by kind (`@register_provider("openai")` on the function that makes a backend);
+`registry` turns `provider/model` specs into backends through them. This module imports no provider: the built-in
+ones are imported by name on first use (`PROVIDER_MODULES`), others are found through the `mafiabench.backends`
+entry-point group (name = kind, value = the module that registers it).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import functools
+import importlib
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from mafiabench.errors import UserError
+from mafiabench.redact import secret_env
 
 Role = Literal["system", "user", "assistant"]
 
@@ -107,3 +117,135 @@ class Backend(Protocol):
     model: str
 
     async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion: ...
+
+
+# --- endpoints and providers --------------------------------------------------------------------------------------
+
+# Built-in provider kinds and the module that registers each; third-party kinds come from the entry-point group.
+PROVIDER_MODULES: Mapping[str, str] = {
+    "openai": "mafiabench.backends.openai_backend",
+    "anthropic": "mafiabench.backends.anthropic_backend",
+    "fake": "mafiabench.backends.fake",
+    "scripted": "mafiabench.backends.scripted",
+}
+ENTRY_POINT_GROUP = "mafiabench.backends"
+
+
+@functools.cache
+def provider_modules() -> dict[str, str]:
+    """Every known provider kind -> the module registering it (built-ins win over an entry point of the same name)."""
+    found = {ep.name: ep.value.split(":")[0] for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return {**found, **PROVIDER_MODULES}
+
+
+@dataclass(frozen=True)
+class EndpointConfig:
+    """Where and how to reach a provider. `key_required=False` is for local servers that accept any key."""
+
+    name: str
+    kind: str
+    base_url: str | None = None
+    api_key_env: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    key_required: bool = True
+
+    def __post_init__(self) -> None:
+        kinds = list(provider_modules())
+        if self.kind not in kinds:
+            raise ConfigError(f"endpoint {self.name!r}: unknown kind {self.kind!r}; expected one of {kinds}")
+        if not self.name or "/" in self.name:
+            raise ConfigError(f"endpoint name {self.name!r} must be non-empty and contain no '/'")
+        secret_env(self.api_key_env)  # its value is scrubbed from everything stored or logged
+
+    @classmethod
+    def from_dict(cls, name: str, data: Mapping[str, Any]) -> EndpointConfig:
+        """From a config table such as `[endpoints.my-box] kind = "openai" base_url = "..." api_key_env = "..."`."""
+        allowed = {"kind", "base_url", "api_key_env", "options", "key_required"}
+        if "api_key" in data:
+            raise ConfigError(
+                f"endpoint {name!r}: never put a key in a config file; set an environment variable and name it in "
+                "api_key_env"
+            )
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise ConfigError(f"endpoint {name!r}: unknown field(s) {unknown}; allowed: {sorted(allowed)}")
+        kinds = list(provider_modules())
+        if "kind" not in data:
+            raise ConfigError(f"endpoint {name!r}: 'kind' is required (one of {kinds})")
+        options = data.get("options", {})
+        if not isinstance(options, Mapping):
+            raise ConfigError(f"endpoint {name!r}: 'options' must be a table")
+        kind = data["kind"]
+        if kind not in kinds:
+            raise ConfigError(f"endpoint {name!r}: unknown kind {kind!r}; expected one of {kinds}")
+        return cls(
+            name=name,
+            kind=str(kind),
+            base_url=data.get("base_url"),
+            api_key_env=data.get("api_key_env"),
+            options=dict(options),
+            key_required=bool(data.get("key_required", True)),
+        )
+
+
+Factory = Callable[[EndpointConfig, str], Backend]
+Check = Callable[[EndpointConfig, str, str], None]
+
+
+def no_check(endpoint: EndpointConfig, model: str, spec: str) -> None:
+    """Providers with nothing to validate before a call."""
+
+
+def require_key(endpoint: EndpointConfig, model: str, spec: str) -> None:
+    """HTTP providers: the endpoint's key variable must be set when the endpoint requires a key."""
+    if not endpoint.key_required:
+        return
+    env = endpoint.api_key_env
+    if not env:
+        raise ConfigError(f"endpoint {endpoint.name!r} requires a key but names no api_key_env")
+    if not os.environ.get(env):
+        raise ConfigError(
+            f"model spec {spec!r} needs an API key: set the environment variable {env} (endpoint {endpoint.name!r})"
+        )
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A registered provider kind: how to validate a spec without a client, make a backend, close its clients."""
+
+    kind: str
+    create: Factory
+    check: Check = no_check
+    aclose: Callable[[], Awaitable[None]] | None = None
+
+
+_PROVIDERS: dict[str, Provider] = {}
+
+
+def register_provider(
+    kind: str, *, check: Check = no_check, aclose: Callable[[], Awaitable[None]] | None = None
+) -> Callable[[Factory], Factory]:
+    """Decorate a provider module's `(endpoint, model) -> Backend` factory to make `kind` usable in endpoints."""
+
+    def decorate(create: Factory) -> Factory:
+        _PROVIDERS[kind] = Provider(kind, create, check, aclose)
+        return create
+
+    return decorate
+
+
+def get_provider(kind: str) -> Provider:
+    """The provider of `kind`, importing the module that registers it on first use (so unused SDKs stay unloaded)."""
+    if kind not in _PROVIDERS:
+        module = provider_modules().get(kind)
+        if module is None:
+            raise ConfigError(f"unknown provider kind {kind!r}; expected one of {list(provider_modules())}")
+        importlib.import_module(module)
+        if kind not in _PROVIDERS:
+            raise ConfigError(f"module {module} does not register provider kind {kind!r}")
+    return _PROVIDERS[kind]
+
+
+def loaded_providers() -> list[Provider]:
+    """Providers whose module has been imported (for closing clients without importing anything new)."""
+    return list(_PROVIDERS.values())

@@ -19,7 +19,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import Completion, ConfigError, GenerateSettings, Message, TransientError
+from .base import Completion, ConfigError, EndpointConfig, GenerateSettings, Message, TransientError, register_provider
 from .retry import call_with_retries
 
 # Capitalised words that are never player names in our prompts.
@@ -271,3 +271,13 @@ class FakeBackend:
             finish_reason="stop",
             raw={"provider": self.provider, "model": self.model, "text": text},
         )
+
+
+def check(endpoint: EndpointConfig, model: str, spec: str) -> None:
+    """Validate the endpoint's fault options (in-process: no client to make)."""
+    FakeBackend(model, endpoint.options)
+
+
+@register_provider("fake", check=check)
+def create(endpoint: EndpointConfig, model: str) -> FakeBackend:
+    return FakeBackend(model, endpoint.options, provider=endpoint.name)

@@ -10,17 +10,24 @@ import json
 import os
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import openai
 
 from mafiabench.redact import secret_value, short_error
 
-from .base import BackendError, Completion, ConfigError, GenerateSettings, Message, TransientError
+from .base import (
+    BackendError,
+    Completion,
+    ConfigError,
+    EndpointConfig,
+    GenerateSettings,
+    Message,
+    TransientError,
+    register_provider,
+    require_key,
+)
 from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
-
-if TYPE_CHECKING:
-    from .registry import EndpointConfig
 
 _CLIENTS: LoopLocal[ClientGroup[openai.AsyncOpenAI]] = LoopLocal()
 # Local servers (vLLM, Ollama, llama.cpp) accept any key; the SDK insists on one.
@@ -136,3 +143,15 @@ class OpenAIBackend:
             finish_reason=finish_reason,
             raw=response.model_dump(mode="json", exclude_unset=True),  # what the server sent, no SDK defaults
         )
+
+
+async def aclose() -> None:
+    """Close this event loop's openai clients."""
+    for group in _CLIENTS.pop_current():
+        for client in group.clients:
+            await client.close()
+
+
+@register_provider("openai", check=require_key, aclose=aclose)
+def create(endpoint: EndpointConfig, model: str) -> OpenAIBackend:
+    return OpenAIBackend(model, endpoint)

@@ -10,64 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast, get_args
 
-from mafiabench.redact import secret_env
+from .base import Backend, ConfigError, EndpointConfig, get_provider, loaded_providers
 
-from .base import Backend, ConfigError
-
-Kind = Literal["openai", "anthropic", "fake", "scripted"]
-KINDS: tuple[str, ...] = get_args(Kind)
-
-
-@dataclass(frozen=True)
-class EndpointConfig:
-    """Where and how to reach a provider. `key_required=False` is for local servers that accept any key."""
-
-    name: str
-    kind: Kind
-    base_url: str | None = None
-    api_key_env: str | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
-    key_required: bool = True
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ConfigError(f"endpoint {self.name!r}: unknown kind {self.kind!r}; expected one of {list(KINDS)}")
-        if not self.name or "/" in self.name:
-            raise ConfigError(f"endpoint name {self.name!r} must be non-empty and contain no '/'")
-        secret_env(self.api_key_env)  # its value is scrubbed from everything stored or logged
-
-    @classmethod
-    def from_dict(cls, name: str, data: Mapping[str, Any]) -> EndpointConfig:
-        """From a config table such as `[endpoints.my-box] kind = "openai" base_url = "..." api_key_env = "..."`."""
-        allowed = {"kind", "base_url", "api_key_env", "options", "key_required"}
-        if "api_key" in data:
-            raise ConfigError(
-                f"endpoint {name!r}: never put a key in a config file; set an environment variable and name it in "
-                "api_key_env"
-            )
-        unknown = sorted(set(data) - allowed)
-        if unknown:
-            raise ConfigError(f"endpoint {name!r}: unknown field(s) {unknown}; allowed: {sorted(allowed)}")
-        if "kind" not in data:
-            raise ConfigError(f"endpoint {name!r}: 'kind' is required (one of {list(KINDS)})")
-        options = data.get("options", {})
-        if not isinstance(options, Mapping):
-            raise ConfigError(f"endpoint {name!r}: 'options' must be a table")
-        kind = data["kind"]
-        if kind not in KINDS:
-            raise ConfigError(f"endpoint {name!r}: unknown kind {kind!r}; expected one of {list(KINDS)}")
-        return cls(
-            name=name,
-            kind=cast(Kind, kind),
-            base_url=data.get("base_url"),
-            api_key_env=data.get("api_key_env"),
-            options=dict(options),
-            key_required=bool(data.get("key_required", True)),
-        )
+__all__ = ["BUILTIN_ENDPOINTS", "EndpointConfig", "aclose_clients", "check_backend", "resolve_backend", "split_spec"]
 
 
 def _compatible(name: str, base_url: str, env: str, *, key_required: bool = True) -> EndpointConfig:
@@ -116,24 +63,7 @@ def check_backend(spec: str, endpoints: Mapping[str, EndpointConfig] | None = No
             f"unknown provider {name!r} in model spec {spec!r}; known providers: {', '.join(sorted(merged))} "
             "(add an OpenAI-compatible one under [endpoints] with kind, base_url and api_key_env)"
         )
-    if endpoint.kind in ("openai", "anthropic"):
-        env = endpoint.api_key_env
-        if endpoint.key_required:
-            if not env:
-                raise ConfigError(f"endpoint {name!r} requires a key but names no api_key_env")
-            if not os.environ.get(env):
-                raise ConfigError(
-                    f"model spec {spec!r} needs an API key: set the environment variable {env} (endpoint {name!r})"
-                )
-    elif endpoint.kind == "scripted":
-        from .scripted import RESPONDERS
-
-        if model not in RESPONDERS:
-            raise ConfigError(f"unknown scripted responder {model!r}; known: {', '.join(RESPONDERS)}")
-    elif endpoint.kind == "fake":
-        from .fake import FakeBackend
-
-        FakeBackend(model, endpoint.options)  # validates options; in-process, no client
+    get_provider(endpoint.kind).check(endpoint, model, spec)
     return endpoint, model
 
 
@@ -145,23 +75,7 @@ def resolve_backend(
 ) -> Backend:
     """The backend for `spec`, optionally behind the record/replay cache. SDKs are imported only when needed."""
     endpoint, model = check_backend(spec, endpoints)
-    backend: Backend
-    if endpoint.kind == "openai":
-        from .openai_backend import OpenAIBackend
-
-        backend = OpenAIBackend(model, endpoint)
-    elif endpoint.kind == "anthropic":
-        from .anthropic_backend import AnthropicBackend
-
-        backend = AnthropicBackend(model, endpoint)
-    elif endpoint.kind == "fake":
-        from .fake import FakeBackend
-
-        backend = FakeBackend(model, endpoint.options, provider=endpoint.name)
-    else:
-        from .scripted import ScriptedBackend
-
-        backend = ScriptedBackend.responder(model)
+    backend: Backend = get_provider(endpoint.kind).create(endpoint, model)
     if cache_dir is not None:
         from .cache import CachingBackend
 
@@ -171,13 +85,7 @@ def resolve_backend(
 
 async def aclose_clients() -> None:
     """Close the SDK clients of the running event loop (call before a shard's loop ends; optional, but it releases
-    connections promptly instead of at garbage collection). SDKs never imported are not imported now."""
-    import sys
-
-    for module_name in ("mafiabench.backends.openai_backend", "mafiabench.backends.anthropic_backend"):
-        module = sys.modules.get(module_name)
-        if module is None:
-            continue
-        for group in module._CLIENTS.pop_current():
-            for client in group.clients:
-                await client.close()
+    connections promptly instead of at garbage collection). Providers never used are not imported now."""
+    for provider in loaded_providers():
+        if provider.aclose is not None:
+            await provider.aclose()

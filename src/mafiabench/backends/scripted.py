@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from .base import BackendError, Completion, ConfigError, GenerateSettings, Message
+from .base import BackendError, Completion, ConfigError, EndpointConfig, GenerateSettings, Message, register_provider
 from .fake import FakeBrain, estimate_tokens
 
 Responder = Callable[[Sequence[Message], GenerateSettings], str]
@@ -77,3 +77,13 @@ class ScriptedBackend:
             finish_reason="stop",
             raw={"provider": "scripted", "model": self.model, "text": text},
         )
+
+
+def check(endpoint: EndpointConfig, model: str, spec: str) -> None:
+    if model not in RESPONDERS:
+        raise ConfigError(f"unknown scripted responder {model!r}; known: {', '.join(RESPONDERS)}")
+
+
+@register_provider("scripted", check=check)
+def create(endpoint: EndpointConfig, model: str) -> ScriptedBackend:
+    return ScriptedBackend.responder(model)
