@@ -1,9 +1,10 @@
-"""The one retry loop every backend shares, so that attempts are counted the same way for every provider.
+"""The one retry loop every backend shares (tenacity), so that attempts are counted the same way for every provider.
 
-SDK clients are created with their own retries switched off (`max_retries=0`): if the SDK retried silently, the game
-record could not say how many tries a call took, and faults injected by the fake provider would bypass the loop.
-Also here, the plumbing the HTTP backends share: HTTP status and `retry-after` headers to `TransientError`s, and
-one SDK client per event loop.
+Each provider decides what is retryable by how it maps its SDK's errors: a `TransientError` (429, 5xx, timeouts,
+resets: see `status_exception`) is retried, a `BackendError` is final. SDK clients are created with their own
+retries switched off (`max_retries=0`): if the SDK retried silently, the game record could not say how many tries a
+call took, and faults injected by the fake provider would bypass the loop. Also here, the plumbing the HTTP backends
+share: HTTP status and `retry-after` headers to `TransientError`s, and one SDK client per event loop.
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
-import random
 import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
-from typing import Generic, TypeVar
+from types import SimpleNamespace
+from typing import Any, Generic, TypeVar, cast
+
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_base, wait_random_exponential
 
 from .base import BackendError, GenerateSettings, TransientError
 
@@ -26,21 +30,30 @@ C = TypeVar("C")
 # Module-level so tests can replace it (e.g. with a recorder that does not sleep).
 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
 
-# Jitter source; module-level so a test can seed it. Jitter needs no reproducibility: it only spreads retries.
-_jitter = random.Random()
+
+class wait_retry_after_or_full_jitter(wait_base):
+    """A server's `retry-after` wins (capped by `backoff_max_s`, so a hostile header cannot stall a study);
+    otherwise "full jitter": uniform in [0, min(cap, base * 2**(attempt-1))], which spreads the retries of many
+    concurrent games instead of having them hammer a rate-limited provider in lockstep."""
+
+    def __init__(self, settings: GenerateSettings) -> None:
+        self.cap = max(0.0, settings.backoff_max_s)
+        self.jitter = wait_random_exponential(multiplier=max(0.0, settings.backoff_base_s), max=self.cap)
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        retry_after = exc.retry_after_s if isinstance(exc, TransientError) else None
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.cap)
+        return float(self.jitter(retry_state))
 
 
 def backoff_delay(attempt: int, settings: GenerateSettings, retry_after_s: float | None = None) -> float:
-    """Seconds to wait after failed try number `attempt` (1-based).
-
-    A server's `retry-after` wins (capped by `backoff_max_s`, so a hostile header cannot stall a study); otherwise
-    "full jitter": uniform in [0, min(cap, base * 2**(attempt-1))], which spreads the retries of many concurrent
-    games instead of having them hammer a rate-limited provider in lockstep.
-    """
-    if retry_after_s is not None and retry_after_s >= 0:
-        return min(retry_after_s, settings.backoff_max_s)
-    ceiling = min(settings.backoff_max_s, settings.backoff_base_s * (2 ** (attempt - 1)))
-    return _jitter.uniform(0.0, max(0.0, ceiling))
+    """Seconds the loop waits after failed try number `attempt` (1-based), as `wait_retry_after_or_full_jitter`."""
+    failed = SimpleNamespace(exception=lambda: TransientError("", error_class="", retry_after_s=retry_after_s))
+    state = SimpleNamespace(attempt_number=attempt, outcome=failed)
+    return wait_retry_after_or_full_jitter(settings)(cast(RetryCallState, state))
 
 
 async def call_with_retries(fn: Callable[[], Awaitable[T]], settings: GenerateSettings) -> tuple[T, int, str | None]:
@@ -50,33 +63,41 @@ async def call_with_retries(fn: Callable[[], Awaitable[T]], settings: GenerateSe
     is re-raised with the true attempt count; any other exception is a non-retryable failure and is wrapped in a
     `BackendError` (error class "internal") so callers only ever need to catch one type.
     """
-    max_attempts = max(1, settings.max_attempts)
-    last_class: str | None = None
+    transient: list[str] = []
+
+    def note(state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome is not None else None
+        if isinstance(exc, TransientError):
+            transient.append(exc.error_class)
+
+    retrying = AsyncRetrying(
+        stop=stop_after_attempt(max(1, settings.max_attempts)),
+        wait=wait_retry_after_or_full_jitter(settings),
+        retry=retry_if_exception_type(TransientError),
+        sleep=lambda seconds: sleep(seconds),
+        after=note,
+        reraise=True,
+    )
     attempt = 0
-    while True:
-        attempt += 1
-        try:
-            result = await fn()
-        except TransientError as exc:
-            last_class = exc.error_class
-            if attempt >= max_attempts:
-                raise BackendError(
-                    f"gave up after {attempt} attempt(s); last error: {exc}",
-                    error_class=exc.error_class,
-                    attempts=attempt,
-                ) from exc
-            await sleep(backoff_delay(attempt, settings, exc.retry_after_s))
-            continue
-        except BackendError as exc:
-            exc.attempts = attempt
-            raise
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # deliberately broad: callers catch one error type
-            raise BackendError(
-                f"unexpected {type(exc).__name__}: {exc}", error_class="internal", attempts=attempt
-            ) from exc
-        return result, attempt, last_class
+    try:
+        async for trial in retrying:
+            attempt = trial.retry_state.attempt_number
+            with trial:
+                result: Any = await fn()
+    except TransientError as exc:
+        raise BackendError(
+            f"gave up after {attempt} attempt(s); last error: {exc}", error_class=exc.error_class, attempts=attempt
+        ) from exc
+    except BackendError as exc:
+        exc.attempts = attempt
+        raise
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # deliberately broad: callers catch one error type
+        raise BackendError(
+            f"unexpected {type(exc).__name__}: {exc}", error_class="internal", attempts=attempt
+        ) from exc
+    return cast(T, result), attempt, transient[-1] if transient else None
 
 
 # --- shared HTTP error classification --------------------------------------------------------------------------
