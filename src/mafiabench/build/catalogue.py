@@ -12,7 +12,6 @@ from pathlib import Path
 import duckdb
 
 from mafiabench.build.marts import (
-    BUILD_RUNS_SCHEMA,
     LAYERS,
     Model,
     build_models,
@@ -20,7 +19,7 @@ from mafiabench.build.marts import (
     default_sql_dir,
     discover_models,
 )
-from mafiabench.quality.gate import VALIDATION_RESULTS_SCHEMA
+from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, VALIDATION_RESULTS_SCHEMA
 from mafiabench.warehouse.raw import ensure_schema
 
 DEFAULT_PATH = Path(__file__).resolve().parents[3] / "docs" / "catalogue.md"

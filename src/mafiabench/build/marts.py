@@ -29,6 +29,7 @@ import duckdb
 import polars as pl
 
 from mafiabench.errors import UserError
+from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
 from mafiabench.warehouse.raw import RAW_SCHEMA, ensure_schema
 
 LAYERS = ("staging", "intermediate", "marts")
@@ -366,12 +367,6 @@ def _with_upstream(models: Mapping[str, Model], names: set[str]) -> set[str]:
     return seen
 
 
-BUILD_RUNS_SCHEMA = """
-    build_id VARCHAR PRIMARY KEY, started_at TIMESTAMP, finished_at TIMESTAMP, status VARCHAR,
-    published BOOLEAN, n_models INTEGER, n_expectations INTEGER, n_failed INTEGER, n_games BIGINT,
-    max_landed_at TIMESTAMP, message VARCHAR"""
-
-
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -432,27 +427,4 @@ def _new_build_id() -> str:
     return _now().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
 
 
-def latest_build(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
-    """The most recent build's row of `build_runs`, or None if the warehouse was never built."""
-    exists = con.execute("select 1 from duckdb_tables() where table_name = 'build_runs'").fetchall()
-    if not exists:
-        return None
-    cur = con.execute("select * from build_runs order by started_at desc, finished_at desc limit 1")
-    rows = cur.fetchall()
-    if not rows:
-        return None
-    row = rows[0]
-    cols = [d[0] for d in cur.description]
-    return dict(zip(cols, row, strict=True))
-
-
-def gate_passed(con: duckdb.DuckDBPyConnection) -> bool:
-    """True when the latest build passed its quality gate and no game was landed or removed since it ran.
-
-    The dashboard step publishes only then: a failed gate, or marts older than the raw data, block publishing.
-    """
-    build = latest_build(con)
-    if build is None or not build["published"]:
-        return False
-    n_games, max_landed = con.execute("select count(*), max(landed_at) from raw_games").fetchall()[0]
-    return bool(n_games == build["n_games"] and max_landed == build["max_landed_at"])
+__all__ = ["BUILD_RUNS_SCHEMA", "gate_passed", "latest_build"]  # re-exported: they moved to warehouse.builds

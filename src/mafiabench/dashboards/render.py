@@ -90,7 +90,7 @@ def vega_bundle() -> str:
 
 def check_gate(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     """The latest build, if publishing is allowed; else `PublishBlockedError` saying why and what to do."""
-    from mafiabench.build import marts as transform
+    from mafiabench.warehouse import builds as transform
 
     build = transform.latest_build(con)
     if transform.gate_passed(con):

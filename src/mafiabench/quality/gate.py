@@ -4,7 +4,7 @@ GX 1.24 cannot validate DuckDB through SQLAlchemy (every expectation fails upstr
 with `con.sql(...).df()` and validates it through an ephemeral context (no files, no network). Checks that need
 the event order (a vote by a player already dead) are computed in SQL first (`int_game_checks`, `int_votes`) and
 the suite expects zero violations. Every expectation's outcome is stored in `validation_results`; any failure
-fails the build, which then is not published (`transform.gate_passed`).
+fails the build, which then is not published (`warehouse.builds.gate_passed`).
 
 `import great_expectations` costs about 3 s, so it happens inside `run_suites` only.
 """
@@ -23,13 +23,9 @@ from typing import Any
 import duckdb
 
 from mafiabench.errors import UserError
+from mafiabench.warehouse.builds import VALIDATION_RESULTS_SCHEMA
 
 SAMPLE_ROWS = 5
-
-VALIDATION_RESULTS_SCHEMA = """
-    build_id VARCHAR, suite VARCHAR, expectation VARCHAR, rule VARCHAR, kwargs_json VARCHAR, success BOOLEAN,
-    element_count BIGINT, unexpected_count BIGINT, failing_rows_json VARCHAR, run_at TIMESTAMP"""
-
 
 @dataclass
 class ExpectationResult:
