@@ -1,7 +1,9 @@
 """Model backends: one async interface, one module per provider, chosen by `provider/model` through the registry.
 
 The OpenAI and Anthropic backends are imported lazily (`from mafiabench.backends import OpenAIBackend` still works)
-so that scripted and fake runs, and the CLI's start-up, do not pay for importing the SDKs.
+so that scripted and fake runs, and the CLI's start-up, do not pay for importing the SDKs. Providers register
+themselves by kind in `base` (`@register_provider`); the registry imports none of them. May import errors and
+redact only.
 """
 
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""The game engine: pure rule state machines, one per variant, chosen by name."""
+"""The game engine: pure rule state machines, one per variant, chosen by name.
+
+Imports nothing outside itself (no SDK, no I/O, no clock): everything else builds on it.
+"""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@
 Each format has a reader, `read_<format>(path) -> Iterator[GameRecord | UnreadableGame]`, that never drops a game
 silently (invalid games become records with a validity flag; games that cannot become records are yielded with
 the reason), and `run_import` lands a dataset in the warehouse idempotently and reports what it did.
+May import engine, agents (the prompts' line shapes), record, warehouse and errors.
 """
 
 from mafiabench.importers.common import (

@@ -1,4 +1,7 @@
-"""Test helpers shipped with the package, so tests, benchmarks and offline demos share them."""
+"""Test helpers shipped with the package, so tests, benchmarks and offline demos share them.
+
+May import engine, agents, backends, play and record; nothing in the package imports `testing`.
+"""
 
 from .fake_server import FakeModelServer, Fault
 from .random_play import play_random, random_answer
