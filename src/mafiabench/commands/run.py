@@ -1,13 +1,13 @@
 """`mafiabench run <experiment.toml>`: play the experiment's missing games and land them in the warehouse.
 
-By default through the Prefect flow (`flows/study_flow.py`) on Prefect's temporary local server, which needs
+By default through the Prefect flow (`mafiabench.flows.study`) on Prefect's temporary local server, which needs
 nothing started; `--no-prefect` runs the same steps directly (same records, same summary, no Prefect UI).
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib.util
+import importlib
 import os
 import sys
 from pathlib import Path
@@ -17,9 +17,6 @@ from typing import Annotated, Any
 import typer
 
 from mafiabench.commands import command
-from mafiabench.errors import UserError
-
-FLOW_FILE = Path("flows") / "study_flow.py"
 
 # Quiet, robust defaults for Prefect's temporary server; a user's own settings win.
 PREFECT_DEFAULTS = {
@@ -43,21 +40,8 @@ def register(app: typer.Typer) -> None:
 
 
 def flow_module() -> ModuleType:
-    """Import `flows/study_flow.py` from the working directory or the checkout the package runs from."""
-    here = Path(__file__).resolve()
-    candidates = [Path.cwd() / FLOW_FILE, here.parents[3] / FLOW_FILE]
-    for path in candidates:
-        if path.is_file():
-            spec = importlib.util.spec_from_file_location("mafiabench_study_flow", path)
-            assert spec is not None and spec.loader is not None
-            module = importlib.util.module_from_spec(spec)
-            sys.modules[spec.name] = module
-            spec.loader.exec_module(module)
-            return module
-    raise UserError(
-        f"cannot find {FLOW_FILE} (looked in {', '.join(str(c.parent) for c in candidates)}); run from the "
-        "repository or use --no-prefect"
-    )
+    """The study flow's module (package code, so it is found wherever mafiabench is installed)."""
+    return importlib.import_module("mafiabench.flows.study")
 
 
 def main(

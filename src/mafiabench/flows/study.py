@@ -1,0 +1,172 @@
+"""The study flow: a table of contents over `mafiabench.study`, where all the logic lives (and is tested).
+
+    expand → skip landed → fan out shard tasks → land each shard → summary artifact
+    → (publish=True) build marts + quality gate → render dashboards
+
+Run once (Prefect's temporary local server, nothing to start):
+
+    mafiabench run experiments/demo.toml            # or: python -m mafiabench.flows.study run experiments/demo.toml
+
+Serve on a schedule (needs a real server: `prefect server start`, then PREFECT_API_URL=http://127.0.0.1:4200/api):
+
+    python -m mafiabench.flows.study serve experiments/demo.toml --cron "0 3 * * *"
+    (or, from the checkout, python flows/study_flow.py serve ...)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from prefect import flow, get_run_logger, task
+from prefect.artifacts import acreate_markdown_artifact
+from prefect.cache_policies import NO_CACHE
+
+from mafiabench import publish as publishing
+from mafiabench.redact import install_log_scrubber
+from mafiabench.study.plan import Shard, ShardResult, is_infrastructure_fault
+from mafiabench.study.run import Study
+from mafiabench.study.spec import load_experiment
+from mafiabench.study.summary import RunSummary
+
+
+class StudyIncomplete(RuntimeError):
+    """Some shards failed for good (after their retries): the flow run fails, the summary still says what landed."""
+
+    def __init__(self, summary: RunSummary) -> None:
+        super().__init__(f"{len(summary.shard_errors)} shard(s) failed: {summary.shard_errors[0]}")
+        self.summary = summary
+
+
+async def _retry_infrastructure_only(task: Any, task_run: Any, state: Any) -> bool:
+    """Model failures are inside game records; only I/O and connection faults are worth replaying a shard."""
+    exc = state.data if isinstance(state.data, BaseException) else await state.aresult(raise_on_failure=False)
+    return isinstance(exc, BaseException) and is_infrastructure_fault(exc)
+
+
+@task(
+    name="play-shard",
+    task_run_name="shard-{shard.index}",
+    retries=2,
+    retry_delay_seconds=[1, 5],
+    retry_condition_fn=_retry_infrastructure_only,
+    cache_policy=NO_CACHE,
+)
+async def play_shard(study: Study, shard: Shard) -> ShardResult:
+    """Play a shard's games concurrently; each record is written to the raw folder as it finishes."""
+    return await study.play_shard(shard)
+
+
+@task(name="land-shard", task_run_name="land-{result.index}", cache_policy=NO_CACHE)
+async def land_shard(study: Study, result: ShardResult) -> dict[str, int]:
+    """Load a shard's records into DuckDB (the run's one writer)."""
+    r = await study.land_shard(result)
+    return {"inserted": r.inserted, "replaced": r.replaced, "skipped": r.skipped}
+
+
+@task(name="build-marts", cache_policy=NO_CACHE)
+def build_marts(warehouse: str) -> str:
+    """Rebuild staging, marts and the quality gate; a failed expectation fails the flow run before publishing."""
+    return publishing.build(Path(warehouse)).summary()
+
+
+@task(name="render-dashboards", cache_policy=NO_CACHE)
+def render_dashboards(warehouse: str, out_dir: str) -> str:
+    """Render the static dashboards from the build that just passed its gate."""
+    return publishing.render(Path(warehouse), Path(out_dir)).summary()
+
+
+async def _play(study: Study, shard: Shard) -> ShardResult:
+    return await play_shard(study, shard)
+
+
+async def _land(study: Study, result: ShardResult) -> Any:
+    return await land_shard(study, result)
+
+
+@flow(name="mafiabench-study", log_prints=False)
+async def study_flow(
+    experiment_path: str,
+    warehouse: str | None = None,
+    progress: bool | None = None,
+    publish: bool = False,
+    dashboards: str = "dashboards",
+) -> RunSummary:
+    """Play an experiment's missing games and land them; the run summary becomes a markdown artifact. With
+    `publish`, then rebuild the marts behind the quality gate and render the dashboards."""
+    install_log_scrubber()  # no known secret in a log line (Prefect stores them in its database)
+    logger = get_run_logger()
+    experiment = load_experiment(experiment_path)
+    with Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress) as study:
+        shards = study.prepare()  # expand the design, load landed raw files, skip landed games
+        s = study.summary
+        logger.info(
+            "%s: %d games planned, %d already landed, %d loaded from the raw folder, %d to play in %d shard(s)",
+            experiment.name,
+            s.games_planned,
+            s.games_already_landed,
+            s.games_loaded_from_raw,
+            s.games_to_play,
+            len(shards),
+        )
+        await study.fan_out(play=_play, land=_land)  # shard tasks, a bounded number at a time; land each
+        summary = study.finish()  # ledger row in raw_runs
+    await acreate_markdown_artifact(
+        key=study.artifact_key(), markdown=summary.markdown(), description=f"mafiabench run {summary.run_id}"
+    )
+    logger.info(
+        "%s: %s — %d played (%d failed), %d calls, %d tokens, $%.4f, %.1f s",
+        experiment.name,
+        summary.status,
+        summary.games_played,
+        summary.games_failed,
+        summary.usage.calls,
+        summary.usage.tokens,
+        summary.usage.cost_usd,
+        summary.wall_s,
+    )
+    if summary.shard_errors:
+        raise StudyIncomplete(summary)
+    if publish:
+        logger.info(build_marts(summary.warehouse))
+        logger.info(render_dashboards(summary.warehouse, dashboards))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run or serve the mafiabench study flow.")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    run = sub.add_parser("run", help="run once")
+    serve = sub.add_parser("serve", help="serve with a schedule (needs `prefect server start`)")
+    for p in (run, serve):
+        p.add_argument("experiment")
+        p.add_argument("--warehouse", default=None)
+        p.add_argument("--publish", action="store_true", help="then build marts, validate and render dashboards")
+    group = serve.add_mutually_exclusive_group()
+    group.add_argument("--cron", default="0 3 * * *", help="cron schedule (default: daily at 03:00)")
+    group.add_argument("--interval", type=float, default=None, help="seconds between runs instead of a cron")
+    serve.add_argument("--name", default=None, help="deployment name (default: the experiment's name)")
+    args = parser.parse_args(argv)
+    params = {
+        "experiment_path": args.experiment,
+        "warehouse": args.warehouse,
+        "progress": False,
+        "publish": args.publish,
+    }
+    if args.cmd == "run":
+        import asyncio
+
+        summary = asyncio.run(study_flow(**params))
+        print(summary.text())
+        return int(summary.exit_code)
+    name = args.name or load_experiment(args.experiment).name
+    schedule: dict[str, Any] = {"interval": args.interval} if args.interval else {"cron": args.cron}
+    # One run at a time: each holds the warehouse lock, so an overlapping run could only fail.
+    study_flow.serve(name=name, parameters=params, limit=1, **schedule)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
