@@ -3,15 +3,21 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint browser clean
+.PHONY: setup demo test lint browser clean lock
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+# Exact versions from the lock (hash-checked), then the project itself without resolving anything again.
+$(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --require-hashes -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
 	touch $@
+
+# Re-resolve pyproject.toml's bounds (with the dev extra) into requirements.lock: after changing a dependency.
+lock:
+	$(PYTHON) tools/lock.py
 
 # Play the offline demo study, land it, build the marts behind the quality gate, render dashboards/.
 # The demo's fake models fail a few games by design, so its run ends "completed-with-failures" (exit code 3).
@@ -25,7 +31,7 @@ browser:
 	  echo "chromium not installed: browser tests will be skipped"
 
 lint: setup
-	$(BIN)/ruff check src tests flows benchmarks
+	$(BIN)/ruff check src tests flows benchmarks tools
 	$(BIN)/mypy
 
 test: setup browser lint
