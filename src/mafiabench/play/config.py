@@ -21,8 +21,8 @@ from pydantic import (
 
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.agents.scripted import POLICIES
-from mafiabench.backends.base import ConfigError
-from mafiabench.backends.registry import BUILTIN_ENDPOINTS, KINDS, EndpointConfig, split_spec
+from mafiabench.backends.base import ConfigError, provider_modules
+from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.engine import VARIANTS, rules_for
 from mafiabench.errors import UserError
 
@@ -138,8 +138,8 @@ class EndpointSpec(BaseModel):
     @field_validator("kind")
     @classmethod
     def _kind(cls, v: str) -> str:
-        if v not in KINDS:
-            raise ValueError(f"unknown kind; expected one of {list(KINDS)}")
+        if v not in provider_modules():
+            raise ValueError(f"unknown kind; expected one of {list(provider_modules())}")
         return v
 
     @model_validator(mode="after")
