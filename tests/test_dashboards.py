@@ -354,7 +354,10 @@ def test_a_registered_page_is_rendered_navigated_and_escaped(
 
     monkeypatch.setattr(registry, "_PAGES", dict(registry._PAGES))
 
-    @registry.register("extra.html", "Extra", f"An added page {SCRIPT}", order=65)
+    def details(ctx: registry.Context) -> list[Page]:
+        return [Page("extra/one.html", "One", "charts.html.j2", {"lead": SCRIPT})]
+
+    @registry.register("extra.html", "Extra", f"An added page {SCRIPT}", order=65, extra=details)
     def build(ctx: registry.Context) -> Page:
         rows = ctx.marts.rows("select study, 'town won' as outcome, count(*) as games from fct_games group by 1")
         page = Page("extra.html", "Extra page", "charts.html.j2", {"lead": f"Model text: {SCRIPT}"})
@@ -374,6 +377,8 @@ def test_a_registered_page_is_rendered_navigated_and_escaped(
     for page in [site / "index.html", site / "costs.html", next((site / "transcripts").glob("dash*.html"))]:
         assert "extra.html" in {v.split("/")[-1] for _, _, v in refs(page)}, page
     assert f"An added page {SCRIPT}" not in (site / "index.html").read_text(encoding="utf-8")
+    one = (site / "extra" / "one.html").read_text(encoding="utf-8")  # not in the navigation, same shell
+    assert SCRIPT not in one and 'href="../extra.html"' in one and "extra/one.html" not in result.pages
     assert broken_links(site) == []
 
     with pytest.raises(ValueError, match=r"two pages registered at extra\.html"):

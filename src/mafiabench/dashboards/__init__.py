@@ -23,7 +23,8 @@ Adding a page (e.g. `strategema.html`):
            return page
 
    `order` places it in the navigation (index 0, transcripts 100; see `PAGES`). Pass `links=` a function
-   `(marts, max_rows) -> [game_id, ...]` if the page links games, so their transcripts are always rendered.
+   `(marts, max_rows) -> [game_id, ...]` if the page links games, so their transcripts are always rendered, and
+   `extra=` a function `(ctx) -> pages` for pages it links that are not in the navigation (one per item, say).
 2. `templates/strategema.html.j2`: `{% extends "base.html.j2" %}` and fill `{% block body %}`; the shared macros
    are `m.*` (`m.table`, `m.figure("scores")`, `m.game_link(id)`, `m.missing("mart_strategema")`, `m.badge`),
    the number filters `thousands`, `fixed`, `pct`, `usd`, `show`. Every `{{ value }}` is escaped: never mark model

@@ -6,7 +6,7 @@ navigation, the index cards and the renderer need to know about it (see the pack
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,12 +29,15 @@ class Context:
 
 Builder = Callable[[Context], Page]
 Linker = Callable[[Marts, int], list[str]]
+Extra = Callable[[Context], Iterable[Page]]
 
 
 @dataclass(frozen=True)
 class PageSpec:
     """A registered page. `order` places it in the navigation (index 0, transcripts 100: pick a free number);
-    `links(marts, max_rows)` names the games the page links, so their transcripts are always rendered."""
+    `links(marts, max_rows)` names the games the page links, so their transcripts are always rendered;
+    `extra(ctx)` yields the pages it links that are not in the navigation (e.g. one page per item), written with the
+    same shell and checked by the same link test."""
 
     path: str
     label: str
@@ -42,20 +45,27 @@ class PageSpec:
     build: Builder
     order: float
     links: Linker | None = None
+    extra: Extra | None = None
 
 
 _PAGES: dict[str, PageSpec] = {}
 
 
 def register(
-    path: str, label: str, description: str, *, order: float, links: Linker | None = None
+    path: str,
+    label: str,
+    description: str,
+    *,
+    order: float,
+    links: Linker | None = None,
+    extra: Extra | None = None,
 ) -> Callable[[Builder], Builder]:
     """Decorator: `@register("costs.html", "Cost", "What the index card says.", order=80)` on `def build(ctx)`."""
 
     def deco(build: Builder) -> Builder:
         if path in _PAGES and _PAGES[path].build is not build:
             raise ValueError(f"two pages registered at {path}: {_PAGES[path].build} and {build}")
-        _PAGES[path] = PageSpec(path, label, description, build, order, links)
+        _PAGES[path] = PageSpec(path, label, description, build, order, links, extra)
         return build
 
     return deco

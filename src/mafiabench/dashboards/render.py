@@ -257,6 +257,8 @@ def _render_into(
             result.images.extend(_export_images(page, out))
         _write(out, page, nav, footer, rendered)
         result.pages.append(page.path)
+        for more in spec.extra(ctx) if spec.extra else ():
+            _write(out, more, nav, footer, rendered)
     for page in transcript_pages(m, ids, rendered=rendered):
         _write(out, page, nav, footer, rendered)
     return result
