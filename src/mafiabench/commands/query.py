@@ -47,13 +47,13 @@ def run_query(
 ) -> int:
     import duckdb
 
-    from mafiabench.warehouse.raw import connect
+    from mafiabench.warehouse.landing import connect_reader
 
     if csv and parquet:
         raise typer.BadParameter("--csv and --parquet are mutually exclusive: give one", param_hint="--parquet")
     if not Path(warehouse).exists():
         raise UserError(f"warehouse {warehouse} does not exist; land games and run `mafiabench build` first")
-    con = connect(warehouse, read_only=True)
+    con = connect_reader(Path(warehouse))  # a running study lets readers in between its landings
     try:
         try:
             rel = con.sql(sql)

@@ -2,6 +2,10 @@
 
 By default through the Prefect flow (`mafiabench.flows.study`) on Prefect's temporary local server, which needs
 nothing started; `--no-prefect` runs the same steps directly (same records, same summary, no Prefect UI).
+
+Before Prefect starts, the command takes the warehouse lock (a second run fails in a second with one clear line)
+and, on the temporary server, starts that server itself with a watchdog process: if this process dies, even by
+kill -9, the watchdog stops the server, so no Prefect server outlives its run.
 """
 
 from __future__ import annotations
@@ -70,11 +74,15 @@ def main(
     # Unknown provider or missing key: say so in a second, before Prefect's server starts.
     BackendPool(endpoints=exp.endpoint_configs()).check(exp.agent_specs())
     progress = False if no_progress else None
+    from mafiabench.warehouse.landing import warehouse_lock
+
     try:
-        summary = _run(
-            experiment, exp, progress, warehouse=warehouse, no_prefect=no_prefect, publish=publish,
-            dashboards=dashboards,
-        )
+        # A second run on the same warehouse stops here, before Prefect starts (the study re-enters this lock).
+        with warehouse_lock(exp.warehouse_path(warehouse), what=f"mafiabench run {exp.name}", share=True):
+            summary = _run(
+                experiment, exp, progress, warehouse=warehouse, no_prefect=no_prefect, publish=publish,
+                dashboards=dashboards,
+            )
     except KeyboardInterrupt:
         print(
             "\ninterrupted: finished games are in the raw folder; run the same command again to resume",
@@ -110,6 +118,7 @@ def _run(
         for key, value in PREFECT_DEFAULTS.items():
             os.environ.setdefault(key, value)
         module = flow_module()
+        start_guarded_prefect_server()
         try:
             summary = asyncio.run(
                 module.study_flow(
@@ -123,3 +132,51 @@ def _run(
         except module.StudyIncomplete as exc:
             summary = exc.summary
     return summary
+
+
+WATCHDOG = """
+import os, signal, sys, time
+parent, server = int(sys.argv[1]), int(sys.argv[2])
+def start_time(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+born = start_time(server)
+while born is not None and start_time(server) == born:
+    if start_time(parent) is None:  # the run is gone (exited, or killed with -9): stop its server
+        os.kill(server, signal.SIGTERM)
+        for _ in range(50):
+            time.sleep(0.1)
+            if start_time(server) != born:
+                break
+        else:
+            os.kill(server, signal.SIGKILL)
+        break
+    time.sleep(0.2)
+"""
+
+
+def start_guarded_prefect_server() -> int | None:
+    """Start Prefect's temporary server now (the flow reuses it) and a watchdog that stops it when this process
+    dies. Returns the server's pid; None when a real server is configured (PREFECT_API_URL)."""
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    import subprocess
+
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the one instance Prefect's clients use in ephemeral mode: they reuse it
+    server.start()
+    process = server.server_process
+    if process is None:
+        return None
+    subprocess.Popen(
+        [sys.executable, "-c", WATCHDOG, str(os.getpid()), str(process.pid)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,  # not killed with our process group: it must outlive us to clean up
+    )
+    return int(process.pid)

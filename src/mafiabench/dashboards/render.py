@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -165,7 +166,8 @@ def render_dashboards(
         raise UserError(f"{out_dir} exists and is not a folder")
     parent = out_dir.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-", dir=parent))
+    remove_stale_staging(out_dir)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.tmp-{os.getpid()}-", dir=parent))
     try:
         result = _render_into(
             con,
@@ -189,10 +191,47 @@ def render_dashboards(
     return result
 
 
+_STAGING_PID = re.compile(r"\.(?:tmp|old)-(\d+)-")
+STALE_STAGING_S = 600.0
+
+
+def remove_stale_staging(out_dir: Path) -> int:
+    """Delete the staging and swapped-out folders a killed render left next to `out_dir` (`.<name>.tmp-<pid>-*`,
+    `.<name>.old-<pid>-*`): those whose process is gone, and unnamed ones untouched for `STALE_STAGING_S`."""
+    parent = out_dir.absolute().parent
+    n = 0
+    for pattern in (f".{out_dir.name}.tmp-*", f".{out_dir.name}.old-*"):
+        for p in parent.glob(pattern):
+            m = _STAGING_PID.search(p.name)
+            if m is not None:
+                stale = not _alive(int(m.group(1)))
+            else:
+                try:
+                    stale = time.time() - p.stat().st_mtime > STALE_STAGING_S
+                except OSError:
+                    continue
+            if stale:
+                shutil.rmtree(p, ignore_errors=True)
+                n += 1
+    return n
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _swap(new: Path, target: Path) -> None:
     """Put `new` in place of `target`: two renames in the same folder (the old one is deleted afterwards)."""
     if target.exists():
-        old = target.absolute().parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+        old = target.absolute().parent / f".{target.name}.old-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         os.rename(target, old)
         try:
             os.rename(new, target)

@@ -31,11 +31,12 @@ class Shard:
 class ShardResult:
     """The records a shard produced, and what it did not play."""
 
-    __slots__ = ("index", "not_started", "records", "reused", "wall_s")
+    __slots__ = ("index", "landed", "not_started", "records", "reused", "wall_s")
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.records: list[GameRecord] = []
+        self.records: list[GameRecord] = []  # emptied once landed (`landed` keeps the count)
+        self.landed = 0
         self.not_started = 0  # skipped by the budget guard
         self.reused = 0  # found already written by an earlier attempt of this shard
         self.wall_s = 0.0

@@ -9,7 +9,9 @@ All the logic of a run lives here and is tested without Prefect; `flows/study_fl
    above 1, in worker processes: `mafiabench.study.workers`), under a global games-in-flight limit, per-provider call
    limits (`BackendPool`) and the budget guard, and writes each record atomically to the raw folder. It never
    touches DuckDB, and it is idempotent: a retried shard reuses the records it already wrote.
-3. `land_shard()` loads a shard's records into DuckDB; the Study is the run's one writer.
+3. `land_shard()` loads a shard's records into DuckDB; the Study is the run's one writer. It opens DuckDB only
+   while it lands (and while it plans and summarises), so `mafiabench query` and other readers get in between
+   landings; a reader holding the file makes the lander wait for it (`LAND_WAIT_S`), never fail.
 4. `finish()` builds the run summary (games, calls, tokens, cost, wall time, achieved concurrency), records it in
    `raw_runs`, and prints it.
 
@@ -20,12 +22,13 @@ landed as such. Only infrastructure faults (a full disk, a lost connection) fail
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +45,10 @@ from mafiabench.study.spec import Experiment
 from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool
 from mafiabench.warehouse import landing
-from mafiabench.warehouse.raw import LoadResult, connect
+from mafiabench.warehouse.raw import LoadResult, WarehouseBusyError, connect
+
+# How long the lander waits for a reader (`mafiabench query`, a notebook) to release the warehouse file.
+LAND_WAIT_S = 300.0
 
 PlayFn = Callable[["Study", Shard], Awaitable[ShardResult]]
 LandFn = Callable[["Study", ShardResult], Awaitable[Any]]
@@ -90,6 +96,7 @@ class Study:
         self._t0 = time.perf_counter()
         self._lock_cm: Any = None
         self._con: Any = None
+        self._open = False
         self._bar: Any = None
         self._pools: dict[int, BackendPool] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
@@ -104,11 +111,13 @@ class Study:
     def __enter__(self) -> Study:
         self._lock_cm = landing.warehouse_lock(self.warehouse, what=f"mafiabench run {self.exp.name}")
         self._lock_cm.__enter__()
+        self._open = True
         try:
-            self._con = connect(self.warehouse)
-            landing.ensure_runs_table(self._con)
+            with self.connection() as con:
+                landing.ensure_runs_table(con)
             landing.remove_partial(self.raw)
         except BaseException:
+            self._open = False
             self._lock_cm.__exit__(*sys.exc_info())
             raise
         return self
@@ -122,17 +131,49 @@ class Study:
                 self._con.close()
         finally:
             self._con = None
+            self._open = False
             self._lock_cm.__exit__(*exc)
+
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[Any]:
+        """DuckDB for one step (plan, land a shard, summarise), closed after it so readers get in between. Nested
+        uses share one connection. A reader holding the file is waited for, up to `LAND_WAIT_S`."""
+        if not self._open:
+            raise RuntimeError("Study is not open: use `with Study(...) as study:`")
+        if self._con is not None:
+            yield self._con
+            return
+        deadline = time.monotonic() + LAND_WAIT_S
+        delay = 0.05
+        while True:
+            try:
+                self._con = connect(self.warehouse)
+                break
+            except WarehouseBusyError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(delay)
+                delay = min(1.0, delay * 2)
+        try:
+            yield self._con
+        finally:
+            self._con.close()
+            self._con = None
 
     @property
     def con(self) -> Any:
+        """The open connection of the current step (inside `with study.connection()`)."""
         if self._con is None:
-            raise RuntimeError("Study is not open: use `with Study(...) as study:`")
+            raise RuntimeError("no warehouse connection open: use `with study.connection() as con:`")
         return self._con
 
     # -- 1. plan --------------------------------------------------------------------------------------------------
     def prepare(self) -> list[Shard]:
         """Expand, load landed-but-not-loaded raw files, skip landed games, shard the rest."""
+        with self.connection():
+            return self._prepare()
+
+    def _prepare(self) -> list[Shard]:
         exp = self.exp
         BackendPool(endpoints=self.endpoints).check(
             [s for s in exp.agent_specs() if not s.startswith("policy/")]
@@ -321,11 +362,8 @@ class Study:
             return await asyncio.to_thread(self._land_sync, result.records)
 
     def _land_sync(self, records: list[GameRecord]) -> LoadResult:
-        cur = self.con.cursor()
-        try:
-            return landing.land(cur, records)
-        finally:
-            cur.close()
+        with self.connection() as con:
+            return landing.land(con, records)
 
     # -- fan out --------------------------------------------------------------------------------------------------
     def shards_in_flight(self) -> int:
@@ -345,6 +383,10 @@ class Study:
             async with limiter:
                 result = await play(self, shard)
             await land(self, result)
+            # Landed: its records are in the raw folder and DuckDB. Dropping them here keeps a run's memory bounded
+            # by the shards in flight, whatever its size (Prefect's task result is this same object).
+            result.landed = len(result.records)
+            result.records = []
             return result
 
         try:
@@ -379,7 +421,8 @@ class Study:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-        landing.record_run(self.con, s.to_row())
+        with self.connection() as con:
+            landing.record_run(con, s.to_row())
         return s
 
     def artifact_key(self) -> str:

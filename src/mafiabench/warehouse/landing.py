@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ import duckdb
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, write_record_atomic
-from mafiabench.warehouse.raw import LoadResult, load_records
+from mafiabench.warehouse.raw import LoadResult, WarehouseBusyError, connect, load_records
 
 RAW_RUNS_COLUMNS = """
     run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,
@@ -50,13 +51,27 @@ def lock_path(warehouse: Path) -> Path:
     return warehouse.with_name(warehouse.name + ".lock")
 
 
+_SHARED: dict[str, int] = {}  # locks this process holds for its nested steps -> nesting depth
+
+
 @contextlib.contextmanager
-def warehouse_lock(warehouse: Path, *, what: str = "run") -> Iterator[Path]:
+def warehouse_lock(warehouse: Path, *, what: str = "run", share: bool = False) -> Iterator[Path]:
     """Hold `<warehouse>.lock` exclusively (fcntl.flock, released by the kernel even on kill -9).
 
     The file's content names the holder (pid, host, start time, what), for the error the next run prints.
+    With `share=True` the holder lends it to the steps it runs in the same process: `mafiabench run` takes it before
+    Prefect starts, and the flow's study then enters it. Any other second taker, in this process or another, is
+    refused.
     """
     path = lock_path(warehouse)
+    key = str(path.absolute())
+    if key in _SHARED:
+        _SHARED[key] += 1
+        try:
+            yield path
+        finally:
+            _SHARED[key] -= 1
+        return
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
@@ -76,12 +91,50 @@ def warehouse_lock(warehouse: Path, *, what: str = "run") -> Iterator[Path]:
         }
         os.ftruncate(fd, 0)
         os.pwrite(fd, (json.dumps(info) + "\n").encode(), 0)
+        if share:
+            _SHARED[key] = 1
         try:
             yield path
         finally:
+            _SHARED.pop(key, None)
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+READER_WAIT_S = 30.0
+
+
+def connect_reader(warehouse: Path, *, wait_s: float = READER_WAIT_S) -> duckdb.DuckDBPyConnection:
+    """A read-only connection. A run opens the file only while it lands a shard (seconds), so a busy file is
+    retried for `wait_s` before the error, which names the run and says what to do."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.05
+    while True:
+        try:
+            return connect(warehouse, read_only=True)
+        except WarehouseBusyError:
+            if time.monotonic() > deadline:
+                holder = _holder_of(warehouse)
+                raise WarehouseBusyError(
+                    f"warehouse {warehouse} stayed busy for {wait_s:.0f} s ({holder}): a run opens it only while it "
+                    "lands a shard, so try again in a few seconds; a build (`mafiabench build`) holds it until it "
+                    "ends"
+                ) from None
+            time.sleep(delay)
+            delay = min(0.5, delay * 2)
+
+
+def _holder_of(warehouse: Path) -> str:
+    path = lock_path(warehouse)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return "no run holds its lock"
+    try:
+        return "held by " + _read_holder(fd) if os.fstat(fd).st_size else "no run holds its lock"
     finally:
         os.close(fd)
 
@@ -133,10 +186,11 @@ def _copy_atomic(data: bytes, path: Path) -> None:
 def remove_partial(folder: Path) -> int:
     """Delete temp files a killed writer left behind (call only while holding the warehouse lock)."""
     n = 0
-    if folder.is_dir():
-        for p in folder.glob(f"{TMP_PREFIX}*"):
-            p.unlink(missing_ok=True)
-            n += 1
+    for d in (folder, folder / REPLACED_DIR):
+        if d.is_dir():
+            for p in d.glob(f"{TMP_PREFIX}*"):
+                p.unlink(missing_ok=True)
+                n += 1
     return n
 
 
