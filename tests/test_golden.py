@@ -29,6 +29,8 @@ CASES: dict[str, tuple[str, dict[str, object], int, dict[str, str], str | None]]
                                           "v4.1"),
     "classic_belief_naive": ("classic", {"n_players": 6, "n_mafia": 2, "detective": True, "decision": "belief"}, 3,
                              {"mafioso": "scripted/naive", "default": "policy/informed"}, None),
+    "async_naive": ("async", {"n_players": 6, "n_mafia": 2, "day_seconds": 20, "night_seconds": 10, "max_days": 4}, 5,
+                    {"mafioso": "scripted/naive", "default": "policy/random"}, None),
 }
 
 

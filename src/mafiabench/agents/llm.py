@@ -13,13 +13,16 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from mafiabench.agents.base import AgentTurn, PlayerView
 from mafiabench.agents.parsing import (
     parse_belief,
+    parse_chat_message,
     parse_message,
     parse_message_reference,
     parse_name,
     parse_name_reference,
+    parse_schedule,
 )
 from mafiabench.agents.prompts import (
     PromptSet,
+    chat_lines,
     composition_text,
     decision_values,
     join_names,
@@ -27,6 +30,7 @@ from mafiabench.agents.prompts import (
     render,
 )
 from mafiabench.backends.base import Backend, BackendError, GenerateSettings, Message
+from mafiabench.engine.async_mafia import duration_text
 from mafiabench.engine.core import Answer, Decision
 from mafiabench.errors import UserError
 from mafiabench.record import ModelCall
@@ -50,6 +54,9 @@ class ModelSettings(BaseModel):
     )
     max_tokens_message: StrictInt | None = Field(50, ge=1, description="Token cap for a discussion answer.")
     max_tokens_choice: StrictInt | None = Field(5, ge=1, description="Token cap for a vote or night action.")
+    max_tokens_schedule: StrictInt | None = Field(
+        6, ge=1, description="Token cap for an async scheduler answer (reference: 6)."
+    )
     max_tokens_belief: StrictInt | None = Field(600, ge=1, description="Token cap for a JSON belief answer.")
     reasoning_effort: str | None = Field(None, description="Passed to providers that support it.")
     timeout_s: float = Field(60.0, gt=0, allow_inf_nan=False, description="Per-attempt timeout.")
@@ -144,7 +151,7 @@ class LLMAgent:
             calls.append(call)
             raise AgentCallError(exc, calls) from exc
         text = scrub(completion.text)  # a server that echoes the key in its answer: the key goes no further
-        answer, error, note = self.parse_with(self.prompts.parser, decision, text)
+        answer, error, note = self.parse_with(self.prompts.parser, decision, text, self.prompts.variant)
         call.update(
             {
                 "latency_ms": round(completion.latency_ms, 3),
@@ -165,6 +172,8 @@ class LLMAgent:
         s = self.settings
         if decision.action == "speak":
             cap = s.max_tokens_message
+        elif decision.action == "schedule":
+            cap = s.max_tokens_schedule
         elif decision.mode == "belief":
             cap = s.max_tokens_belief
         else:
@@ -180,12 +189,14 @@ class LLMAgent:
         )
 
     @staticmethod
-    def parse_with(parser: str, decision: Decision, text: str | None) -> tuple[Answer, str | None, dict[str, Any]]:
+    def parse_with(
+        parser: str, decision: Decision, text: str | None, variant: str = ""
+    ) -> tuple[Answer, str | None, dict[str, Any]]:
         """Read an answer as the prompt version says (`reference` or `tolerant`): (answer, error, notes for the call
         record). Notes: `cut` (unclosed quote, kept with the reference's "..." marker), `name_found_later` (the
         reference's fallback to a valid name anywhere in the answer; not a format failure there, so not here)."""
-        if parser != "reference" or decision.mode == "belief":
-            answer, error = LLMAgent.parse(decision, text or "")
+        if parser != "reference" or decision.mode == "belief" or variant == "async":
+            answer, error = LLMAgent.parse(decision, text or "", variant)
             return answer, error, {}
         if decision.action == "speak":
             message, cut, error = parse_message_reference(text)
@@ -197,8 +208,17 @@ class LLMAgent:
         return Answer(target=name, format_failure=error is not None), error, note
 
     @staticmethod
-    def parse(decision: Decision, text: str) -> tuple[Answer, str | None]:
-        """Apply the format-failure policy: a bad message is a flagged silence, a bad choice a flagged fallback."""
+    def parse(decision: Decision, text: str, variant: str = "") -> tuple[Answer, str | None]:
+        """Apply the format-failure policy: a bad message is a flagged silence, a bad choice a flagged fallback.
+        Async chat messages are plain text (the reference's shape), other variants' messages are quoted."""
+        if decision.action == "schedule":
+            choice, error = parse_schedule(text)
+            return Answer(target=choice, format_failure=error is not None), error
+        if decision.action == "speak" and variant == "async":
+            chat, error = parse_chat_message(text, decision.player)
+            if error:
+                return Answer(text=None, format_failure=True), error
+            return Answer(text=chat), None
         if decision.action == "speak":
             message, error = parse_message(text)
             if error:
@@ -215,7 +235,10 @@ class LLMAgent:
         """(prompt, length of the part shared with this player's earlier prompts)."""
         if self.prompts.style == "reference":
             return self._reference(decision, view)
-        if view.variant == "mini-mafia":
+        if view.variant == "async":
+            base, suffix = self._async(decision, view)
+            memory = chat_lines(view)
+        elif view.variant == "mini-mafia":
             base, suffix = self._mini_mafia(decision, view)
             memory = memory_lines(view)
         else:
@@ -290,6 +313,35 @@ class LLMAgent:
         base = render(t["base"], **values)
         key = {"speak": "discussion", "vote": "vote", "kill": "kill", "investigate": "investigate"}[decision.action]
         return base, render(t[key], **decision_values(decision))
+
+    def _async(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
+        rules: Any = view.rules
+        t = self.prompts.templates
+        mates = [e.data.get("teammates") or [] for e in view.events if e.type == "role_assigned"]
+        if view.team == "mafia":
+            others = [m for ms in mates for m in ms]
+            role_text = (
+                "You are mafia"
+                + (f", together with {join_names(others)}" if others else "")
+                + ". Blend in with the bystanders and avoid being lynched; at night you and your fellow mafia chat "
+                "privately and choose a bystander to kill."
+            )
+        else:
+            role_text = "You are a bystander. Work out who the mafia are from the chat and get them lynched."
+        base = render(
+            t["base"],
+            name=view.name,
+            n_players=rules.n_players,
+            composition_text=composition_text(rules.composition),
+            day_length=duration_text(rules.day_seconds),
+            night_length=duration_text(rules.night_seconds),
+            role_text=role_text,
+            players=f"The players are: {join_names(list(view.players))}.",
+        )
+        clock = decision.clock or "00:00:00"
+        chat = "public chat" if decision.phase == "day" else "mafia's night chat"
+        key = {"schedule": "schedule", "speak": "generate", "vote": "vote", "kill": "kill"}[decision.action]
+        return base, render(t[key], clock=clock, chat=chat, name=view.name, **decision_values(decision))
 
     def _classic(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
         rules: Any = view.rules

@@ -169,3 +169,47 @@ def parse_name_reference(text: str | None, choices: Sequence[str]) -> tuple[str 
         if name.lower() in low:
             return name, True, None
     return None, False, f"answer names none of: {', '.join(choices)}"
+
+
+_SEND_WORDS = ("send", "speak", "use")
+_WAIT_WORDS = ("wait", "pass", "quiet")
+_TOKEN = re.compile(r"<\s*([a-z]+)\s*>|\[\[\s*([a-z]+)\s*\]\]|\b([a-z]+)\b")
+
+
+def parse_schedule(text: str) -> tuple[str | None, str | None]:
+    """A scheduler answer: `send` or `wait`. Accepted, as the reference agent does: the tokens `<send>`/`<wait>` or
+    their variants `[[speak]]`, `pass`, `quiet`, `use`, in any case; the first such word decides. Returns
+    (decision, error)."""
+    if not text or not text.strip():
+        return None, "empty answer"
+    for m in _TOKEN.finditer(text.lower()):
+        word = next(g for g in m.groups() if g)
+        if word in _SEND_WORDS:
+            return "send", None
+        if word in _WAIT_WORDS:
+            return "wait", None
+    return None, "answer is neither <send> nor <wait>"
+
+
+_STAMP = re.compile(r"^\s*\[?\s*\d{1,2}:\d{2}(?::\d{2})?\s*\]?\s*")
+
+
+def parse_chat_message(text: str, speaker: str) -> tuple[str | None, str | None]:
+    """A generator answer: the message itself. Tolerated: a leading timestamp or `Name:` (the model echoing the
+    chat's line shape), surrounding quotes, markdown emphasis, anything after the first line. Returns
+    (message, error)."""
+    if not text or not text.strip():
+        return None, "empty answer"
+    line = next((ln for ln in text.strip().splitlines() if ln.strip()), "")
+    line = _STAMP.sub("", _DECOR.sub("", line.strip()))
+    prefix = re.compile(r"^\s*" + re.escape(speaker) + r"\s*:\s*", re.IGNORECASE)
+    while prefix.match(line):
+        line = prefix.sub("", line, count=1).strip()
+    if len(line) >= 2 and line[0] in _OPEN_QUOTES and line[-1] in _CLOSE_QUOTES:
+        line = line[1:-1].strip()
+    elif line[:1] in _OPEN_QUOTES:
+        line = line[1:].strip()
+    line = line.strip("*_`").strip()
+    if not line:
+        return None, "no message text"
+    return line, None

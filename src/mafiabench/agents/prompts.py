@@ -25,7 +25,7 @@ from mafiabench.engine.core import Decision
 from mafiabench.engine.events import Event
 from mafiabench.errors import UserError
 
-DEFAULT_PROMPT_VERSION = {"mini-mafia": "v4.1-full", "classic": "v2"}
+DEFAULT_PROMPT_VERSION = {"mini-mafia": "v4.1-full", "classic": "v2", "async": "v1"}
 
 Parser = Literal["tolerant", "reference"]
 Style = Literal["ours", "reference"]
@@ -158,12 +158,13 @@ def join_names(names: list[str] | tuple[str, ...]) -> str:
 def composition_text(comp: dict[str, int], order: str = "ours") -> str:
     """"1 detective, 1 mafioso, 2 villagers"; `order="reference"` lists roles as the reference does (mafioso first)."""
     parts = []
-    roles = ("mafioso", "detective", "villager", "doctor") if order == "reference" else (
-        "detective", "mafioso", "villager", "doctor")
+    roles = ("mafioso", "detective", "villager", "bystander", "doctor") if order == "reference" else (
+        "detective", "mafioso", "villager", "bystander", "doctor")
     for role in roles:
         n = comp.get(role, 0)
         if n:
-            plural = {"mafioso": "mafiosos", "villager": "villagers", "detective": "detectives", "doctor": "doctors"}
+            plural = {"mafioso": "mafiosos", "villager": "villagers", "detective": "detectives", "doctor": "doctors",
+                      "bystander": "bystanders"}
             parts.append(f"{n} {role if n == 1 else plural[role]}")
     return ", ".join(parts)
 
@@ -227,6 +228,33 @@ def _line(e: Event, view: PlayerView, keep_reasoning: set[int]) -> str | None:
     if t == "belief" and e.seq in keep_reasoning:
         return f"Your reasoning: {e.text}"
     return None
+
+
+MANAGER = "Game-Manager"
+
+
+def chat_lines(view: PlayerView) -> list[str]:
+    """The asynchronous variant's memory in the reference tool's chat shape: `[HH:MM:SS] Name: text`, with the
+    Game-Manager announcing phases, votes and eliminations. Private bookkeeping (scheduler fallbacks, flagged
+    silences) is not shown; a message dropped because the phase ended is told to its author."""
+    lines: list[str] = []
+    for e in view.events:
+        stamp = f"[{e.data.get('clock', '00:00:00')}]"
+        if e.type == "role_assigned":
+            line = f"You are {view.name}, a {e.data.get('role')}."
+            mates = e.data.get("teammates")
+            if mates:
+                line += f" Your fellow mafia: {join_names(mates)}."
+            lines.append(line)
+        elif e.type in ("message", "mafia_message"):
+            lines.append(f"{stamp} {e.actor}: {e.text}")
+        elif e.type == "vote":
+            lines.append(f"{stamp} {MANAGER}: {e.actor} voted for {e.target}")
+        elif e.type in ("phase_start", "elimination", "death", "no_elimination") or (
+            e.type == "info" and e.data.get("kind") == "message_dropped"
+        ):
+            lines.append(f"{stamp} {MANAGER}: {e.text}")
+    return lines
 
 
 def render(template: str, **values: object) -> str:

@@ -18,7 +18,8 @@ POLICIES = ("random", "informed", "mafia-votes-detective", "always-accuse")
 class PolicyAgent:
     """`random`: uniform among valid choices, silent. `informed`: votes a mafioso it knows of (from its own
     investigations), else random. `mafia-votes-detective`: as a mafioso, votes the detective (an oracle policy:
-    it reads the true roles), else like informed. `always-accuse:<name>`: says and votes <name> when valid."""
+    it reads the true roles), else like informed. `always-accuse:<name>`: says and votes <name> when valid.
+    In the async variant the silent policies always answer `wait`; always-accuse posts now and then."""
 
     def __init__(self, spec: str, seed: int, player: str) -> None:
         self.spec = spec
@@ -35,6 +36,10 @@ class PolicyAgent:
         return AgentTurn(self.decide(decision, view))
 
     def decide(self, decision: Decision, view: PlayerView) -> Answer:
+        if decision.action == "schedule":  # async variant: only always-accuse has something to say
+            if self.policy == "always-accuse":
+                return Answer(target="send" if self.rng.random() < 0.2 else "wait")
+            return Answer(target="wait")
         if decision.action == "speak":
             if self.policy == "always-accuse":
                 return Answer(text=f"I think {self.arg} is the mafioso.")

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from mafiabench.engine.async_mafia import AsyncMafia, AsyncRules
 from mafiabench.engine.classic import Classic, ClassicRules
 from mafiabench.engine.core import Answer, Decision, GameEngine, Outcome, Player, derive_seed
 from mafiabench.engine.events import Event
@@ -18,6 +19,7 @@ from mafiabench.engine.mini_mafia import MiniMafia, MiniMafiaRules
 VARIANTS: dict[str, tuple[type[GameEngine], type[BaseModel]]] = {
     "mini-mafia": (MiniMafia, MiniMafiaRules),
     "classic": (Classic, ClassicRules),
+    "async": (AsyncMafia, AsyncRules),
 }
 
 
@@ -37,6 +39,8 @@ def make_game(variant: str, rules: BaseModel | Mapping[str, Any] | None, seed: i
 __all__ = [
     "VARIANTS",
     "Answer",
+    "AsyncMafia",
+    "AsyncRules",
     "Classic",
     "ClassicRules",
     "Decision",

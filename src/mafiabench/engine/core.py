@@ -25,7 +25,7 @@ ROLE_TEAM: dict[str, str] = {
     "doctor": "town",
 }
 
-Action = Literal["speak", "vote", "kill", "investigate"]
+Action = Literal["speak", "vote", "kill", "investigate", "schedule"]
 DecisionMode = Literal["name", "belief"]
 
 
@@ -52,9 +52,11 @@ class Player:
 
 @dataclass(frozen=True)
 class Decision:
-    """A request for one player to act, with the valid choices (empty for `speak`).
+    """A request for one player to act, with the valid choices (empty for `speak`; `send`/`wait` for the async
+    variant's `schedule`).
 
-    `step`/`steps` place the decision within its phase (discussion round r of R) for the prompt.
+    `step`/`steps` place the decision within its phase (discussion round r of R) for the prompt; `clock` is the
+    virtual time (`HH:MM:SS`) of the async variant's decisions.
     """
 
     player: str
@@ -65,6 +67,7 @@ class Decision:
     step: int = 1
     steps: int = 1
     mode: DecisionMode = "name"
+    clock: str | None = None
 
 
 @dataclass(frozen=True)

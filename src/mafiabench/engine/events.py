@@ -22,6 +22,7 @@ EVENT_TYPES = (
     "mafia_message",
     "message",
     "silence",
+    "schedule",
     "vote",
     "belief",
     "elimination",

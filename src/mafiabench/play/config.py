@@ -202,7 +202,7 @@ class GameConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    variant: VariantName = Field("mini-mafia", description="mini-mafia | classic")
+    variant: VariantName = Field("mini-mafia", description="mini-mafia | classic | async")
     seed: StrictInt = Field(0, ge=0, description="The game's seed: roles, names, orders, tie-breaks, fallbacks.")
     game_id: str | None = Field(None, description="Defaults to play-<variant>-<seed>.")
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")

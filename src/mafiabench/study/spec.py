@@ -205,7 +205,7 @@ class Experiment(BaseModel):
 
     name: str = Field(description="Identity of the experiment's games (letters, digits, '.', '_', '-').")
     description: str = Field("", description="Free text shown in the run summary.")
-    variant: VariantName = Field("mini-mafia", description="mini-mafia | classic")
+    variant: VariantName = Field("mini-mafia", description="mini-mafia | classic | async")
     rules: dict[str, Any] = Field(default_factory=dict, description="Rule options of the variant (see the engine).")
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
     prompt: PromptSource | None = Field(

@@ -1,0 +1,296 @@
+"""Asynchronous Mafia (the "Hidden in Plain Text" / "Time to Talk" protocol): players decide *when* to talk.
+
+Default 10 players (2 mafiosos, 8 bystanders); the game starts with a day. Time is a virtual clock in whole
+seconds kept in the engine state (`self.clock`) and stamped on every timed event as `data.clock` (`HH:MM:SS`
+since the chat opened), so nothing sleeps and a replay is byte-for-byte identical.
+
+A phase is a run of ticks of `tick_seconds`. At each tick every participant who is not busy typing gets a
+*scheduler* decision (`schedule`, choices `send`/`wait`) in one batch; then everyone who chose `send` gets a
+*generator* decision (`speak`) in a second batch. A message appears after a simulated typing time proportional to
+its length (`words / words_per_second`, capped at `max_typing_seconds`, halved at night, as the reference agent
+waits before posting); a message that would appear after the phase ends is never posted (the speaker is told).
+The day is public; the night chat is mafia-only (`mafia_message`, `team:mafia`) and is held only while two or more
+mafiosos are active. Each phase ends with a simultaneous vote: `vote` ("lynch") by every active player by day,
+`kill` by the active mafiosos at night; plurality with a uniform random tie-break. The eliminated player's name and
+role are announced with the number of mafia left. Ends at parity or when no mafioso is active; after `max_days`
+days the game ends `unfinished`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from mafiabench.engine.core import Answer, Decision, GameEngine, Script
+from mafiabench.engine.events import MAFIA_TEAM, PUBLIC, Phase, player_visibility
+
+# Unisex first names, chosen for this project (ten per default game, shuffled into seats from the seed).
+DEFAULT_NAMES = (
+    "Avery", "Blair", "Casey", "Devon", "Emery", "Finn", "Harper", "Jordan", "Kendall", "Logan",
+    "Morgan", "Noel", "Parker", "Quinn", "Reese", "Sawyer", "Taylor", "Rowan", "Skyler", "Jules",
+)  # fmt: skip
+
+
+class AsyncRules(BaseModel):
+    """Rules of one asynchronous game; every field is recorded with the game and rendered into the prompts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n_players: int = Field(10, ge=3, le=20, description="Number of players.")
+    n_mafia: int = Field(2, ge=1, description="Number of mafiosos; the rest are bystanders.")
+    day_seconds: int = Field(150, ge=1, description="Virtual length of a day's discussion.")
+    night_seconds: int = Field(60, ge=1, description="Virtual length of a night (mafia chat when 2+ mafia live).")
+    tick_seconds: int = Field(5, ge=1, description="Virtual seconds between two scheduler rounds.")
+    typing: bool = Field(True, description="Delay each message by a simulated typing time (reference: on).")
+    words_per_second: float = Field(1.0, gt=0, description="Typing speed for the simulated delay.")
+    max_typing_seconds: int = Field(10, ge=0, description="Cap on one message's typing delay.")
+    message_limit: int = Field(300, ge=1, description="Characters per message; longer ones are cut and flagged.")
+    scheduler_fallback: Literal["send", "wait"] = Field(
+        "send", description="Decision when a scheduler answer names neither token (the reference sends)."
+    )
+    max_days: int = Field(10, ge=1, description="Days before a stuck game ends as unfinished.")
+    names: tuple[str, ...] | None = Field(None, description="Player names; default the first N of a fixed list.")
+
+    @model_validator(mode="after")
+    def _check(self) -> AsyncRules:
+        town = self.n_players - self.n_mafia
+        if self.n_mafia >= town:
+            raise ValueError(f"n_mafia={self.n_mafia} must be fewer than the town ({town}) or mafia win at once")
+        if self.tick_seconds > min(self.day_seconds, self.night_seconds):
+            raise ValueError(f"tick_seconds={self.tick_seconds} is longer than a phase")
+        if self.names is not None and (
+            len(self.names) != self.n_players
+            or len(set(self.names)) != len(self.names)
+            or any(not n.strip() or ":" in n for n in self.names)
+        ):
+            raise ValueError(f"names must be {self.n_players} distinct names without ':', got {list(self.names)}")
+        if self.names is None and self.n_players > len(DEFAULT_NAMES):
+            raise ValueError(f"give names for more than {len(DEFAULT_NAMES)} players")
+        return self
+
+    @property
+    def player_names(self) -> tuple[str, ...]:
+        return self.names or DEFAULT_NAMES[: self.n_players]
+
+    @property
+    def composition(self) -> dict[str, int]:
+        return {"mafioso": self.n_mafia, "bystander": self.n_players - self.n_mafia}
+
+
+def clock_text(seconds: int) -> str:
+    """`HH:MM:SS` of a virtual clock reading (seconds since the chat opened)."""
+    s = max(0, int(seconds))
+    return f"{s // 3600:02d}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def duration_text(seconds: int) -> str:
+    """`2.5 minutes`, `1 minute`, `20 seconds`: how the announcements and the prompts say a phase's length."""
+    if seconds % 60 == 0:
+        return f"{seconds // 60} minute{'' if seconds == 60 else 's'}"
+    if seconds < 60 or seconds % 6:
+        return f"{seconds} seconds"
+    return f"{seconds / 60:g} minutes"
+
+
+def typing_seconds(text: str, rules: AsyncRules, phase: Phase) -> int:
+    """The reference agent's delay before posting: whole words per second, capped, halved at night."""
+    if not rules.typing:
+        return 0
+    delay = min(int(len(text.split()) // rules.words_per_second), rules.max_typing_seconds)
+    return delay // 2 if phase == "night" else delay
+
+
+class AsyncMafia(GameEngine):
+    variant = "async"
+    rules: AsyncRules
+
+    def __init__(self, rules: AsyncRules, seed: int) -> None:
+        super().__init__(rules, seed)
+        self.clock = 0
+
+    def reset(self) -> None:
+        self.clock = 0
+        super().reset()
+
+    def script(self) -> Script:
+        rules = self.rules
+        roles = ["mafioso"] * rules.n_mafia + ["bystander"] * (rules.n_players - rules.n_mafia)
+        self.seat_players(rules.player_names, roles)
+        self.log_setup(rules.composition)
+        self.log[0].data["clock"] = clock_text(self.clock)
+
+        for day in range(1, rules.max_days + 1):
+            self.outcome.days = day
+            self.emit(
+                "day", day, "phase_start",
+                text=f"Day {day} begins: {duration_text(rules.day_seconds)} of discussion for everyone, "
+                "then a vote to lynch.",
+                data={"clock": clock_text(self.clock), "seconds": rules.day_seconds},
+            )  # fmt: skip
+            yield from self._chat("day", day, [p.name for p in self.active()], rules.day_seconds)
+            voters = [p.name for p in self.active()]
+            decisions = [
+                Decision(v, "vote", "day", day, tuple(n for n in voters if n != v), clock=clock_text(self.clock))
+                for v in voters
+            ]
+            answers = yield decisions
+            votes = self._votes(decisions, answers, "day", day, PUBLIC)
+            if self._eliminate(votes, "day", day):
+                return
+
+            mafia = [p.name for p in self.active(team="mafia")]
+            chat = len(mafia) >= 2
+            self.emit(
+                "night", day, "phase_start",
+                text=f"Night {day} begins: {duration_text(rules.night_seconds)}; "
+                + ("only the mafia can talk, then they vote to kill." if chat else "the mafia choose whom to kill."),
+                data={"clock": clock_text(self.clock), "seconds": rules.night_seconds, "mafia_chat": chat},
+            )  # fmt: skip
+            if chat:
+                yield from self._chat("night", day, mafia, rules.night_seconds)
+            else:
+                self.clock += rules.night_seconds
+            town = tuple(p.name for p in self.active(team="town"))
+            decisions = [Decision(m, "kill", "night", day, town, clock=clock_text(self.clock)) for m in mafia]
+            answers = yield decisions
+            votes = self._votes(decisions, answers, "night", day, MAFIA_TEAM)
+            if self._eliminate(votes, "night", day):
+                return
+        self.finish(
+            None, f"no winner after {rules.max_days} days", phase="end", rnd=rules.max_days, status="unfinished"
+        )
+        self.log[-1].data["clock"] = clock_text(self.clock)
+
+    # -- one phase of timed chat -----------------------------------------------------------------------------------
+    def _chat(self, phase: Phase, rnd: int, participants: list[str], seconds: int) -> Script:
+        rules = self.rules
+        start, end = self.clock, self.clock + seconds
+        visibility = PUBLIC if phase == "day" else MAFIA_TEAM
+        kind = "message" if phase == "day" else "mafia_message"
+        typing_until: dict[str, int] = {}
+        queue: list[tuple[int, int, str, str, bool]] = []  # (appears at, order, speaker, text, truncated)
+        order = 0
+        ticks = -(-seconds // rules.tick_seconds)
+
+        def release(now: int) -> None:
+            ready = sorted(q for q in queue if q[0] <= now)
+            for item in ready:
+                queue.remove(item)
+                at, _, speaker, text, truncated = item
+                self.emit(
+                    phase, rnd, kind, actor=speaker, text=text, visibility=visibility, truncated=truncated,
+                    data={"clock": clock_text(at)},
+                )  # fmt: skip
+
+        for tick in range(ticks):
+            self.clock = start + tick * rules.tick_seconds
+            release(self.clock)
+            free = [p for p in participants if typing_until.get(p, -1) <= self.clock]
+            if not free:
+                continue
+            batch = [
+                Decision(p, "schedule", phase, rnd, ("send", "wait"), tick + 1, ticks, clock=clock_text(self.clock))
+                for p in free
+            ]
+            answers = yield batch
+            senders = [d.player for d in batch if self._schedule(d, answers[d.player], phase, rnd) == "send"]
+            if not senders:
+                continue
+            gen = [Decision(s, "speak", phase, rnd, (), tick + 1, ticks, clock=clock_text(self.clock)) for s in senders]
+            answers = yield gen
+            for s in senders:
+                answer = answers[s]
+                if answer.text is None or not answer.text.strip():
+                    if answer.format_failure:
+                        self.emit(
+                            phase, rnd, "silence", actor=s, visibility=player_visibility(s), format_failure=True,
+                            random_fallback=True, text=f"{s} remained silent.", data={"clock": clock_text(self.clock)},
+                        )  # fmt: skip
+                    continue
+                text = " ".join(answer.text.split())
+                truncated = len(text) > rules.message_limit
+                text = text[: rules.message_limit]
+                at = self.clock + typing_seconds(text, rules, phase)
+                if at >= end:
+                    self.emit(
+                        phase, rnd, "info", target=s, visibility=player_visibility(s),
+                        text="Your message was not posted: the phase ended while you were typing.",
+                        data={"clock": clock_text(self.clock), "kind": "message_dropped", "dropped_text": text},
+                    )  # fmt: skip
+                    continue
+                typing_until[s] = at
+                queue.append((at, order, s, text, truncated))
+                order += 1
+            release(self.clock)
+        self.clock = end
+        release(end - 1)  # every queued message appears before `end` by construction
+        assert not queue
+
+    def _schedule(self, decision: Decision, answer: Answer, phase: Phase, rnd: int) -> str:
+        if answer.target in decision.choices and not answer.format_failure:
+            return answer.target  # type: ignore[return-value]
+        choice = self.rules.scheduler_fallback
+        self.emit(
+            phase, rnd, "schedule", actor=decision.player, visibility=player_visibility(decision.player),
+            format_failure=True, random_fallback=False, text=f"Scheduler answer unusable; treated as {choice}.",
+            data={"clock": clock_text(self.clock), "decision": choice},
+        )  # fmt: skip
+        return choice
+
+    # -- votes and eliminations ---------------------------------------------------------------------------------------
+    def _votes(
+        self, decisions: list[Decision], answers: Mapping[str, Answer], phase: Phase, rnd: int, visibility: str
+    ) -> dict[str, str]:
+        resolved = []
+        for d in decisions:
+            target, failed, fallback = self.resolve_choice(d, answers[d.player], phase, rnd)
+            resolved.append((d.player, target, failed, fallback))
+        votes: dict[str, str] = {}
+        for voter, target, failed, fallback in resolved:
+            votes[voter] = target
+            data: dict[str, object] = {"clock": clock_text(self.clock)}
+            if phase == "night":
+                data["kind"] = "night_proposal"
+            self.emit(
+                phase, rnd, "vote", actor=voter, target=target, visibility=visibility, format_failure=failed,
+                random_fallback=fallback, data=data,
+            )  # fmt: skip
+        return votes
+
+    def _eliminate(self, votes: dict[str, str], phase: Phase, rnd: int) -> bool:
+        """Remove the plurality's target, announce name, role and mafia left; True if the game is over."""
+        out, tie, counts = self.tally(votes)
+        victim = self.player(out)
+        victim.active = False
+        left = len(self.active(team="mafia"))
+        announce = f"{left} mafia player{'s' if left != 1 else ''} left."
+        data = {
+            "clock": clock_text(self.clock), "votes": counts, "role": victim.role, "role_revealed": True,
+            "mafia_left": left,
+        }  # fmt: skip
+        if phase == "day":
+            self.emit(
+                "day", rnd, "elimination", target=out, tie_break=tie,
+                text=f"{out} was lynched; they were a {victim.role}. {announce}", data=data,
+            )  # fmt: skip
+        else:
+            killer = next(iter(votes)) if len(votes) == 1 else "mafia"
+            self.emit(
+                "night", rnd, "kill", actor=killer, target=out, visibility=MAFIA_TEAM, tie_break=tie,
+                text=f"You killed {out}.", data={"clock": clock_text(self.clock), "votes": counts},
+            )  # fmt: skip
+            self.emit(
+                "night", rnd, "death", target=out, tie_break=tie,
+                text=f"{out} was killed during the night; they were a {victim.role}. {announce}",
+                data={"cause": "night_kill", **data},
+            )  # fmt: skip
+        winner = self.parity_winner()
+        if winner is None:
+            return False
+        self.outcome.tie_decided = tie
+        reason = "no mafia left" if winner == "town" else "mafia reached parity"
+        self.finish(winner, reason, phase="end", rnd=rnd)
+        self.log[-1].data["clock"] = clock_text(self.clock)
+        return True
