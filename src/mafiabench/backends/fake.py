@@ -128,7 +128,8 @@ class FakeBrain:
     """A deterministic "model": the answer is a function of (model, messages, replay_key, seed) only.
 
     It follows the reference prompts' contract (the prompt is the last user message): scheduler prompts get
-    `<send>`/`<wait>`, belief prompts a JSON probability object over the choices, decision prompts a name from the
+    `<send>`/`<wait>`, detector prompts k names (one per line), belief prompts a JSON probability object over the
+    choices, decision prompts a name from the
     `from:` list (sometimes with a reason on the next line), discussion prompts a message in double quotes.
     """
 
@@ -149,6 +150,9 @@ class FakeBrain:
         full, prompt = prompt, prompt.strip().rsplit("\n\n", 1)[-1]
         if "<send>" in prompt and "<wait>" in prompt:
             return "<send>" if rng.random() < 0.35 else "<wait>"
+        if (k := re.search(r"exactly (\d+) names", prompt)) and (names := find_names(full)):
+            picked = rng.sample(names, min(int(k.group(1)), len(names)))  # a detector prompt: k names, one per line
+            return "\n".join(picked)
         if "JSON" in prompt and "probability" in prompt.lower():
             choices = find_choices(prompt) or find_names(prompt)
             weights = [rng.uniform(0.05, 1.0) for _ in choices]

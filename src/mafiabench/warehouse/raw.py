@@ -49,7 +49,16 @@ RAW_SCHEMA: dict[str, str] = {
     "raw_beliefs": """
         game_id VARCHAR, seq INTEGER, player VARCHAR, phase VARCHAR, round INTEGER, action VARCHAR,
         candidate VARCHAR, probability DOUBLE, uniform_fallback BOOLEAN""",
+    # The Mafia Detector's answers (mafiabench.detect): one row per (game, day cut, detector, prompt sha256).
+    "raw_detections": """
+        game_id VARCHAR, cut INTEGER, detector VARCHAR, prompt_sha256 VARCHAR, prompt_version VARCHAR,
+        temperature DOUBLE, k INTEGER, n_candidates INTEGER, predicted VARCHAR[], format_failure BOOLEAN,
+        random_fallback BOOLEAN, parse_error VARCHAR, response_text VARCHAR, transcript_sha256 VARCHAR,
+        transcript_lines INTEGER, input_tokens BIGINT, output_tokens BIGINT, latency_ms DOUBLE, attempts INTEGER,
+        detected_at TIMESTAMP""",
 }
+
+DETECTION_KEY = ("game_id", "cut", "detector", "prompt_sha256")
 
 _GRAIN_TABLES = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")
 
@@ -182,6 +191,42 @@ def load_records(
 def record_sha256(rec: GameRecord) -> str:
     """The checksum stored in `raw_games.record_sha256`: of the record as written (secrets scrubbed)."""
     return hashlib.sha256(scrub_json(rec.to_json()).encode()).hexdigest()
+
+
+def detection_keys(con: duckdb.DuckDBPyConnection) -> set[tuple[str, int, str, str]]:
+    """(game, cut, detector, prompt sha256) of every detection landed."""
+    return {(g, int(c), d, p) for g, c, d, p in con.execute(
+        "select game_id, cut, detector, prompt_sha256 from raw_detections").fetchall()}
+
+
+def load_detections(con: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> LoadResult:
+    """Land detector answers in one transaction, idempotent by (game, cut, detector, prompt sha256): a key already
+    landed is skipped, so a re-run (or a retried task) never duplicates or overwrites a detection."""
+    result = LoadResult()
+    have = detection_keys(con)
+    fresh: list[dict[str, Any]] = []
+    for row in rows:
+        key = tuple(row[c] for c in DETECTION_KEY)
+        if key in have:
+            result.skipped += 1
+            continue
+        have.add(key)  # type: ignore[arg-type]
+        fresh.append(row)
+    if not fresh:
+        return result
+    frame = _frame(fresh, "raw_detections")
+    con.execute("begin transaction")
+    try:
+        con.register("_frame", frame.to_arrow())
+        cols = ", ".join(frame.columns)
+        con.execute(f"insert into raw_detections ({cols}) select {cols} from _frame")
+        con.unregister("_frame")
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
+    result.inserted = len(fresh)
+    return result
 
 
 def _provider(agent: str) -> str:

@@ -1,0 +1,193 @@
+"""Detectors: something that reads a cleansed transcript and names exactly k players as the mafia.
+
+`provider/model` is a language model behind any backend (its own prompt file, temperature recorded, 0 by default as
+in the reference). Offline, with no key: `policy/most-voted` names the k players who received the most day votes in
+the transcript (ties broken by a seed derived from game, cut and detector), `policy/random` names k players uniformly
+at random (the random baseline, simulated). Answers are parsed tolerantly; when fewer than k valid names come back
+the rest are drawn at random from the seed and the detection is flagged (`format_failure`, `random_fallback`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from string import Template
+from typing import Any, Protocol
+
+from mafiabench.backends.base import Backend, BackendError, GenerateSettings, Message
+from mafiabench.detect.transcript import Transcript
+from mafiabench.engine.core import derive_seed
+from mafiabench.errors import UserError
+from mafiabench.redact import redact
+
+POLICIES = ("most-voted", "random")
+DEFAULT_PROMPT_VERSION = "v1"
+
+
+@dataclass(frozen=True)
+class DetectorPrompt:
+    version: str
+    template: str
+    sha256: str
+
+
+@cache
+def load_detector_prompt(version: str = DEFAULT_PROMPT_VERSION) -> DetectorPrompt:
+    root = resources.files("mafiabench.detect") / "prompts"
+    path = root / f"{version}.txt"
+    if not path.is_file():
+        known = sorted(p.name.removesuffix(".txt") for p in root.iterdir() if p.name.endswith(".txt"))
+        raise UserError(f"no detector prompt {version!r} (looked for {path}); known: {', '.join(known)}")
+    text = path.read_text(encoding="utf-8")
+    return DetectorPrompt(version, text, hashlib.sha256(text.encode()).hexdigest())
+
+
+def render_prompt(prompt: DetectorPrompt, t: Transcript) -> str:
+    return Template(prompt.template).substitute(
+        players=", ".join(t.players), k=t.k, cut=t.cut, transcript=t.text or "(no public messages)"
+    )
+
+
+@dataclass
+class Detection:
+    """One detector's answer for one (game, cut)."""
+
+    predicted: list[str]
+    format_failure: bool = False
+    random_fallback: bool = False
+    parse_error: str | None = None
+    response: str | None = None
+    error: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    latency_ms: float = 0.0
+    attempts: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Detector(Protocol):
+    @property
+    def spec(self) -> str: ...
+    @property
+    def prompt_version(self) -> str | None: ...
+    @property
+    def prompt_sha256(self) -> str: ...
+    @property
+    def temperature(self) -> float | None: ...
+
+    async def detect(self, t: Transcript) -> Detection: ...
+
+
+def rng_for(t: Transcript, spec: str) -> random.Random:
+    return random.Random(derive_seed("detect", t.game_id, t.cut, spec))
+
+
+def parse_names(text: str, players: Sequence[str], k: int) -> tuple[list[str], str | None]:
+    """The first k distinct player names in the answer, in the order they appear (whole words, any case; longer
+    names first, so `Ann` inside `Anna` is not matched). Returns (names, error or None)."""
+    if not text or not text.strip():
+        return [], "empty answer"
+    hits: list[tuple[int, str]] = []
+    taken: list[tuple[int, int]] = []
+    for name in sorted(players, key=len, reverse=True):
+        for m in re.finditer(r"(?<![\w])" + re.escape(name) + r"(?![\w])", text, flags=re.IGNORECASE):
+            if any(a < m.end() and m.start() < b for a, b in taken):
+                continue
+            taken.append((m.start(), m.end()))
+            hits.append((m.start(), name))
+    names: list[str] = []
+    for _, name in sorted(hits):
+        if name not in names:
+            names.append(name)
+    if len(names) < k:
+        return names, f"named {len(names)} of the {k} players asked for"
+    if len(names) > k:
+        return names[:k], None
+    return names, None
+
+
+def fill(names: list[str], t: Transcript, rng: random.Random) -> list[str]:
+    rest = [p for p in t.players if p not in names]
+    return names + rng.sample(rest, t.k - len(names))
+
+
+class PolicyDetector:
+    """`policy/most-voted` or `policy/random`: no model, no prompt."""
+
+    prompt_version: str | None = None
+    prompt_sha256: str = ""
+    temperature: float | None = None
+
+    def __init__(self, spec: str) -> None:
+        self.spec = spec
+        self.policy = spec.split("/", 1)[1]
+        if self.policy not in POLICIES:
+            raise UserError(f"unknown offline detector {spec!r}; known: {', '.join('policy/' + p for p in POLICIES)}")
+
+    async def detect(self, t: Transcript) -> Detection:
+        rng = rng_for(t, self.spec)
+        if self.policy == "random":
+            return Detection(rng.sample(list(t.players), t.k))
+        counts = Counter(target for _, target in t.votes if target in t.players)
+        order = list(t.players)
+        rng.shuffle(order)  # the seeded tie-break: among equal counts, this order decides
+        ranked = sorted(order, key=lambda p: -counts.get(p, 0))
+        return Detection(ranked[: t.k], extra={"votes": dict(counts)})
+
+
+class LLMDetector:
+    """A model reads the rendered prompt and names k players."""
+
+    def __init__(
+        self,
+        spec: str,
+        backend: Backend,
+        *,
+        prompt_version: str = DEFAULT_PROMPT_VERSION,
+        temperature: float | None = 0.0,
+        max_tokens: int | None = 60,
+        max_attempts: int = 5,
+        backoff_base_s: float = 1.0,
+        timeout_s: float = 60.0,
+    ) -> None:
+        self.spec = spec
+        self.backend = backend
+        self.prompt = load_detector_prompt(prompt_version)
+        self.prompt_version: str | None = prompt_version
+        self.prompt_sha256: str = self.prompt.sha256
+        self.temperature: float | None = temperature
+        self.settings = dict(max_tokens=max_tokens, max_attempts=max_attempts, backoff_base_s=backoff_base_s,
+                             timeout_s=timeout_s)
+
+    async def detect(self, t: Transcript) -> Detection:
+        text = render_prompt(self.prompt, t)
+        settings = GenerateSettings(
+            temperature=self.temperature, replay_key=f"detect:{t.game_id}:{t.cut}", **self.settings  # type: ignore[arg-type]
+        )
+        started = time.perf_counter()
+        try:
+            completion = await self.backend.generate([Message("user", text)], settings)
+        except BackendError as exc:
+            return Detection([], error=redact(f"{exc.error_class}: {exc}"), attempts=exc.attempts,
+                             latency_ms=(time.perf_counter() - started) * 1000.0)
+        names, error = parse_names(completion.text, t.players, t.k)
+        detection = Detection(
+            names,
+            response=completion.text,
+            parse_error=error,
+            input_tokens=completion.input_tokens,
+            output_tokens=completion.output_tokens,
+            latency_ms=completion.latency_ms,
+            attempts=completion.attempts,
+        )
+        if error:
+            detection.predicted = fill(names, t, rng_for(t, self.spec))
+            detection.format_failure = detection.random_fallback = True
+        return detection

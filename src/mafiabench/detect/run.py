@@ -1,0 +1,258 @@
+"""Run detectors over the warehouse's games and land their answers (the pipeline step after landing).
+
+Reads games from the raw tables (so simulated and imported games are treated alike), plans every
+(game, cut, detector) whose key (with the prompt's sha256) is not landed yet, runs the detectors concurrently (model
+calls under a concurrency limit, retries in the backends), and lands the answers through the warehouse's one writer
+in one transaction. A detection whose model call failed for good is not landed: it is reported, and the next run
+asks again. Re-running changes nothing once everything is landed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from pydantic import BaseModel, ConfigDict, Field
+
+from mafiabench.backends.registry import EndpointConfig, check_backend, resolve_backend
+from mafiabench.detect.detectors import (
+    DEFAULT_PROMPT_VERSION,
+    Detection,
+    Detector,
+    LLMDetector,
+    PolicyDetector,
+)
+from mafiabench.detect.transcript import Transcript, cleanse, day_numbers
+from mafiabench.engine.events import Event
+from mafiabench.errors import UserError
+from mafiabench.warehouse.landing import warehouse_lock
+from mafiabench.warehouse.raw import connect, detection_keys, load_detections
+
+DEFAULT_DETECTORS = ("policy/most-voted", "policy/random")
+
+
+class DetectorSpec(BaseModel):
+    """The `[detector]` section of an experiment file, and the options of `mafiabench detect`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    models: tuple[str, ...] = Field(DEFAULT_DETECTORS, description="Detectors: provider/model or policy/...")
+    prompt_version: str = Field(DEFAULT_PROMPT_VERSION, description="Detector prompt file (detect/prompts/).")
+    temperature: float | None = Field(0.0, description="Sampling temperature of model detectors (reference: 0).")
+    max_tokens: int | None = Field(60, description="Token cap of a detector answer.")
+    sources: tuple[str, ...] | None = Field(
+        None, description="Only games of these sources (simulation, dallinger, llmafia, ...); default all."
+    )
+    variants: tuple[str, ...] = Field(("async", "classic"), description="Only games of these variants.")
+    experiments: tuple[str, ...] | None = Field(
+        None, description="Only simulated games of these experiments (imported games are kept)."
+    )
+    valid_only: bool = Field(True, description="Skip games flagged invalid (the human-game study kept valid ones).")
+    max_cut: int | None = Field(None, ge=1, description="Cut after at most this many days; default the last day.")
+    concurrency: int = Field(8, ge=1, description="Detector calls in flight at once.")
+    max_attempts: int = Field(5, ge=1, description="Tries per detector call, retries included.")
+    backoff_base_s: float = Field(1.0, ge=0, description="Base of the exponential backoff between tries.")
+
+
+@dataclass(frozen=True)
+class GameInput:
+    game_id: str
+    source: str
+    variant: str
+    players: tuple[str, ...]
+    mafia: tuple[str, ...]
+    events: tuple[Event, ...]
+
+    def cuts(self, max_cut: int | None) -> list[int]:
+        days = day_numbers(self.events)
+        last = max(days) if days else 0
+        if max_cut is not None:
+            last = min(last, max_cut)
+        return list(range(1, last + 1))
+
+    def transcript(self, cut: int) -> Transcript:
+        return cleanse(self.game_id, self.events, self.players, len(self.mafia), cut)
+
+
+@dataclass
+class DetectReport:
+    games: int = 0
+    planned: int = 0
+    already_landed: int = 0
+    landed: int = 0
+    failed: list[str] = field(default_factory=list)
+    format_failures: int = 0
+    calls: int = 0
+    wall_s: float = 0.0
+
+    def to_text(self) -> str:
+        lines = [
+            f"{self.games} games read; {self.planned} detections planned, {self.already_landed} already landed, "
+            f"{self.landed} landed, {len(self.failed)} failed (asked again next run), "
+            f"{self.format_failures} with a format failure; {self.calls} model calls; {self.wall_s:.1f} s"
+        ]
+        lines += [f"  failed: {f}" for f in self.failed[:20]]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def load_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Sequence[str] | None = None
+               ) -> list[GameInput]:
+    """Finished games with their players and events, from the raw tables."""
+    where = ["status = 'finished'", "variant in (select unnest($variants))"]
+    params: dict[str, Any] = {"variants": list(spec.variants)}
+    if spec.valid_only:
+        where.append("coalesce(valid, true)")
+    if spec.sources is not None:
+        where.append("source in (select unnest($sources))")
+        params["sources"] = list(spec.sources)
+    if spec.experiments is not None:
+        where.append("(source <> 'simulation' or experiment in (select unnest($experiments)))")
+        params["experiments"] = list(spec.experiments)
+    if game_ids is not None:
+        where.append("game_id in (select unnest($ids))")
+        params["ids"] = list(game_ids)
+    games = con.execute(
+        f"select game_id, source, variant from raw_games where {' and '.join(where)} order by game_id", params
+    ).fetchall()
+    if not games:
+        return []
+    ids = [g for g, _, _ in games]
+    players: dict[str, list[tuple[str, str]]] = {}
+    for gid, name, team in con.execute(
+        "select game_id, name, team from raw_players where game_id in (select unnest($ids)) order by game_id, seat",
+        {"ids": ids},
+    ).fetchall():
+        players.setdefault(gid, []).append((name, team))
+    events: dict[str, list[Event]] = {}
+    for row in con.execute(
+        """select game_id, seq, phase, round, type, actor, target, text, visibility, format_failure,
+                  random_fallback, truncated, tie_break, data_json
+           from raw_events where game_id in (select unnest($ids)) order by game_id, seq""",
+        {"ids": ids},
+    ).fetchall():
+        gid, seq, phase, rnd, type_, actor, target, text, vis, ff, rf, tr, tb, data = row
+        events.setdefault(gid, []).append(
+            Event(seq, phase, rnd, type_, actor, target, text, vis, bool(ff), bool(rf), bool(tr), bool(tb),
+                  json.loads(data) if data else {})
+        )
+    out = []
+    for gid, source, variant in games:
+        ps = players.get(gid, [])
+        mafia = tuple(n for n, t in ps if t == "mafia")
+        if not ps or not mafia:
+            continue
+        out.append(GameInput(gid, source or "unknown", variant, tuple(n for n, _ in ps), mafia,
+                             tuple(events.get(gid, []))))
+    return out
+
+
+def make_detectors(spec: DetectorSpec, endpoints: dict[str, EndpointConfig] | None = None,
+                   cache_dir: str | None = None) -> list[Detector]:
+    """Validate every detector (unknown provider, missing key) before any call."""
+    out: list[Detector] = []
+    seen: set[str] = set()
+    for s in spec.models:
+        if s in seen:
+            raise UserError(f"detector {s!r} is listed twice")
+        seen.add(s)
+        if s.startswith("policy/"):
+            out.append(PolicyDetector(s))
+            continue
+        check_backend(s, endpoints)
+        backend = resolve_backend(s, endpoints, cache_dir=cache_dir)
+        out.append(LLMDetector(s, backend, prompt_version=spec.prompt_version, temperature=spec.temperature,
+                               max_tokens=spec.max_tokens, max_attempts=spec.max_attempts,
+                               backoff_base_s=spec.backoff_base_s))
+    return out
+
+
+def row_for(t: Transcript, d: Detector, det: Detection) -> dict[str, Any]:
+    return {
+        "game_id": t.game_id,
+        "cut": t.cut,
+        "detector": d.spec,
+        "prompt_sha256": d.prompt_sha256,
+        "prompt_version": d.prompt_version,
+        "temperature": d.temperature,
+        "k": t.k,
+        "n_candidates": len(t.players),
+        "predicted": list(det.predicted),
+        "format_failure": det.format_failure,
+        "random_fallback": det.random_fallback,
+        "parse_error": det.parse_error,
+        "response_text": det.response,
+        "transcript_sha256": t.sha256,
+        "transcript_lines": len(t.lines),
+        "input_tokens": det.input_tokens,
+        "output_tokens": det.output_tokens,
+        "latency_ms": round(det.latency_ms, 3),
+        "attempts": det.attempts,
+        "detected_at": datetime.now(UTC).replace(tzinfo=None),
+    }
+
+
+async def detect_all(todo: Sequence[tuple[Transcript, Detector]], concurrency: int
+                     ) -> list[tuple[Transcript, Detector, Detection]]:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(t: Transcript, d: Detector) -> tuple[Transcript, Detector, Detection]:
+        async with gate:
+            return t, d, await d.detect(t)
+
+    return list(await asyncio.gather(*(one(t, d) for t, d in todo)))
+
+
+def run_detection(
+    warehouse: Path | str,
+    spec: DetectorSpec,
+    *,
+    endpoints: dict[str, EndpointConfig] | None = None,
+    cache_dir: str | None = None,
+    game_ids: Sequence[str] | None = None,
+) -> DetectReport:
+    """Detect on every eligible game and cut not landed yet; land the answers under the warehouse lock."""
+    started = time.monotonic()
+    report = DetectReport()
+    detectors = make_detectors(spec, endpoints, cache_dir)
+    warehouse = Path(warehouse)
+    with warehouse_lock(warehouse, what="detect"):
+        con = connect(warehouse)
+        try:
+            games = load_games(con, spec, game_ids)
+            report.games = len(games)
+            have = detection_keys(con)
+            todo: list[tuple[Transcript, Detector]] = []
+            for g in games:
+                for cut in g.cuts(spec.max_cut):
+                    t = g.transcript(cut)
+                    for d in detectors:
+                        report.planned += 1
+                        if (g.game_id, cut, d.spec, d.prompt_sha256) in have:
+                            report.already_landed += 1
+                        else:
+                            todo.append((t, d))
+            results = asyncio.run(detect_all(todo, spec.concurrency)) if todo else []
+            rows = []
+            for t, d, det in results:
+                if not isinstance(d, PolicyDetector):
+                    report.calls += 1
+                if det.error is not None:
+                    report.failed.append(f"{t.game_id} day {t.cut} {d.spec}: {det.error}")
+                    continue
+                report.format_failures += det.format_failure
+                rows.append(row_for(t, d, det))
+            report.landed = load_detections(con, rows).inserted
+        finally:
+            con.close()
+    report.wall_s = time.monotonic() - started
+    return report
