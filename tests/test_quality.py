@@ -47,9 +47,74 @@ def test_clean_data_passes_and_is_published() -> None:
     assert gate_passed(con)
 
 
-def test_empty_warehouse_passes() -> None:
+def test_empty_warehouse_is_refused() -> None:
+    """A gate over no games proves nothing: the build names the expectation instead of publishing empty marts."""
     con = fresh_con()
-    assert build_warehouse(con).published and gate_passed(con)
+    result = build_warehouse(con, raise_on_failure=False)
+    assert not result.published and not gate_passed(con)
+    assert [f.rule for f in result.failures] == ["games were landed (a gate over no games proves nothing)",
+                                                 "at most 50% of the games are invalid or unscored"]
+
+
+def _failures(con: duckdb.DuckDBPyConnection, **build: object) -> dict[str, list[dict[str, object]]]:
+    result = build_warehouse(con, raise_on_failure=False, **build)  # type: ignore[arg-type]
+    assert not result.published
+    return {f.rule: f.failing_rows for f in result.failures}
+
+
+def test_all_games_invalid_fails_the_build_naming_why() -> None:
+    con = fresh_con()
+    load_records(con, cell_records("x", n=5, mafia_wins=2, models="X", valid=False,
+                                   invalid_reason="inconsistent memories"))
+    failed = _failures(con)
+    assert failed["at most 50% of the games are invalid or unscored"] == [
+        {"n_games": 5, "n_scored": 0, "unusable_share": 1.0, "main_reason": "inconsistent memories"}]
+    assert failed["every study that has games has a scored game"] == [
+        {"study": "source:simulation", "n_games": 5, "n_scored": 0, "main_reason": "inconsistent memories"}]
+    with pytest.raises(QualityGateError, match="at most 50% of the games are invalid or unscored"):
+        build_warehouse(con)
+
+
+def test_the_unusable_share_is_a_setting() -> None:
+    con = fresh_con()
+    recs = cell_records("ok", n=4, mafia_wins=2, models="X")
+    recs += [mini_record(f"bad-{i}", models="X", valid=False, invalid_reason="no votes cast") for i in range(6)]
+    load_records(con, recs)
+    failed = _failures(con)
+    assert list(failed) == ["at most 50% of the games are invalid or unscored"]
+    assert failed["at most 50% of the games are invalid or unscored"][0]["unusable_share"] == pytest.approx(0.6)
+    assert build_warehouse(con, max_unusable=0.7).published
+
+
+def test_a_capability_cell_with_games_but_none_scored_fails() -> None:
+    con = fresh_con()
+    recs = cell_records("h", n=6, mafia_wins=2, models="X", design=design("homogeneous|X", None, "X", "X"))
+    recs += cell_records("h2", n=6, mafia_wins=3, models="Y", design=design("homogeneous|Y", None, "Y", "Y"))
+    # one deceive cell whose games were all flagged invalid: 2 of 14 games, far under the share threshold
+    recs += cell_records("d", n=2, mafia_wins=1, models={"mafioso": "Y", "detective": "X", "villager": "X"},
+                         design=design("deceive|Y|X", "deceive", "Y", "X"), valid=False,
+                         invalid_reason="inconsistent memories")
+    load_records(con, recs)
+    failed = _failures(con)
+    assert list(failed) == ["every capability cell that has games has a scored game"]
+    assert failed["every capability cell that has games has a scored game"] == [
+        {"study": "exp", "prompt_version": "v4.1", "capability": "deceive", "background": "X", "target_model": "Y",
+         "n": 0, "n_unscored": 2}]
+
+
+def test_the_homogeneous_invariant_over_no_scored_game_fails() -> None:
+    """Over n = 0 every posterior mean is 1/2, so deceive + detect = 1 and detect = disclose hold for nothing: the
+    invariant's own checks (GX suite and SQL assert) refuse it, not only the empty-cell rule."""
+    con = fresh_con()
+    recs = cell_records("ok", n=8, mafia_wins=3, models="X", design=design("homogeneous|X", None, "X", "X"))
+    recs += cell_records("z", n=2, mafia_wins=1, models="Z", design=design("homogeneous|Z", None, "Z", "Z"),
+                         valid=False, invalid_reason="technical failure")
+    load_records(con, recs)
+    failed = _failures(con)
+    assert "homogeneous cells: the invariant is checked on scored games (n > 0)" in failed
+    assert failed["homogeneous cells: the invariant is checked on scored games (n > 0)"][0]["target_model"] == "Z"
+    sql_rule = next(r for r in failed if r.startswith("in a homogeneous cell"))
+    assert failed[sql_rule][0]["target_model"] == "Z" and failed[sql_rule][0]["n_deceive"] == 0
 
 
 def _duplicate_game(con: duckdb.DuckDBPyConnection) -> None:
@@ -149,8 +214,8 @@ def test_games_flagged_invalid_do_not_block_publishing() -> None:
     # An imported game the importer flagged invalid (here: a vote by the night victim, no winner) is excluded
     # from every rate; the gate's rules about play skip it, its structural checks still apply.
     con = fresh_con()
-    bad = mini_record("bad", votes={"Alice": "Bob", "Bob": "Alice", "Diana": "Alice"}, valid=False,
+    bad = mini_record("bad", models="X", votes={"Alice": "Bob", "Bob": "Alice", "Diana": "Alice"}, valid=False,
                       invalid_reason="technical failure", source="naacl")
-    load_records(con, [bad, *cell_records("ok", n=2, mafia_wins=1, models="X")])
+    load_records(con, [bad, *cell_records("ok", n=2, mafia_wins=1, models="X", source="naacl")])
     con.execute("update raw_games set winner = null where game_id = 'bad'")
     assert build_warehouse(con).published

@@ -1,5 +1,6 @@
 -- rule: in a homogeneous cell (one model in every role) the same games feed all three capabilities, so
--- deceive + detect = 1 and detect = disclose (posterior means), with equal n
+-- deceive + detect = 1 and detect = disclose (posterior means), with equal n, and n > 0 (over no scored game
+-- every posterior mean is 1/2 and the identities would hold for nothing)
 with homogeneous as (
     select * from mart_capability_win_rates where is_homogeneous
 ),
@@ -26,3 +27,4 @@ where deceive is null or detect is null or disclose is null
     or abs(deceive + detect - 1.0) > 1e-9
     or abs(detect - disclose) > 1e-9
     or n_deceive <> n_detect or n_detect <> n_disclose
+    or n_deceive = 0

@@ -378,6 +378,7 @@ def build_warehouse(
     validate: bool = True,
     raise_on_failure: bool = True,
     upset_threshold: float = 0.05,
+    max_unusable: float | None = None,
 ) -> BuildResult:
     """Rebuild every model, run the quality gate, store its results, and publish the build only if it passed.
 
@@ -392,7 +393,10 @@ def build_warehouse(
     result.models = build_models(con, sql_dir=sql_dir, upset_threshold=upset_threshold)
     if validate:
         t1 = time.perf_counter()
-        result.validation = quality.run_suites(con, sql_dir=sql_dir or default_sql_dir())
+        result.validation = quality.run_suites(
+            con, sql_dir=sql_dir or default_sql_dir(),
+            max_unusable=quality.DEFAULT_MAX_UNUSABLE if max_unusable is None else max_unusable,
+        )
         result.validation_seconds = time.perf_counter() - t1
         result.validated = True
         result.passed = all(r.success for r in result.validation)

@@ -31,13 +31,19 @@ def run(
     upset_threshold: Annotated[
         float, typer.Option(help="probability at or under which a game counts as an upset")
     ] = 0.05,
+    max_unusable: Annotated[
+        float | None,
+        typer.Option(help="largest share of games that may be invalid or unscored before the gate refuses the build "
+                     "(default: 0.5)", show_default=False),
+    ] = None,
     sql_dir: Annotated[
         Path | None, typer.Option(help="folder of SQL models (default: the checkout's sql/)", show_default=False)
     ] = None,
 ) -> int:
     from mafiabench.publish import build
 
-    result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold)
+    result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold,
+                   max_unusable=max_unusable)
     for m in result.models:
         rows = "" if m.rows is None else f"{m.rows:>10} rows"
         print(f"  {m.layer:<12} {m.name:<32} {m.materialized:<5} {rows} {m.seconds:7.3f}s", file=sys.stderr)

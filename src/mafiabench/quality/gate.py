@@ -26,6 +26,9 @@ from mafiabench.errors import UserError
 from mafiabench.warehouse.builds import VALIDATION_RESULTS_SCHEMA
 
 SAMPLE_ROWS = 5
+# The largest share of landed games that may be invalid or unscored before the build is refused (`mafiabench build
+# --max-unusable`): marts over a few survivors of a broken import are not results.
+DEFAULT_MAX_UNUSABLE = 0.5
 
 @dataclass
 class ExpectationResult:
@@ -186,7 +189,7 @@ SUITES: tuple[Suite, ...] = (
     ),
     Suite(
         "homogeneous_cells",
-        """select study, prompt_version, target_model, background,
+        """select study, prompt_version, target_model, background, min(n) as min_n,
                   max(laplace_mean) filter (where capability = 'deceive')
                     + max(laplace_mean) filter (where capability = 'detect') as deceive_plus_detect,
                   max(laplace_mean) filter (where capability = 'detect')
@@ -203,6 +206,12 @@ SUITES: tuple[Suite, ...] = (
                 "ExpectColumnValuesToBeBetween",
                 {"column": "detect_minus_disclose", "min_value": -1e-9, "max_value": 1e-9},
                 "homogeneous cells: detect = disclose",
+            ),
+            # With n = 0 every posterior mean is 1/2 and the identities hold for nothing: that is not a pass.
+            Check(
+                "ExpectColumnValuesToBeBetween",
+                {"column": "min_n", "min_value": 1},
+                "homogeneous cells: the invariant is checked on scored games (n > 0)",
             ),
             _not_null("deceive_plus_detect", "homogeneous cells appear in every capability"),
             _not_null("detect_minus_disclose", "homogeneous cells appear in every capability"),
@@ -275,6 +284,48 @@ SUITES: tuple[Suite, ...] = (
         ),
     ),
 )
+
+
+def usable_data_suites(max_unusable: float = DEFAULT_MAX_UNUSABLE) -> tuple[Suite, ...]:
+    """Suites that refuse data no result can come from: no games at all, mostly invalid or unscored games, a study
+    or a capability cell with games but none scored. Each failing row says how many games and why."""
+    if not 0.0 <= max_unusable <= 1.0:
+        raise UserError(f"max_unusable must be within [0, 1], got {max_unusable!r}")
+    reasons = """coalesce(mode(coalesce(invalid_reason, case when status <> 'finished' then 'status ' || status
+                                                       else 'no winner' end))
+                           filter (where not is_scored), '')"""
+    return (
+        Suite(
+            "usable_games",
+            f"""select count(*) as n_games, count(*) filter (where is_scored) as n_scored,
+                       case when count(*) = 0 then 1.0
+                            else 1.0 - count(*) filter (where is_scored) / count(*) end as unusable_share,
+                       {reasons} as main_reason
+                from stg_games""",
+            (
+                Check("ExpectColumnValuesToBeBetween", {"column": "n_games", "min_value": 1},
+                      "games were landed (a gate over no games proves nothing)"),
+                Check("ExpectColumnValuesToBeBetween",
+                      {"column": "unusable_share", "min_value": 0.0, "max_value": max_unusable},
+                      f"at most {max_unusable:.0%} of the games are invalid or unscored"),
+            ),
+        ),
+        Suite(
+            "scored_studies",
+            f"""select study, count(*) as n_games, count(*) filter (where is_scored) as n_scored,
+                       {reasons} as main_reason
+                from stg_games group by study order by study""",
+            (Check("ExpectColumnValuesToBeBetween", {"column": "n_scored", "min_value": 1},
+                   "every study that has games has a scored game"),),
+        ),
+        Suite(
+            "scored_cells",
+            """select study, prompt_version, capability, background, target_model, n, n_unscored
+               from mart_capability_win_rates order by study, prompt_version, capability, background, target_model""",
+            (Check("ExpectColumnValuesToBeBetween", {"column": "n", "min_value": 1},
+                   "every capability cell that has games has a scored game"),),
+        ),
+    )
 
 
 # -- running -----------------------------------------------------------------------------------------------------
@@ -383,10 +434,14 @@ def run_suites(
     con: duckdb.DuckDBPyConnection,
     *,
     sql_dir: Path | None = None,
-    suites: Sequence[Suite] = SUITES,
+    suites: Sequence[Suite] | None = None,
     pull: Callable[[duckdb.DuckDBPyConnection, str], Any] | None = None,
+    max_unusable: float = DEFAULT_MAX_UNUSABLE,
 ) -> list[ExpectationResult]:
-    """Run every GX suite and every SQL assert; return one result per expectation."""
+    """Run every GX suite (by default `SUITES` and the usable-data suites at `max_unusable`) and every SQL
+    assert; return one result per expectation."""
+    if suites is None:
+        suites = (*usable_data_suites(max_unusable), *SUITES)
     validator = _Validator()
     results: list[ExpectationResult] = []
     for suite in suites:
