@@ -383,3 +383,47 @@ def test_a_registered_page_is_rendered_navigated_and_escaped(
 
     with pytest.raises(ValueError, match=r"two pages registered at extra\.html"):
         registry.register("extra.html", "Extra", "A second module claims the same path.", order=66)(lambda ctx: None)
+
+
+def test_an_empty_section_says_why() -> None:
+    """Never a bare "no games" when games were landed: the status names how many and why they were not scored."""
+    from mafiabench.dashboards.html import Page, data_status, render_page
+
+    status = data_status(10340, 0, [("inconsistent memories", 10340)])
+    assert status == "10,340 games, all invalid or unscored: inconsistent memories (10,340)."
+    assert data_status(1200, 900, [("no votes cast", 250), ("unfinished", 50)]) == (
+        "1,200 games, 300 of them not scored: no votes cast (250), unfinished (50).")
+    assert data_status(0, 0, []) == "No game has been landed yet."
+    page = Page("bias.html", "Biases", "bias.html.j2")
+    page.data.update(last=[], name_seat=[])
+    html = render_page(page, nav=[], data_status=status)
+    assert "No game had a discussion. <span class=\"why\">10,340 games, all invalid or unscored: inconsistent " \
+           "memories (10,340).</span>" in html
+
+
+def test_win_rates_chart_keeps_the_group_name_and_the_bar_length_apart() -> None:
+    """The win-rates chart once wrote each bar's length into `value`, the field that also holds the group name
+    (a cell): the y axis mixed numbers with cell names, bars ran past 100% and the PNG came out 14,570 px wide."""
+    import io
+
+    import vl_convert
+    from PIL import Image
+
+    from mafiabench.dashboards.charts import win_rate_chart
+
+    rows = [{"variant": "mini-mafia", "dimension": "cell", "value": f"deceive|model-{i}|background", "team": "mafia",
+             "n": 40, "k": 10 + i, "k_tie": 3, "laplace_mean": (11 + i) / 42, "beta_sd": 0.07,
+             "wilson_low": 0.1, "wilson_high": 0.6} for i in range(12)]
+    spec = win_rate_chart(rows, dimensions=["cell"], variants=["mini-mafia"])
+    data = next(iter(spec["datasets"].values()))
+    bars = [d for d in data if d["kind"] == "bar"]
+    assert {d["value"] for d in bars} == {r["value"] for r in rows}  # the group name survives
+    for group in {d["value"] for d in bars}:
+        total = sum(d["share"] for d in bars if d["value"] == group)
+        assert 0 <= total <= 1  # clean + tie-decided parts stay within the rate
+    layer = spec["layer"][0]
+    assert layer["encoding"]["y"]["field"] == "value" and layer["encoding"]["x"]["field"] == "share"
+    png = vl_convert.vegalite_to_png(spec, scale=1)
+    width, height = Image.open(io.BytesIO(png)).size
+    assert width < 1400, width
+    assert 12 * 20 <= height < 1200, height

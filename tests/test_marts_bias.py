@@ -30,6 +30,8 @@ def test_last_speaker_rates(con) -> None:
     assert f["advantage"] is None
     # The game without discussion has no last speaker and is left out.
     assert one(con, "select sum(n) as n from mart_last_speaker_bias where role = 'detective'")["n"] == 5
+    # Only players of the final discussion count: Charlie, not Diana (the night victim, who never spoke).
+    assert one(con, "select sum(n) as n from mart_last_speaker_bias where role = 'villager'")["n"] == 5
 
 
 def test_name_and_seat_bias(con) -> None:
@@ -41,6 +43,6 @@ def test_name_and_seat_bias(con) -> None:
     assert (seat0["n"], seat0["k"]) == (6, 3)
     nocomm = rows(con, "select * from mart_name_seat_bias where setting = 'no_communication' and role = 'all' "
                        "and dimension = 'name' order by value")
-    assert [(r["value"], r["n"], r["k"]) for r in nocomm] == [
-        ("Alice", 1, 1), ("Bob", 1, 0), ("Charlie", 1, 0), ("Diana", 1, 0)
-    ]
+    # Diana, the night victim of every game, played no day: she is in no per-player day rate.
+    assert [(r["value"], r["n"], r["k"]) for r in nocomm] == [("Alice", 1, 1), ("Bob", 1, 0), ("Charlie", 1, 0)]
+    assert not rows(con, "select * from mart_name_seat_bias where dimension = 'name' and value = 'Diana'")

@@ -18,8 +18,11 @@ def con():
     # The detective named the mafioso and the town still lost.
     recs.append(mini_record("revealed", models="Y", votes=MAFIA_WIN_VOTES,
                             messages=[("Bob", "Alice is the mafioso!")]))
-    # Alice and Bob both vote Charlie (a villager): unanimous among the voters who could vote for him.
-    recs.append(mini_record("unanimous", models="Y", votes={"Alice": "Charlie", "Bob": "Charlie", "Charlie": "Bob"}))
+    # Alice and Bob vote Charlie (a villager), who votes Bob: a 2-1 majority, not unanimous (the bug this replaced
+    # flagged every such non-tie mafia win).
+    recs.append(mini_record("majority", models="Y", votes={"Alice": "Charlie", "Bob": "Charlie", "Charlie": "Bob"}))
+    # Charlie casts no vote (a human game's abstention): every vote cast went to him: unanimous, and wrong.
+    recs.append(mini_record("unanimous", models="Y", votes={"Alice": "Charlie", "Bob": "Charlie"}))
     recs.append(mini_record("fallback", models="Y", votes=MAFIA_WIN_VOTES, fallback_voters=["Charlie"]))
     return landed(recs)
 
@@ -44,11 +47,14 @@ def test_pattern_rules(con) -> None:
     got = {(r["game_id"], r["rule"]) for r in rows(con, "select game_id, rule from mart_exceptional_games")}
     assert ("revealed", "detective_revealed_town_lost") in got
     assert ("unanimous", "unanimous_wrong_vote") in got
+    assert ("majority", "unanimous_wrong_vote") not in got
     assert ("fallback", "fallback_decided") in got
+    reason = rows(con, "select reason from mart_exceptional_games where rule = 'unanimous_wrong_vote'")
+    assert reason == [{"reason": "every vote cast on day 1 (2) went to Charlie, a villager"}]
     # A clean town win is not exceptional.
     assert not any(g == "even-15" for g, _ in got)
     r = rows(con, "select * from mart_exceptional_games where rule = 'detective_revealed_town_lost'")[0]
-    n_scored = 43
+    n_scored = 44
     assert r["surprise"] == pytest.approx(-math.log(1 / n_scored))
 
 
@@ -70,3 +76,25 @@ def test_transcript_links_match_the_dashboards() -> None:
     c = landed([mini_record(i) for i in ids])
     got = {r["game_id"]: r["transcript_path"] for r in rows(c, "select game_id, transcript_path from fct_games")}
     assert got == {i: transcript_path(i) for i in ids}
+
+
+def test_patterns_are_rare_ranked_and_per_study() -> None:
+    """A pattern in a third of a study's games flags none of them; the flagged games are ranked within their
+    study, and only the top of each study is marked "read these first"."""
+    models = {"mafioso": "M", "detective": "D", "villager": "V"}
+    common = [mini_record(f"rev{i}", models=models, votes=MAFIA_WIN_VOTES, messages=[("Bob", "Alice is the mafioso!")],
+                          design={"experiment": "big", "cell": "c", "game_index": i, "capabilities": [],
+                                  "target": None, "background": None}) for i in range(10)]
+    common += [mini_record(f"town{i}", models=models, votes=TOWN_WIN_VOTES,
+                           design={"experiment": "big", "cell": "c", "game_index": 10 + i, "capabilities": [],
+                                   "target": None, "background": None}) for i in range(20)]
+    # The same cell name in another study: its one mafia win among town wins is an upset there, not here.
+    other = cell_records("o", n=25, mafia_wins=1, models=models,
+                         design={"experiment": "small", "cell": "c", "game_index": 0, "capabilities": [],
+                                 "target": None, "background": None})
+    c = landed(common + other)
+    got = rows(c, "select game_id, study, rule, rank_in_study, read_first from mart_exceptional_games "
+                  "order by study, rank_in_study")
+    # 10 of 30 games in "big" have the pattern (33%): none is flagged; "big" has no upset (10 of 30 mafia wins).
+    assert not [r for r in got if r["study"] == "big"]
+    assert got == [{"game_id": "o-0", "study": "small", "rule": "upset", "rank_in_study": 1, "read_first": True}]

@@ -71,11 +71,11 @@ joined as (
 final as (
     select
         *,
-        -- Unanimous: every voter but the eliminated player (who cannot vote for itself) voted for it.
-        (votes_for_eliminated > 1 and votes_for_eliminated = n_voters - eliminated_voted::int)
-            as is_unanimous,
-        (votes_for_eliminated > 1 and votes_for_eliminated = n_voters - eliminated_voted::int
-            and eliminated_team = 'town') as is_unanimous_wrong,
+        -- Unanimous: every vote cast went to the eliminated player, its own vote included (so a Mini-Mafia arrest,
+        -- where the arrested player may not vote for itself, is never unanimous: a 2-1 vote is a majority).
+        (votes_for_eliminated > 1 and votes_for_eliminated = n_voters) as is_unanimous,
+        (votes_for_eliminated > 1 and votes_for_eliminated = n_voters and eliminated_team = 'town')
+            as is_unanimous_wrong,
         -- Without its random fallback votes the eliminated player would not have been the clear plurality.
         (fallback_votes_for_eliminated > 0
             and votes_for_eliminated - fallback_votes_for_eliminated <= max_votes_for_others) as fallback_decided,

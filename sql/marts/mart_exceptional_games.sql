@@ -1,14 +1,17 @@
 -- grain: one row per (game, rule) that flags a game worth reading
 -- purpose: games a researcher should read first, with the rule that selected each, a surprise score
--- (-ln p, higher = rarer), a readable reason and the transcript page.
+-- (-ln p, higher = rarer), a readable reason, the transcript page, its rank in the study and whether it is in the
+-- study's short "read these first" list. Everything is computed within a study: cells and pattern rates of other
+-- studies never mix in. A pattern flags games only where it is rare (at most `upset_threshold()` of the study's
+-- scored games): a pattern in a third of the games is the study's norm, not a reason to read one of them.
 with games as (
     select * from fct_games where is_scored
 ),
 
 cell_counts as (
-    select variant, cell, count(*) as n, count(*) filter (where mafia_won) as k_mafia
+    select study, variant, cell, count(*) as n, count(*) filter (where mafia_won) as k_mafia
     from games
-    group by variant, cell
+    group by study, variant, cell
 ),
 
 upsets as (
@@ -22,33 +25,34 @@ upsets as (
             || round(100.0 * (case when g.mafia_won then c.k_mafia else c.n - c.k_mafia end) / (c.n + 1), 1)
             || '%' as reason
     from games as g
-    inner join cell_counts as c on c.variant = g.variant and c.cell = g.cell
+    inner join cell_counts as c on c.study = g.study and c.variant = g.variant and c.cell = g.cell
 ),
 
-variant_sizes as (
-    select variant, count(*) as n from games group by variant
+study_sizes as (
+    select study, variant, count(*) as n from games group by study, variant
 ),
 
 patterns as (
-    select game_id, variant, 'detective_revealed_town_lost' as rule,
+    select game_id, study, variant, 'detective_revealed_town_lost' as rule,
         'the detective named the mafioso ' || coalesce(mafioso_name, '') || ' in public and the town still lost'
             as reason
     from games where detective_revealed and mafia_won
     union all
-    select v.game_id, g.variant, 'unanimous_wrong_vote',
-        'every vote on day ' || v.round || ' went to ' || v.eliminated || ', a ' || coalesce(v.eliminated_role, '?')
+    select v.game_id, g.study, g.variant, 'unanimous_wrong_vote',
+        'every vote cast on day ' || v.round || ' (' || v.n_voters || ') went to ' || v.eliminated || ', a '
+            || coalesce(v.eliminated_role, '?')
     from int_vote_rounds as v
     inner join games as g on g.game_id = v.game_id
     where v.is_unanimous_wrong
     union all
-    select v.game_id, g.variant, 'fallback_decided',
+    select v.game_id, g.study, g.variant, 'fallback_decided',
         'a random fallback vote (after a format failure) decided the arrest of ' || v.eliminated
             || ' and the game went to ' || g.winner
     from int_vote_rounds as v
     inner join games as g on g.game_id = v.game_id
     where v.is_last_vote and v.fallback_decided
     union all
-    select r.game_id, g.variant, 'vote_reversal',
+    select r.game_id, g.study, g.variant, 'vote_reversal',
         string_agg(r.voter || ' voted ' || r.first_target || ' on day ' || r.day || ' then ' || r.second_target,
             '; ' order by r.voter)
     from (
@@ -62,14 +66,14 @@ patterns as (
         where b.target <> a.target and (t.out_seq is null or t.out_seq > b.seq)
     ) as r
     inner join games as g on g.game_id = r.game_id
-    group by r.game_id, g.variant
+    group by r.game_id, g.study, g.variant
 ),
 
 pattern_rates as (
-    -- A pattern's surprise is how rare it is among the variant's scored games.
-    select p.*, count(*) over (partition by p.variant, p.rule) * 1.0 / s.n as p
+    -- A pattern's surprise is how rare it is among the study's scored games of the variant.
+    select p.*, count(*) over (partition by p.study, p.variant, p.rule) * 1.0 / s.n as p
     from patterns as p
-    inner join variant_sizes as s on s.variant = p.variant
+    inner join study_sizes as s on s.study = p.study and s.variant = p.variant
 ),
 
 model_failures as (
@@ -100,12 +104,12 @@ rare_failures as (
 flagged as (
     select game_id, rule, p, reason from upsets where p <= upset_threshold()
     union all
-    select game_id, rule, p, reason from pattern_rates
+    select game_id, rule, p, reason from pattern_rates where p <= upset_threshold()
     union all
     select game_id, rule, min(p), min(reason) from rare_failures where p <= upset_threshold() group by game_id, rule
 ),
 
-final as (
+scored as (
     select
         f.game_id,
         g.variant,
@@ -118,6 +122,29 @@ final as (
         g.transcript_path
     from flagged as f
     inner join games as g on g.game_id = f.game_id
+),
+
+best as (
+    select *, max(surprise) over (partition by study, game_id) as game_surprise from scored
+),
+
+ranked as (
+    select
+        s.*,
+        row_number() over (partition by s.study order by s.surprise desc, s.game_id, s.rule) as rank_in_study,
+        -- Games ranked by their most surprising rule; ties keep the game id order.
+        dense_rank() over (partition by s.study order by s.game_surprise desc, s.game_id) as game_rank,
+        z.n as study_games
+    from best as s
+    inner join (select study, sum(n) as n from study_sizes group by study) as z on z.study = s.study
+),
+
+final as (
+    select
+        game_id, variant, study, cell, rule, probability, surprise, reason, transcript_path, rank_in_study,
+        -- "Read these first": the study's top games, 2% of its scored games (at least 10).
+        game_rank <= greatest(10, ceil(0.02 * study_games)) as read_first
+    from ranked
 )
 
 select * from final

@@ -2,7 +2,8 @@
 -- purpose: last-speaker advantage: each role's win rate when that player had the last turn of the final
 -- discussion round versus when it did not; `advantage` (on spoke_last rows) is the difference of Laplace means.
 with players as (
-    select * from fct_player_games where is_scored and had_discussion
+    -- Only the players who took part in the final discussion (not the night victim, not anyone out before it).
+    select * from fct_player_games where is_scored and had_discussion and active_in_final_discussion
 ),
 
 counted as (

@@ -2,7 +2,8 @@
 -- dimension name | seat, role 'all' or one role
 -- purpose: name and seat bias: a player's win rate by its name or seat, overall and without communication.
 with players as (
-    select * from fct_player_games where is_scored
+    -- Only players who played a day: a Mini-Mafia night victim never spoke or voted, its "win" is its team's.
+    select * from fct_player_games where is_scored and played_a_day
 ),
 
 settings as (

@@ -1,6 +1,7 @@
 """Scripted policies (no model): they make the pipeline runnable offline and reproduce the analytic baselines.
 
-Spec strings: `policy/random`, `policy/informed`, `policy/mafia-votes-detective`, `policy/always-accuse:<name>`.
+Spec strings: `policy/random`, `policy/informed`, `policy/mafia-votes-detective`, `policy/mafia-votes-villager`,
+`policy/always-accuse:<name>`.
 Every random choice comes from a generator seeded by the game seed and the player's name.
 """
 
@@ -12,13 +13,16 @@ from mafiabench.agents.base import AgentTurn, PlayerView
 from mafiabench.engine.core import Answer, Decision, derive_seed
 from mafiabench.errors import UserError
 
-POLICIES = ("random", "informed", "mafia-votes-detective", "always-accuse")
+POLICIES = ("random", "informed", "mafia-votes-detective", "mafia-votes-villager", "always-accuse")
 
 
 class PolicyAgent:
-    """`random`: uniform among valid choices, silent. `informed`: votes a mafioso it knows of (from its own
-    investigations), else random. `mafia-votes-detective`: as a mafioso, votes the detective (an oracle policy:
-    it reads the true roles), else like informed. `always-accuse:<name>`: says and votes <name> when valid.
+    """`random`: uniform among valid choices, silent. `informed`: votes a mafioso it knows of from its own
+    investigations, by elimination too (when every other candidate was found innocent, the one left is the
+    mafioso: with three players alive, an "innocent" result names the mafioso), else random.
+    `mafia-votes-detective` / `mafia-votes-villager`: as a mafioso, votes the detective / a villager (uniformly
+    among the villagers it may vote for; oracle policies: they read the true roles), else like informed.
+    `always-accuse:<name>`: says and votes <name> when valid.
     In the async variant the silent policies always answer `wait`; always-accuse posts now and then."""
 
     def __init__(self, spec: str, seed: int, player: str) -> None:
@@ -60,5 +64,16 @@ class PolicyAgent:
             return None
         if self.policy == "mafia-votes-detective" and view.team == "mafia":
             return next((n for n, r in view.truth_roles.items() if r == "detective"), None)
-        known = [e.target for e in view.events if e.type == "investigate" and e.data.get("result") == "mafioso"]
-        return known[-1] if known and view.team == "town" else None
+        if self.policy == "mafia-votes-villager" and view.team == "mafia":
+            villagers = [c for c in decision.choices if view.truth_roles.get(c) == "villager"]
+            return self.rng.choice(villagers) if villagers else None
+        if view.team != "town":
+            return None
+        results = [(e.target, e.data.get("result")) for e in view.events if e.type == "investigate"]
+        known = [t for t, r in results if r == "mafioso"]
+        if known:
+            return known[-1]
+        innocent = {t for t, r in results if r is not None and r != "mafioso"}
+        unknown = [c for c in decision.choices if c not in innocent]
+        # A game still running has a mafioso among the others: if one candidate is not cleared, it is the one.
+        return unknown[0] if len(unknown) == 1 and len(decision.choices) > 1 else None

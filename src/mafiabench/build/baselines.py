@@ -1,8 +1,15 @@
 """Exact win probabilities of Mini-Mafia for simple scripted policies ("what a player with no skill would get").
 
-Enumerates every night choice, every vote profile and every tie-break with exact fractions. The same policies run
-through the real engine (`policy/...` agents) must agree within Monte Carlo error, which pins the engine's vote and
-tie rules (tests/test_baselines.py).
+A profile is any combination of per-role policies, as the published analysis derives its baselines: detective
+random or informed (an informed detective uses elimination: with three players alive, an "innocent" result
+identifies the mafioso), mafioso random / votes the detective / votes a villager, villager random; and the night
+scripted (a random villager dies, the detective knows the mafioso) or agent-played (a random kill, then the
+detective investigates a player still active). Enumerates every night choice, every vote profile and every
+tie-break with exact fractions. The same policies run through the real engine (`policy/...` agents) must agree
+within Monte Carlo error, which pins the engine's vote and tie rules (tests/test_baselines.py). The paper's own
+figures come out exactly: day game with informed detective and random others, mafia 5/12; detective votes the
+mafioso, mafioso a villager, villager random, town 2/3; the full game with a random night and no communication,
+town 1/2.
 """
 
 from __future__ import annotations
@@ -14,45 +21,76 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Literal
 
-MafiosoPolicy = Literal["random", "votes-detective"]
+MafiosoPolicy = Literal["random", "votes-detective", "votes-villager"]
 DetectivePolicy = Literal["random", "informed"]
+VillagerPolicy = Literal["random"]
+MAFIOSO_POLICIES: tuple[str, ...] = ("random", "votes-detective", "votes-villager")
+DETECTIVE_POLICIES: tuple[str, ...] = ("random", "informed")
+VILLAGER_POLICIES: tuple[str, ...] = ("random",)
+NIGHTS: tuple[str, ...] = ("scripted", "agents")
 
 
 @dataclass(frozen=True)
 class Profile:
     """A policy profile. `night = "scripted"`: a random villager dies and the detective knows the mafioso;
     `"agents"`: the mafioso kills uniformly among the town, then the detective (if alive) investigates uniformly
-    among the other active players."""
+    among the other active players; an informed detective then knows the mafioso either way (found, or the one
+    left when it found a villager)."""
 
     name: str
     description: str
     night: Literal["scripted", "agents"] = "scripted"
     mafioso: MafiosoPolicy = "random"
     detective: DetectivePolicy = "informed"
+    villager: VillagerPolicy = "random"
 
     def agents(self) -> dict[str, str]:
         """The engine agents that play this profile."""
+        mafioso = {"votes-detective": "policy/mafia-votes-detective",
+                   "votes-villager": "policy/mafia-votes-villager"}.get(self.mafioso, "policy/random")
         return {
-            "mafioso": "policy/mafia-votes-detective" if self.mafioso == "votes-detective" else "policy/random",
+            "mafioso": mafioso,
             "detective": "policy/informed" if self.detective == "informed" else "policy/random",
             "villager": "policy/random",
         }
 
 
+def profile_of(*, night: str = "scripted", detective: str = "informed", mafioso: str = "random",
+               villager: str = "random") -> Profile:
+    """Any combination of per-role policies (the named profiles are a few of them)."""
+    for value, known, what in ((night, NIGHTS, "night"), (detective, DETECTIVE_POLICIES, "detective policy"),
+                               (mafioso, MAFIOSO_POLICIES, "mafioso policy"),
+                               (villager, VILLAGER_POLICIES, "villager policy")):
+        if value not in known:
+            raise KeyError(f"unknown {what} {value!r}; known: {', '.join(known)}")
+    name = f"{night}-night:detective={detective},mafioso={mafioso},villager={villager}"
+    description = (f"{night.capitalize()} night; detective {detective}, mafioso {mafioso}, villager {villager}; "
+                   "no communication.")
+    return Profile(name, description, night=night, mafioso=mafioso, detective=detective,  # type: ignore[arg-type]
+                   villager=villager)  # type: ignore[arg-type]
+
+
 PROFILES: dict[str, Profile] = {
     p.name: p
     for p in (
-        Profile("day-informed", "Scripted night; informed detective; random mafioso and villager votes."),
+        Profile("day-informed", "Scripted night; informed detective; random mafioso and villager votes (the "
+                "paper's mafia 5/12)."),
         Profile(
             "day-mafioso-votes-detective",
             "Scripted night; informed detective; the mafioso always votes the detective.",
             mafioso="votes-detective",
         ),
+        Profile(
+            "day-mafioso-votes-villager",
+            "Scripted night; informed detective; the mafioso always votes the villager (the paper's town 2/3).",
+            mafioso="votes-villager",
+        ),
         Profile("day-all-random", "Scripted night; every vote uniformly random.", detective="random"),
         Profile(
             "full-random-night",
-            "Agent-played night with random kill and investigation; informed detective if it found the mafioso; "
-            "random votes otherwise; no communication.",
+            "Agent-played night with random kill and investigation of a player still active; the detective, if "
+            "alive, knows the mafioso (found, or by elimination); random votes otherwise; no communication (the "
+            "paper's town 1/2).",
             night="agents",
         ),
     )
@@ -73,6 +111,9 @@ def _vote_dist(voter: str, active: list[str], profile: Profile, knows_mafioso: b
     others = [p for p in active if p != voter]
     if voter == "M" and profile.mafioso == "votes-detective" and "D" in others:
         return {"D": Fraction(1)}
+    villagers = [p for p in others if p.startswith("V")]
+    if voter == "M" and profile.mafioso == "votes-villager" and villagers:
+        return {v: Fraction(1, len(villagers)) for v in villagers}
     if voter == "D" and profile.detective == "informed" and knows_mafioso:
         return {"M": Fraction(1)}
     return {o: Fraction(1, len(others)) for o in others}
@@ -110,7 +151,9 @@ def _night_outcomes(profile: Profile) -> Iterator[tuple[Fraction, list[str], boo
             continue
         targets = [p for p in active if p != "D"]
         for t in targets:
-            yield Fraction(1, 3) / len(targets), active, t == "M"
+            # With three players alive, finding a villager names the mafioso too (the one left): an informed
+            # detective knows it either way.
+            yield Fraction(1, 3) / len(targets), active, t == "M" or len(active) == 3
 
 
 def exact_baseline(profile: Profile | str) -> Baseline:

@@ -81,7 +81,9 @@ _MID = "interval == 'wilson' ? datum.rate : datum.laplace_mean"
 def rate_rows(rows: Rows, keys: Sequence[str]) -> list[dict[str, Any]]:
     """Rate rows (k, k_tie, n, laplace_mean, beta_sd, wilson_*) → long rows for stacked bars plus one `ci` row each.
 
-    Bars show k/n split into clean and tie-decided parts; the `ci` row carries the interval fields.
+    Bars show k/n split into clean and tie-decided parts (field `share`: never a name a grouping may use, such as
+    `value`, which once made the win-rates chart plot cell names and bar lengths on one axis); the `ci` row
+    carries the interval fields.
     """
     out: list[dict[str, Any]] = []
     for r in rows:
@@ -101,8 +103,8 @@ def rate_rows(rows: Rows, keys: Sequence[str]) -> list[dict[str, Any]]:
         }
         if not n:
             continue
-        out.append({**base, **stats, "kind": "bar", "part": CLEAN, "order": 0, "value": (k - k_tie) / n})
-        out.append({**base, **stats, "kind": "bar", "part": TIE, "order": 1, "value": k_tie / n})
+        out.append({**base, **stats, "kind": "bar", "part": CLEAN, "order": 0, "share": (k - k_tie) / n})
+        out.append({**base, **stats, "kind": "bar", "part": TIE, "order": 1, "share": k_tie / n})
         out.append({**base, **stats, "kind": "ci"})
     return out
 
@@ -128,7 +130,7 @@ def _rate_layers(
     tooltip = _rate_tooltip(y, y_title)
     y_enc = alt.Y(f"{y}:N", title=y_title, axis=alt.Axis(labelLimit=320))
     bar_enc: dict[str, Any] = {
-        "x": alt.X("value:Q", stack="zero", title=x_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+        "x": alt.X("share:Q", stack="zero", title=x_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
         "y": y_enc,
         "color": alt.Color("part:N", scale=PART_SCALE, title="win (tie-decided part hatched)"),
         "fill": alt.condition(

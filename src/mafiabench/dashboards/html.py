@@ -217,15 +217,31 @@ def stylesheet() -> str:
     return resources.files("mafiabench.dashboards").joinpath(TEMPLATES, STYLESHEET).read_text(encoding="utf-8")
 
 
+def data_status(n_games: int, n_scored: int, reasons: Sequence[tuple[str, int]]) -> str:
+    """What the data behind every empty section is: "10,340 games, all invalid: inconsistent memories
+    (10,340)", or "1,200 games, 300 of them not scored: no votes cast (250), unfinished (50)"."""
+    if n_games == 0:
+        return "No game has been landed yet."
+    why = ", ".join(f"{reason} ({fmt_int(n)})" for reason, n in reasons)
+    if n_scored == 0:
+        return f"{fmt_int(n_games)} games, all invalid or unscored: {why}."
+    if n_scored < n_games:
+        return f"{fmt_int(n_games)} games, {fmt_int(n_games - n_scored)} of them not scored: {why}."
+    return f"{fmt_int(n_games)} games, all scored."
+
+
 def render_page(
     page: Page,
     *,
     nav: Sequence[tuple[str, str]],
     footer: str = "",
     transcripts: Mapping[str, str] | None = None,
+    data_status: str = "",
 ) -> str:
     """The page's template rendered inside the base template. `transcripts` (game id → page path) lets
-    `game_link` link a game whose transcript was rendered; `footer` is plain text."""
+    `game_link` link a game whose transcript was rendered; `footer` is plain text; `data_status` says what the
+    warehouse holds (`data_status()`), and an empty table says it after its own message, so an empty section
+    never reads as "no games" when games were landed but could not be scored."""
     charts = {b.key: b for b in page.charts}
     compiled = [{"id": b.element_id, "spec": compile_vega(b.spec)} for b in page.charts]
     template = environment().get_template(page.template)
@@ -239,6 +255,7 @@ def render_page(
         charts=charts,
         compiled_charts=compiled,
         embed_options=EMBED_OPTIONS,
+        data_status=data_status,
     )
     unplaced = [b.key for b in page.charts if f'id="{b.element_id}"' not in html]
     if unplaced:

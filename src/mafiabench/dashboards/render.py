@@ -28,7 +28,7 @@ import duckdb
 
 from mafiabench import __version__
 from mafiabench.dashboards.data import Marts
-from mafiabench.dashboards.html import ASSETS, STYLESHEET, VEGA_BUNDLE, Page, render_page, stylesheet
+from mafiabench.dashboards.html import ASSETS, STYLESHEET, VEGA_BUNDLE, Page, data_status, render_page, stylesheet
 from mafiabench.dashboards.pages.transcripts import transcript_pages, transcript_path
 from mafiabench.dashboards.registry import Context, registered
 from mafiabench.errors import UserError
@@ -288,25 +288,42 @@ def _render_into(
         transcripts_sampled=len(ids) < total,
         build_id=build.get("build_id"),
     )
+    status = warehouse_status(m)
     for spec in specs:
         page = spec.build(ctx)
         if page.path != spec.path:
             raise RuntimeError(f"page registered at {spec.path} was built for {page.path}")
         if export_images:
             result.images.extend(_export_images(page, out))
-        _write(out, page, nav, footer, rendered)
+        _write(out, page, nav, footer, rendered, status)
         result.pages.append(page.path)
         for more in spec.extra(ctx) if spec.extra else ():
             _write(out, more, nav, footer, rendered)
     for page in transcript_pages(m, ids, rendered=rendered):
-        _write(out, page, nav, footer, rendered)
+        _write(out, page, nav, footer, rendered, status)
     return result
 
 
-def _write(out: Path, page: Page, nav: list[tuple[str, str]], footer: str, transcripts: dict[str, str]) -> None:
+def _write(out: Path, page: Page, nav: list[tuple[str, str]], footer: str, transcripts: dict[str, str],
+           status: str = "") -> None:
     path = out / page.path
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_page(page, nav=nav, footer=footer, transcripts=transcripts), encoding="utf-8")
+    path.write_text(render_page(page, nav=nav, footer=footer, transcripts=transcripts, data_status=status),
+                    encoding="utf-8")
+
+
+def warehouse_status(m: Marts) -> str:
+    """`data_status` of the built warehouse: how many games, how many scored, why the others are not."""
+    counts = m.rows("select count(*) as n, count(*) filter (where is_scored) as k from fct_games")[0]
+    reasons = [
+        (r["reason"], r["n"])
+        for r in m.rows(
+            """select coalesce(invalid_reason, case when status <> 'finished' then status else 'no winner' end)
+                      as reason, count(*) as n
+               from fct_games where not is_scored group by all order by n desc, reason limit 3"""
+        )
+    ]
+    return data_status(int(counts["n"] or 0), int(counts["k"] or 0), reasons)
 
 
 def _export_images(page: Page, out: Path) -> list[str]:
