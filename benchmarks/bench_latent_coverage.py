@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mafiabench.testing.latent import coverage
+from mafiabench.build.calibration import coverage
 
 
 def main(argv: list[str] | None = None) -> int:
