@@ -22,7 +22,9 @@ from mafiabench.build.marts import (
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, VALIDATION_RESULTS_SCHEMA
 from mafiabench.warehouse.raw import ensure_schema
 
-DEFAULT_PATH = Path(__file__).resolve().parents[3] / "docs" / "catalogue.md"
+# Relative to the working folder: `mafiabench catalogue` writes where it is run (or where --output says), never into
+# the installed package's folder or checkout.
+DEFAULT_PATH = Path("docs") / "catalogue.md"
 
 # Sources have no model file; their grain is stated here (the landing step in warehouse.py defines them).
 SOURCE_DOCS: dict[str, tuple[str, str]] = {

@@ -106,7 +106,8 @@ def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, more:
 
 def run_catalogue(
     output: Annotated[
-        Path | None, typer.Option(help="file to write (default: docs/catalogue.md)", show_default=False)
+        Path | None,
+        typer.Option(help="file to write (default: docs/catalogue.md in the working folder)", show_default=False),
     ] = None,
     check: Annotated[
         bool, typer.Option("--check", help="exit 1 if the file differs from the generated catalogue")
