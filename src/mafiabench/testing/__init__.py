@@ -1,6 +1,6 @@
 """Test helpers shipped with the package, so tests, benchmarks and offline demos share them.
 
-May import engine, agents, backends, play and record; nothing in the package imports `testing`.
+May import engine, agents, backends, play and record; in the package only the `fake-server` command imports it.
 """
 
 from .fake_server import FakeModelServer, Fault
