@@ -118,7 +118,8 @@ def test_batch_models_design_and_prompt(items: dict[str, GameRecord | Unreadable
     assert g.design["agents"]["villager"] == {"type": "openai", "model": "GPT-4.1-mini", "temperature": 0.7}
     templates = json.loads((FIXTURES / B41 / "batch_config.json").read_text())["prompt_config"]["templates"]
     canonical = json.dumps(templates, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
-    assert g.prompt == {"version": "v4.1", "sha256": hashlib.sha256(canonical).hexdigest()}
+    sha = hashlib.sha256(canonical).hexdigest()
+    assert g.prompt == {"version": "v4.1", "sha256": sha, "templates_sha256": sha}
     # v4.0: a local model named by its path; one model everywhere: homogeneous
     homogeneous = game(items, f"{B40}/game_0000.json")
     assert homogeneous.design is not None and homogeneous.prompt is not None

@@ -63,8 +63,10 @@ def test_a_game_plays_with_the_templates_of_a_batch_config_and_records_their_has
     out = tmp_path / "record.json"
     assert main(["play", "--config", str(game), "--out", str(out), "--quiet"]) == 0
     record = json.loads(out.read_text())
-    assert record["prompt"] == {"version": "mini-mafia/batch-config-v4.0", "sha256": canonical_sha(TEMPLATES),
-                                "source": "batch_config.json"}
+    # the templates' own hash, and the record's prompt hash over them and the code that fills them in
+    assert record["prompt"]["templates_sha256"] == canonical_sha(TEMPLATES) != record["prompt"]["sha256"]
+    assert {k: record["prompt"][k] for k in ("version", "source")} == {
+        "version": "mini-mafia/batch-config-v4.0", "source": "batch_config.json"}
     prompts = [c["request"]["messages"][0]["content"] for c in record["calls"]]
     assert len(prompts) == 2 * 3 + 3
     names = {p["name"]: p["role"] for p in record["players"]}
@@ -103,7 +105,7 @@ def test_the_hash_is_the_one_the_batch_importer_records_for_the_same_file() -> N
             continue
         loaded = PromptSet.from_batch_config(config)
         assert loaded.sha256 == canonical_sha(templates)
-        assert {g.prompt["sha256"] for g in imported} == {loaded.sha256}  # type: ignore[index]
+        assert {g.prompt["templates_sha256"] for g in imported} == {loaded.sha256}  # type: ignore[index]
         checked += 1
     assert checked >= 1
 

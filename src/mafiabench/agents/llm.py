@@ -3,6 +3,8 @@ format-failure policy, and records every call as a typed, timestamped entry of t
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -10,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
+import mafiabench.agents.prompts as prompt_module
 from mafiabench.agents.base import AgentTurn, PlayerView
 from mafiabench.agents.parsing import (
     parse_belief,
@@ -395,3 +398,48 @@ def _common_prefix(a: str, b: str) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+# Code that writes words a model reads besides the template files (memory lines, composition, the async role text,
+# the reference-style filling): its source is hashed into every record's prompt hash, so that a change to what
+# players are told changes the hash even when no template file changed.
+PROMPT_CODE: tuple[Callable[..., Any], ...] = (
+    prompt_module.join_names,
+    prompt_module.composition_text,
+    prompt_module.memory_lines,
+    prompt_module._who,
+    prompt_module._vote_text,
+    prompt_module._line,
+    prompt_module.chat_lines,
+    prompt_module.render,
+    prompt_module.decision_values,
+    duration_text,
+    LLMAgent.build_prompt,
+    LLMAgent._others,
+    LLMAgent._reference,
+    LLMAgent._mini_mafia,
+    LLMAgent._async,
+    LLMAgent._classic,
+    LLMAgent._classic_memory,
+)
+
+
+def prompt_code_sha256() -> str:
+    """sha256 over the source of `PROMPT_CODE` (and `MANAGER`, the async announcer's name)."""
+    h = hashlib.sha256(prompt_module.MANAGER.encode() + b"\0")
+    for fn in PROMPT_CODE:
+        h.update(f"{fn.__module__}.{fn.__qualname__}".encode() + b"\0" + inspect.getsource(fn).encode() + b"\0")
+    return h.hexdigest()
+
+
+def prompt_provenance(prompts: PromptSet) -> dict[str, Any]:
+    """What a record says about its prompt: `sha256` covers every word a model could be shown (the template files
+    or batch_config templates, and `PROMPT_CODE`); `templates_sha256` covers the templates alone (the hash the
+    Mini-Mafia batch importer records, so games played from a user's batch_config match the imported ones)."""
+    out = prompts.provenance()
+    combined = hashlib.sha256(f"{prompts.sha256}\0{_PROMPT_CODE_SHA256}".encode()).hexdigest()
+    return {**out, "sha256": combined, "templates_sha256": prompts.sha256}
+
+
+_PROMPT_CODE_SHA256 = prompt_code_sha256()
+

@@ -204,7 +204,7 @@ def read_batch_config(folder: Path, rel: str) -> Batch:
         if templates is not None:
             canonical = json.dumps(templates, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
             sha = sha256_chunks([canonical.encode()])
-        prompt = {"version": version, "sha256": sha}
+        prompt = {"version": version, "sha256": sha, "templates_sha256": sha}  # the reference's own code filled them
     batch_id = str(config.get("batch_id") or folder.name)
     by_role = {role: models[role][0] for role in ROLES}
     design = mini_mafia_design(by_role)

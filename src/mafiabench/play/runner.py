@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from mafiabench.agents.base import Agent, AgentTurn, PlayerView
 from mafiabench.agents.human import GameAbandoned, HumanAgent
-from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, utc_now
+from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, prompt_provenance, utc_now
 from mafiabench.agents.prompts import resolve_prompts
 from mafiabench.agents.scripted import PolicyAgent
 from mafiabench.backends.base import Backend, Completion, ConfigError, GenerateSettings, Message
@@ -208,7 +208,7 @@ async def play_game(
         specs,
         {n: model_identity(s) for n, s in specs.items()},
         calls=calls,
-        prompt=prompts.provenance(),
+        prompt=prompt_provenance(prompts),
         design=spec.design,
         provenance=provenance,
         error=error,

@@ -1,7 +1,10 @@
 """Expansion of an experiment into cells × games, each with a deterministic id and seed.
 
 The same file always gives the same ids and seeds (they depend on the experiment's name, the cell's name and the
-game's index only), which is what makes a re-run resume instead of replaying: landed ids are skipped. Adding games
+game's index only), which is what makes a re-run resume instead of replaying: landed ids are skipped. What a game
+*is* (rules, seats, model settings, every word of the prompt) is each cell's fingerprint, recorded in the warehouse
+with its first games and checked on every resume: a cell changed under the same name is a clear error, never a
+silent skip of games played the old way. Adding games
 to a cell appends indices; adding a target or a background adds cells; neither renames a game already played.
 
 Cell names: explicit cells keep the user's name; design cells are `<capability>|<target>|<background>`, and a
@@ -17,9 +20,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mafiabench.engine import derive_seed
+from mafiabench.agents.llm import prompt_provenance
+from mafiabench.agents.prompts import resolve_prompts
+from mafiabench.engine import derive_seed, rules_for
 from mafiabench.play.runner import GameSpec
 from mafiabench.study.spec import BACKGROUND_ROLES, CAPABILITIES, TARGET_ROLE, Background, Experiment
+from mafiabench.warehouse.raw import CellFingerprint
 
 
 @dataclass(frozen=True)
@@ -120,6 +126,36 @@ def experiment_key(exp: Experiment) -> str:
 
 def game_id(exp: Experiment, cell: Cell, index: int) -> str:
     return f"{experiment_key(exp)}.{cell.key}.{index:05d}"
+
+
+# Model settings that do not change what a game is (how hard and how long the client tries), left out of fingerprints.
+_DELIVERY_SETTINGS = frozenset({"timeout_s", "max_attempts", "backoff_base_s"})
+
+
+def cell_fingerprint(exp: Experiment, cell: Cell) -> dict[str, Any]:
+    """Everything that changes what a cell's games are: variant, full rules (defaults filled), seats, the settings
+    of each model seated (sampling, token caps, re-prompting) and the prompt (version and hash of every word)."""
+    models = exp.model_settings()
+    settings = {
+        spec: {k: v for k, v in models[spec].model_dump(mode="json").items() if k not in _DELIVERY_SETTINGS}
+        for spec in sorted(set(cell.agents.values()))
+        if spec in models
+    }
+    version, batch_config = exp.prompt_choice
+    prompt = prompt_provenance(resolve_prompts(exp.variant, version, batch_config))
+    return {
+        "variant": exp.variant,
+        "rules": rules_for(exp.variant, cell.rules).model_dump(mode="json"),
+        "agents": dict(sorted(cell.agents.items())),
+        "models": settings,
+        "prompt": {"version": prompt["version"], "sha256": prompt["sha256"]},
+    }
+
+
+def cell_fingerprints(exp: Experiment, cells: list[Cell]) -> list[CellFingerprint]:
+    return [
+        CellFingerprint(exp.name, c.name, f"{experiment_key(exp)}.{c.key}.", cell_fingerprint(exp, c)) for c in cells
+    ]
 
 
 def game_seed(exp: Experiment, cell: Cell, index: int) -> int:

@@ -39,13 +39,13 @@ from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
 from mafiabench.record import GameRecord, Provenance, git_commit
 from mafiabench.study.budget import BudgetGuard
-from mafiabench.study.design import Cell, PlannedGame, expand_cells, iter_games, slug
+from mafiabench.study.design import Cell, PlannedGame, cell_fingerprints, expand_cells, iter_games, slug
 from mafiabench.study.plan import Shard, ShardResult, interleave, is_infrastructure_fault, shard_games
 from mafiabench.study.spec import Experiment
 from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool
 from mafiabench.warehouse import landing
-from mafiabench.warehouse.raw import LoadResult, WarehouseBusyError, connect
+from mafiabench.warehouse.raw import LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
 
 # How long the lander waits for a reader (`mafiabench query`, a notebook) to release the warehouse file.
 LAND_WAIT_S = 300.0
@@ -201,6 +201,7 @@ class Study:
         s.games_loaded_from_raw = loaded.inserted + loaded.replaced
         after = landing.landing_state(self.con, ids) if pending else before
         s.games_already_landed = len(before.finished)
+        check_cell_fingerprints(self.con, cell_fingerprints(exp, self.cells), source=f"experiment {exp.name!r}")
         todo = interleave(g for g in plan if g.game_id not in after.finished)
         s.games_to_play = len(todo)
         self.guard = BudgetGuard(exp.budget, self._landed_usage())

@@ -104,6 +104,82 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
         for name, kind in added:
             con.execute(f"alter table {table} add column if not exists {name} {kind}")
     con.execute(f"create table if not exists {REPLACED_CALLS} ({REPLACED_CALLS_COLUMNS})")
+    con.execute(f"create table if not exists {CELL_FINGERPRINTS} ({CELL_FINGERPRINTS_COLUMNS})")
+
+
+# What each study cell's games are (design.cell_fingerprint), recorded when its first games are planned and checked
+# on every resume; `id_prefix` is the part of game ids shared by the cell's games.
+CELL_FINGERPRINTS = "raw_cell_fingerprints"
+CELL_FINGERPRINTS_COLUMNS = """
+    experiment VARCHAR, cell VARCHAR, id_prefix VARCHAR PRIMARY KEY, fingerprint VARCHAR, content_json VARCHAR,
+    recorded_at TIMESTAMP"""
+
+
+@dataclass(frozen=True)
+class CellFingerprint:
+    experiment: str
+    cell: str
+    id_prefix: str
+    content: dict[str, Any]
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(json.dumps(self.content, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def check_cell_fingerprints(
+    con: duckdb.DuckDBPyConnection, cells: Iterable[CellFingerprint], *, source: str = ""
+) -> None:
+    """Record each cell's fingerprint, or refuse (naming every changed setting) a cell whose games already in the
+    warehouse were played under another one. Cells landed before fingerprints existed are recorded as they are now."""
+    cells = list(cells)
+    if not cells:
+        return
+    stored = {
+        r[0]: (r[1], json.loads(r[2]))
+        for r in con.execute(
+            f"select id_prefix, fingerprint, content_json from {CELL_FINGERPRINTS} "
+            "where id_prefix in (select unnest(?))",
+            [[c.id_prefix for c in cells]],
+        ).fetchall()
+    }
+    changed: list[str] = []
+    replace: list[CellFingerprint] = []
+    for c in cells:
+        if c.id_prefix in stored and stored[c.id_prefix][0] != c.sha256:
+            (landed,) = con.execute(
+                "select count(*) from raw_games where starts_with(game_id, ?)", [c.id_prefix]
+            ).fetchone() or (0,)
+            if not landed:  # recorded, but no game of it landed: nothing was played the old way
+                replace.append(c)
+                continue
+            diffs = _differences(stored[c.id_prefix][1], c.content)
+            changed.append(f"cell {c.cell!r}: " + "; ".join(diffs[:8]) + (" …" if len(diffs) > 8 else ""))
+    if changed:
+        raise UserError(
+            f"{source or 'experiment'}: {len(changed)} cell(s) changed since their games were landed, so a re-run "
+            "would skip games played the old way: " + " | ".join(changed) + ". Give a changed cell (or the "
+            "experiment) a new name, or set a new `seed`, to play it as new games."
+        )
+    if replace:
+        con.execute(f"delete from {CELL_FINGERPRINTS} where id_prefix in (select unnest(?))",
+                    [[c.id_prefix for c in replace]])
+    new = [c for c in cells if c.id_prefix not in stored] + replace
+    if new:
+        con.executemany(
+            f"insert into {CELL_FINGERPRINTS} values (?, ?, ?, ?, ?, now())",
+            [(c.experiment, c.cell, c.id_prefix, c.sha256, json.dumps(c.content, sort_keys=True)) for c in new],
+        )
+
+
+def _differences(old: Any, new: Any, path: str = "") -> list[str]:
+    """`rules.discussion_rounds: 2 → 3` for every leaf that differs."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            out += _differences(old.get(key), new.get(key), f"{path}.{key}" if path else str(key))
+        return out
+    return [] if old == new else [f"{path or 'value'}: {old!r} → {new!r}"]
 
 
 @dataclass
