@@ -1,6 +1,7 @@
--- grain: one row per model call
+-- grain: one row per model call of every attempt at a game (replaced = true: a failed attempt a replay replaced)
 -- purpose: every call with tokens, latency, attempts, error class and its money cost from the versioned price
 -- table (ref_prices, loaded from src/mafiabench/prices.toml); unpriced models get a null cost, never a guess.
+-- Replaced attempts' calls stay here, so the cost marts count everything spent.
 with calls as (
     select * from stg_model_calls
 ),
@@ -51,6 +52,7 @@ final as (
         finish_reason,
         format_failure,
         failed,
+        replaced,
         prompt_chars,
         prefix_reuse_chars,
         price_version,

@@ -10,6 +10,7 @@ calls as (
     -- the last call made for each (player, phase, round, action): a re-prompt replaces the first answer
     select *
     from stg_model_calls
+    where not replaced
     qualify row_number() over (
         partition by game_id, player, phase, round, action order by call_index desc
     ) = 1

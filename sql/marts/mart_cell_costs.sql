@@ -1,6 +1,7 @@
 -- grain: one row per (study, cell, provider, model)
 -- purpose: cost and operations per design cell and model: calls, tokens per call and per game, money,
--- failures, retries, latency percentiles and the share of prompts a provider cache could reuse.
+-- failures, retries, latency percentiles and the share of prompts a provider cache could reuse. Every attempt's
+-- calls count (those of replaced failed attempts too: n_replaced_calls), so spend is never under-counted.
 with calls as (
     select c.*, g.study, g.cell
     from fct_model_calls as c
@@ -16,6 +17,7 @@ final as (
         count(distinct game_id) as n_games,
         count(*) as n_calls,
         count(*) filter (where failed) as n_failed_calls,
+        count(*) filter (where replaced) as n_replaced_calls,
         count(*) filter (where attempts > 1) as n_retried_calls,
         count(*) filter (where error_class is not null) as n_calls_with_errors,
         sum(input_tokens) as input_tokens,

@@ -1,5 +1,6 @@
 -- grain: one row per game that made model calls
--- purpose: tokens, money, calls, failures, latency and prompt-prefix reuse per game.
+-- purpose: tokens, money, calls, failures, latency and prompt-prefix reuse per game, over every attempt at it (the
+-- calls of replaced failed attempts included: n_replaced_calls).
 with calls as (
     select * from fct_model_calls
 ),
@@ -9,6 +10,7 @@ final as (
         game_id,
         count(*) as n_calls,
         count(*) filter (where failed) as n_failed_calls,
+        count(*) filter (where replaced) as n_replaced_calls,
         count(*) filter (where attempts > 1) as n_retried_calls,
         sum(attempts) as n_attempts,
         count(*) filter (where format_failure) as n_format_failures,

@@ -1,7 +1,11 @@
--- grain: one row per model call (raw_model_calls: game_id, call_index)
--- purpose: model calls with tokens, latency, attempts and error class; zero-filled counts for arithmetic.
+-- grain: one row per model call of every attempt at a game: the landed record's (raw_model_calls: game_id,
+-- call_index) and those of failed attempts a replay replaced (raw_replaced_calls, replaced = true)
+-- purpose: model calls with tokens, latency, attempts and error class; zero-filled counts for arithmetic. Replaced
+-- attempts' calls are spend (costs count them); game-level marts about play keep only `not replaced`.
 with source as (
-    select * from raw_model_calls
+    select *, false as replaced from raw_model_calls
+    union all by name
+    select * exclude (replaced_at, replaced_record_sha256), true as replaced from raw_replaced_calls
 ),
 
 final as (
@@ -26,7 +30,8 @@ final as (
         coalesce(prompt_chars, 0) as prompt_chars,
         coalesce(prefix_reuse_chars, 0) as prefix_reuse_chars,
         -- A call failed for good when it produced no response; a retried success keeps its last error class.
-        (response_text is null and error_class is not null) as failed
+        (response_text is null and error_class is not null) as failed,
+        replaced
     from source
 )
 

@@ -30,13 +30,14 @@ import polars as pl
 
 from mafiabench.errors import UserError
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
-from mafiabench.warehouse.raw import RAW_SCHEMA, ensure_schema
+from mafiabench.warehouse.raw import RAW_SCHEMA, REPLACED_CALLS, ensure_schema
 
 LAYERS = ("staging", "intermediate", "marts")
 PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
 PRICES_PATH = Path(__file__).resolve().parents[1] / "prices.toml"
-# Tables the build reads but does not define: the landed raw tables, the runner's run ledger, the seeded prices.
-SOURCES = (*RAW_SCHEMA, "raw_runs", "ref_prices")
+# Tables the build reads but does not define: the landed raw tables, replaced attempts' calls, the runner's run
+# ledger, the seeded prices.
+SOURCES = (*RAW_SCHEMA, REPLACED_CALLS, "raw_runs", "ref_prices")
 
 Materialized = Literal["view", "table"]
 
