@@ -40,9 +40,14 @@ def _check_format(value: str) -> str:
 
 def run(
     format: Annotated[
-        str, typer.Argument(help="the dataset's format: mini-mafia, dallinger or llmafia", callback=_check_format)
+        str,
+        typer.Argument(help="the dataset's format: mini-mafia, mini-mafia-sqlite, dallinger or llmafia",
+                       callback=_check_format),
     ],
-    path: Annotated[Path, typer.Argument(help="the dataset: a root folder, one batch/game folder, or one game file")],
+    path: Annotated[
+        Path,
+        typer.Argument(help="the dataset: a root folder, one batch/game folder, one game file, or one SQLite database"),
+    ],
     warehouse: Annotated[Path, typer.Option(help="DuckDB warehouse file")] = DEFAULT_WAREHOUSE,
     records: Annotated[
         Path | None, typer.Option(help="also write each record as JSON into this folder", show_default=False)
@@ -50,7 +55,8 @@ def run(
     study: Annotated[
         str | None,
         typer.Option(
-            help="the study these games are (default: mini-mafia: the folder imported; others: the source)",
+            help="the study these games are (default: mini-mafia: the folder imported; mini-mafia-sqlite: the "
+            "database's file name; others: the source)",
             show_default=False,
         ),
     ] = None,

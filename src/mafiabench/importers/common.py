@@ -41,9 +41,12 @@ Reader = Callable[..., Iterator[ImportedGame]]
 # format name -> (module, reader function, source name); modules are imported lazily (no import cycle).
 FORMATS: dict[str, tuple[str, str, str]] = {
     "mini-mafia": ("mafiabench.importers.mini_mafia_batch", "read_mini_mafia", "mini-mafia-batch"),
+    "mini-mafia-sqlite": ("mafiabench.importers.mini_mafia_sqlite", "read_mini_mafia_sqlite", "mini-mafia-sqlite"),
     "dallinger": ("mafiabench.importers.dallinger", "read_dallinger", "ibraheem2022-human"),
     "llmafia": ("mafiabench.importers.llmafia", "read_llmafia", "llmafia"),
 }
+
+STUDY_FORMATS = frozenset({"mini-mafia", "mini-mafia-sqlite"})
 
 
 def reader_for(fmt: str) -> Reader:
@@ -147,7 +150,9 @@ def run_import(
         report.skipped += result.skipped
         pending.clear()
 
-    items = reader(path, study=study) if fmt == "mini-mafia" else reader(path)
+    # Formats that are studies of their own (Mini-Mafia batch folders, a Mini-Mafia database) name the study
+    # after what was imported; the others default to their source.
+    items = reader(path, study=study) if fmt in STUDY_FORMATS else reader(path)
     for item in items:
         report.games_read += 1
         if isinstance(item, UnreadableGame):
