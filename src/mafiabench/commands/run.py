@@ -109,6 +109,10 @@ def _run(
     summary: RunSummary
     if no_prefect:
         summary = asyncio.run(run_study(exp, warehouse=warehouse, progress=progress))
+        if not summary.shard_errors and (exp.imports or exp.detector is not None):
+            from mafiabench.flows.pipeline import after_landing
+
+            summary.after, _ = asyncio.run(after_landing(exp, summary.warehouse))
         if publish and not summary.shard_errors:
             from mafiabench import publish as publishing
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from string import Template
 from typing import Any, Protocol
 
@@ -47,6 +48,33 @@ def load_detector_prompt(version: str = DEFAULT_PROMPT_VERSION) -> DetectorPromp
         raise UserError(f"no detector prompt {version!r} (looked for {path}); known: {', '.join(known)}")
     text = path.read_text(encoding="utf-8")
     return DetectorPrompt(version, text, hashlib.sha256(text.encode()).hexdigest())
+
+
+PLACEHOLDERS = ("players", "k", "cut", "transcript")
+
+
+def load_detector_prompt_file(path: str | Path) -> DetectorPrompt:
+    """Your own detector prompt: a text file with the placeholders `$players`, `$k`, `$cut`, `$transcript` (an
+    unknown `$name` is an error naming the file). Its version is `file:<name>`; its SHA-256 keys the detections."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: detector prompt file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the detector prompt file: {exc}") from None
+    try:
+        Template(text).substitute({name: "x" for name in PLACEHOLDERS})
+    except KeyError as exc:
+        raise UserError(
+            f"{path}: unknown placeholder ${exc.args[0]} in the detector prompt; known: "
+            + ", ".join("$" + p for p in PLACEHOLDERS) + " (write $$ for a dollar sign)"
+        ) from None
+    except ValueError as exc:
+        raise UserError(f"{path}: bad placeholder in the detector prompt: {exc} (write $$ for a dollar sign)") from None
+    if "$transcript" not in text and "${transcript}" not in text:
+        raise UserError(f"{path}: the detector prompt never shows the transcript (no $transcript placeholder)")
+    return DetectorPrompt(f"file:{path.name}", text, hashlib.sha256(text.encode()).hexdigest())
 
 
 def render_prompt(prompt: DetectorPrompt, t: Transcript) -> str:
@@ -151,6 +179,7 @@ class LLMDetector:
         backend: Backend,
         *,
         prompt_version: str = DEFAULT_PROMPT_VERSION,
+        prompt: DetectorPrompt | None = None,
         temperature: float | None = 0.0,
         max_tokens: int | None = 60,
         max_attempts: int = 5,
@@ -159,8 +188,8 @@ class LLMDetector:
     ) -> None:
         self.spec = spec
         self.backend = backend
-        self.prompt = load_detector_prompt(prompt_version)
-        self.prompt_version: str | None = prompt_version
+        self.prompt = prompt or load_detector_prompt(prompt_version)
+        self.prompt_version: str | None = self.prompt.version
         self.prompt_sha256: str = self.prompt.sha256
         self.temperature: float | None = temperature
         self.settings = dict(max_tokens=max_tokens, max_attempts=max_attempts, backoff_base_s=backoff_base_s,

@@ -21,13 +21,14 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field
 
-from mafiabench.backends.registry import EndpointConfig, check_backend, resolve_backend
+from mafiabench.backends.registry import EndpointConfig, aclose_clients, check_backend, resolve_backend
 from mafiabench.detect.detectors import (
     DEFAULT_PROMPT_VERSION,
     Detection,
     Detector,
     LLMDetector,
     PolicyDetector,
+    load_detector_prompt_file,
 )
 from mafiabench.detect.transcript import Transcript, cleanse, day_numbers
 from mafiabench.engine.events import Event
@@ -45,6 +46,7 @@ class DetectorSpec(BaseModel):
 
     models: tuple[str, ...] = Field(DEFAULT_DETECTORS, description="Detectors: provider/model or policy/...")
     prompt_version: str = Field(DEFAULT_PROMPT_VERSION, description="Detector prompt file (detect/prompts/).")
+    prompt_file: str | None = Field(None, description="Your own detector prompt file (overrides prompt_version).")
     temperature: float | None = Field(0.0, description="Sampling temperature of model detectors (reference: 0).")
     max_tokens: int | None = Field(60, description="Token cap of a detector answer.")
     sources: tuple[str, ...] | None = Field(
@@ -170,10 +172,18 @@ def make_detectors(spec: DetectorSpec, endpoints: dict[str, EndpointConfig] | No
             continue
         check_backend(s, endpoints)
         backend = resolve_backend(s, endpoints, cache_dir=cache_dir)
-        out.append(LLMDetector(s, backend, prompt_version=spec.prompt_version, temperature=spec.temperature,
+        prompt = load_detector_prompt_file(spec.prompt_file) if spec.prompt_file else None
+        out.append(LLMDetector(s, backend, prompt_version=spec.prompt_version, prompt=prompt,
+                               temperature=spec.temperature,
                                max_tokens=spec.max_tokens, max_attempts=spec.max_attempts,
                                backoff_base_s=spec.backoff_base_s))
     return out
+
+
+def transcript_row(t: Transcript) -> dict[str, Any]:
+    """The cleansed transcript a detection read, kept so the dashboards can show exactly that text."""
+    return {"game_id": t.game_id, "cut": t.cut, "transcript_sha256": t.sha256, "k": t.k,
+            "players": list(t.players), "lines": list(t.lines)}
 
 
 def row_for(t: Transcript, d: Detector, det: Detection) -> dict[str, Any]:
@@ -221,6 +231,19 @@ def run_detection(
     game_ids: Sequence[str] | None = None,
 ) -> DetectReport:
     """Detect on every eligible game and cut not landed yet; land the answers under the warehouse lock."""
+    return asyncio.run(detect_warehouse(warehouse, spec, endpoints=endpoints, cache_dir=cache_dir, game_ids=game_ids))
+
+
+async def detect_warehouse(
+    warehouse: Path | str,
+    spec: DetectorSpec,
+    *,
+    endpoints: dict[str, EndpointConfig] | None = None,
+    cache_dir: str | None = None,
+    game_ids: Sequence[str] | None = None,
+) -> DetectReport:
+    """`run_detection` for callers that already run an event loop (the Prefect flows). The warehouse is open only
+    to read the games and to land the answers, not while the detectors run, so queries get in between."""
     started = time.monotonic()
     report = DetectReport()
     detectors = make_detectors(spec, endpoints, cache_dir)
@@ -229,30 +252,42 @@ def run_detection(
         con = connect(warehouse)
         try:
             games = load_games(con, spec, game_ids)
-            report.games = len(games)
             have = detection_keys(con)
-            todo: list[tuple[Transcript, Detector]] = []
-            for g in games:
-                for cut in g.cuts(spec.max_cut):
-                    t = g.transcript(cut)
-                    for d in detectors:
-                        report.planned += 1
-                        if (g.game_id, cut, d.spec, d.prompt_sha256) in have:
-                            report.already_landed += 1
-                        else:
-                            todo.append((t, d))
-            results = asyncio.run(detect_all(todo, spec.concurrency)) if todo else []
-            rows = []
-            for t, d, det in results:
-                if not isinstance(d, PolicyDetector):
-                    report.calls += 1
-                if det.error is not None:
-                    report.failed.append(f"{t.game_id} day {t.cut} {d.spec}: {det.error}")
-                    continue
-                report.format_failures += det.format_failure
-                rows.append(row_for(t, d, det))
-            report.landed = load_detections(con, rows).inserted
         finally:
             con.close()
+        report.games = len(games)
+        todo: list[tuple[Transcript, Detector]] = []
+        for g in games:
+            for cut in g.cuts(spec.max_cut):
+                t = g.transcript(cut)
+                for d in detectors:
+                    report.planned += 1
+                    if (g.game_id, cut, d.spec, d.prompt_sha256) in have:
+                        report.already_landed += 1
+                    else:
+                        todo.append((t, d))
+        try:
+            results = await detect_all(todo, spec.concurrency) if todo else []
+        finally:
+            await aclose_clients()
+        rows = []
+        transcripts: dict[tuple[str, int, str], Transcript] = {}
+        for t, d, det in results:
+            if not isinstance(d, PolicyDetector):
+                report.calls += 1
+            if det.error is not None:
+                report.failed.append(f"{t.game_id} day {t.cut} {d.spec}: {det.error}")
+                continue
+            report.format_failures += det.format_failure
+            rows.append(row_for(t, d, det))
+            transcripts[(t.game_id, t.cut, t.sha256)] = t
+        if rows:
+            con = connect(warehouse)
+            try:
+                report.landed = load_detections(
+                    con, rows, [transcript_row(t) for t in transcripts.values()]
+                ).inserted
+            finally:
+                con.close()
     report.wall_s = time.monotonic() - started
     return report

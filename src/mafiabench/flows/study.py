@@ -1,6 +1,7 @@
 """The study flow: a table of contents over `mafiabench.study`, where all the logic lives (and is tested).
 
     expand → skip landed → fan out shard tasks → land each shard → summary artifact
+    → [[imports]] datasets → [detector] (the Mafia Detector)
     → (publish=True) build marts + quality gate → render dashboards
 
 Run once (Prefect's temporary local server, nothing to start):
@@ -17,14 +18,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from mafiabench import publish as publishing
+from mafiabench.detect.run import DetectReport
+from mafiabench.flows.tasks import build_marts, detect_games, import_dataset, render_dashboards
 from mafiabench.redact import install_log_scrubber
 from mafiabench.study.plan import Shard, ShardResult, is_infrastructure_fault
 from mafiabench.study.run import Study
@@ -64,18 +65,6 @@ async def land_shard(study: Study, result: ShardResult) -> dict[str, int]:
     """Load a shard's records into DuckDB (the run's one writer)."""
     r = await study.land_shard(result)
     return {"inserted": r.inserted, "replaced": r.replaced, "skipped": r.skipped}
-
-
-@task(name="build-marts", cache_policy=NO_CACHE)
-def build_marts(warehouse: str) -> str:
-    """Rebuild staging, marts and the quality gate; a failed expectation fails the flow run before publishing."""
-    return publishing.build(Path(warehouse)).summary()
-
-
-@task(name="render-dashboards", cache_policy=NO_CACHE)
-def render_dashboards(warehouse: str, out_dir: str) -> str:
-    """Render the static dashboards from the build that just passed its gate."""
-    return publishing.render(Path(warehouse), Path(out_dir)).summary()
 
 
 async def _play(study: Study, shard: Shard) -> ShardResult:
@@ -129,6 +118,15 @@ async def study_flow(
     )
     if summary.shard_errors:
         raise StudyIncomplete(summary)
+    # The experiment's datasets, then its Mafia Detector, on what just landed (both idempotent).
+    for source in experiment.imports:
+        summary.after.append(import_dataset(source.format, source.path, summary.warehouse, source.study))
+    spec = experiment.detector_spec()
+    if spec is not None:
+        report = await detect_games(spec, summary.warehouse, experiment.endpoint_configs(), experiment.cache_dir)
+        summary.after.append("detect: " + DetectReport(**report).to_text())
+    for line in summary.after:
+        logger.info(line)
     if publish:
         logger.info(build_marts(summary.warehouse))
         logger.info(render_dashboards(summary.warehouse, dashboards))

@@ -26,6 +26,7 @@ from pydantic import (
 
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.backends.registry import EndpointConfig
+from mafiabench.detect.section import DetectorSection, resolve_prompt_file
 from mafiabench.engine import rules_for
 from mafiabench.errors import UserError
 from mafiabench.play.config import (
@@ -198,6 +199,26 @@ class Budget(BaseModel):
         return self.max_tokens is not None or self.max_usd is not None
 
 
+class ImportSource(BaseModel):
+    """A dataset to import before detecting (`[[imports]]`): the same as `mafiabench import FORMAT PATH`, and as
+    idempotent, so re-running the experiment imports nothing twice."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["mini-mafia", "mini-mafia-sqlite", "dallinger", "llmafia"] = Field(
+        description="mini-mafia | mini-mafia-sqlite | dallinger | llmafia"
+    )
+    path: str = Field(description="The dataset's folder or file, relative to the experiment file.")
+    study: str | None = Field(None, description="The study these games are (default: the source's name).")
+
+    @field_validator("path")
+    @classmethod
+    def _exists(cls, v: str) -> str:
+        if not Path(v).exists():
+            raise ValueError(f"no such file or folder: {v}")
+        return v
+
+
 class Experiment(BaseModel):
     """A study: cells × games, with the settings to play them and the limits to respect."""
 
@@ -236,6 +257,19 @@ class Experiment(BaseModel):
         50, ge=1, le=100_000, description="Games per orchestration task (a Prefect task run)."
     )
     cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
+    imports: list[ImportSource] = Field(
+        default_factory=list, description="[[imports]]: datasets imported into the warehouse before detecting."
+    )
+    detector: DetectorSection | None = Field(
+        None, description="[detector]: the Mafia Detector run on this experiment's games and/or imported ones."
+    )
+
+    @field_validator("detector")
+    @classmethod
+    def _detector(cls, v: DetectorSection | None, info: ValidationInfo) -> DetectorSection | None:
+        if v is not None:
+            _check_providers([m for m in v.models if not m.startswith("policy/")], info)
+        return v
 
     @field_validator("name")
     @classmethod
@@ -389,6 +423,10 @@ class Experiment(BaseModel):
     def warehouse_path(self, override: str | Path | None = None) -> Path:
         return Path(override) if override is not None else Path(self.warehouse)
 
+    def detector_spec(self) -> Any:
+        """The detection step's `DetectorSpec` (None without a `[detector]` section)."""
+        return None if self.detector is None else self.detector.spec(self.name)
+
 
 def _check_rules(variant: str, rules: dict[str, Any]) -> None:
     try:
@@ -408,7 +446,23 @@ def _check_providers(specs: Iterable[str], info: ValidationInfo) -> None:
 def load_experiment(path: str | Path) -> Experiment:
     """Read and validate an experiment file; a `UserError` names the file, the field and the value."""
     path = Path(path)
-    return validate(Experiment, resolve_prompt_source(read_toml(path), path.parent), str(path))
+    data = resolve_prompt_file(_resolve_imports(resolve_prompt_source(read_toml(path), path.parent), path.parent),
+                               path.parent)
+    return validate(Experiment, data, str(path))
+
+
+def _resolve_imports(data: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Make each relative `[[imports]] path` relative to the experiment file that names it."""
+    items = data.get("imports")
+    if not isinstance(items, list):
+        return data
+    out = []
+    for item in items:
+        if isinstance(item, dict) and isinstance(item.get("path"), str):
+            p = Path(item["path"]).expanduser()
+            item = {**item, "path": str(p if p.is_absolute() else base / p)}
+        out.append(item)
+    return {**data, "imports": out}
 
 
 def parse_experiment(data: dict[str, Any], source: str = "<experiment>") -> Experiment:

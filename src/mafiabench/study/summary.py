@@ -39,6 +39,8 @@ class RunSummary:
     price_version: str = ""
     failures: list[tuple[str, str]] = field(default_factory=list)
     description: str = ""
+    # What ran after the games landed (imports, the Mafia Detector), one line each, for the printed summary.
+    after: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -195,6 +197,7 @@ class RunSummary:
             lines.append("  failed games (first few):")
             for gid, err in self.failures[:5]:
                 lines.append(f"    {gid}: {err.splitlines()[0][:160]}")
+        lines += [f"  then: {line}" for line in self.after]
         return "\n".join(lines)
 
     def markdown(self, max_cells: int = 200) -> str:

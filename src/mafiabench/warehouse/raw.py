@@ -20,7 +20,7 @@ import polars as pl
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord
-from mafiabench.redact import scrub_json
+from mafiabench.redact import scrub_json, scrub_obj
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "mafiabench.duckdb"
 
@@ -56,6 +56,9 @@ RAW_SCHEMA: dict[str, str] = {
         random_fallback BOOLEAN, parse_error VARCHAR, response_text VARCHAR, transcript_sha256 VARCHAR,
         transcript_lines INTEGER, input_tokens BIGINT, output_tokens BIGINT, latency_ms DOUBLE, attempts INTEGER,
         detected_at TIMESTAMP""",
+    # The cleansed transcript each detection read: one row per (game, cut, transcript sha256), for the dashboards.
+    "raw_detection_transcripts": """
+        game_id VARCHAR, cut INTEGER, transcript_sha256 VARCHAR, k INTEGER, players VARCHAR[], lines VARCHAR[]""",
 }
 
 DETECTION_KEY = ("game_id", "cut", "detector", "prompt_sha256")
@@ -275,9 +278,16 @@ def detection_keys(con: duckdb.DuckDBPyConnection) -> set[tuple[str, int, str, s
         "select game_id, cut, detector, prompt_sha256 from raw_detections").fetchall()}
 
 
-def load_detections(con: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any]]) -> LoadResult:
+def load_detections(
+    con: duckdb.DuckDBPyConnection,
+    rows: Sequence[dict[str, Any]],
+    transcripts: Sequence[dict[str, Any]] = (),
+) -> LoadResult:
     """Land detector answers in one transaction, idempotent by (game, cut, detector, prompt sha256): a key already
-    landed is skipped, so a re-run (or a retried task) never duplicates or overwrites a detection."""
+    landed is skipped, so a re-run (or a retried task) never duplicates or overwrites a detection. Every text is
+    scrubbed of known secrets first (a hostile answer could echo a key). `transcripts` are the cleansed transcripts
+    read, landed once per (game, cut, transcript sha256)."""
+    rows = [scrub_obj(r) for r in rows]
     result = LoadResult()
     have = detection_keys(con)
     fresh: list[dict[str, Any]] = []
@@ -291,12 +301,23 @@ def load_detections(con: duckdb.DuckDBPyConnection, rows: Sequence[dict[str, Any
     if not fresh:
         return result
     frame = _frame(fresh, "raw_detections")
+    have_t = {(g, int(c), h) for g, c, h in con.execute(
+        "select game_id, cut, transcript_sha256 from raw_detection_transcripts").fetchall()}
+    new_t: dict[tuple[str, int, str], dict[str, Any]] = {}
+    for t in transcripts:
+        key_t = (t["game_id"], int(t["cut"]), t["transcript_sha256"])
+        if key_t not in have_t:
+            new_t[key_t] = scrub_obj(t)
     con.execute("begin transaction")
     try:
-        con.register("_frame", frame.to_arrow())
-        cols = ", ".join(frame.columns)
-        con.execute(f"insert into raw_detections ({cols}) select {cols} from _frame")
-        con.unregister("_frame")
+        for table, part in (("raw_detections", frame), ("raw_detection_transcripts",
+                                                        _frame(list(new_t.values()), "raw_detection_transcripts"))):
+            if part.height == 0:
+                continue
+            con.register("_frame", part.to_arrow())
+            cols = ", ".join(part.columns)
+            con.execute(f"insert into {table} ({cols}) select {cols} from _frame")
+            con.unregister("_frame")
         con.execute("commit")
     except BaseException:
         con.execute("rollback")
