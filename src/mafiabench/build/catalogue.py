@@ -33,6 +33,14 @@ SOURCE_DOCS: dict[str, tuple[str, str]] = {
     "raw_events": ("one row per (game, seq)", "the event log, one row per event, type-specific data as JSON"),
     "raw_model_calls": ("one row per (game, call_index)", "every model call: tokens, latency, attempts, errors"),
     "raw_beliefs": ("one row per (belief event, candidate)", "stored belief distributions of belief-mode agents"),
+    "raw_detections": (
+        "one row per (game, day cut, detector, prompt sha256)",
+        "the Mafia Detector's answers: the k names given, the raw answer, format flags, tokens (mafiabench detect)",
+    ),
+    "raw_detection_transcripts": (
+        "one row per (game, day cut, transcript sha256)",
+        "the cleansed transcript each detection read (public day messages, votes, eliminations; roles redacted)",
+    ),
     "raw_replaced_calls": (
         "one row per (replaced record, call_index)",
         "model calls of failed attempts a replay replaced: their spend stays counted (budget, costs)",

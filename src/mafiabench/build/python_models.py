@@ -34,6 +34,7 @@ import polars as pl
 from scipy import linalg, optimize, stats
 
 from mafiabench.build.coherence import coherence_tables
+from mafiabench.build.detector_marts import detector_tables, transcript_tables
 from mafiabench.build.marts import Model
 
 Z95 = 1.959963984540054
@@ -539,5 +540,31 @@ PYTHON_MODELS: list[Model] = [
         depends_on=("mart_deception_scores", "stg_events"),
         outputs=("mart_semantic_coherence", "mart_coherence_summary"),
         run=coherence_tables,
+    ),
+    Model(
+        name="mart_detector",
+        layer="marts",
+        kind="python",
+        grain="mart_detections: one row per (game, day cut, detector, prompt sha256); mart_detector_accuracy: one row "
+        "per (detector, prompt sha256, source, study, scope, day)",
+        purpose="Mafia Detector accuracy (metrics.md §8): single-match and exact-match per game and cut; averages per "
+        "source and day with the number of games and Wilson 95% intervals, beside the exact random baseline "
+        "1 - C(n-k,k)/C(n,k) and 1/C(n,k) averaged over the same games (build.detector_marts)",
+        materialized="table",
+        depends_on=("raw_detections", "raw_games", "raw_players"),
+        outputs=("mart_detections", "mart_detector_accuracy"),
+        run=detector_tables,
+    ),
+    Model(
+        name="mart_detector_transcripts",
+        layer="marts",
+        kind="python",
+        grain="one row per (game, line) of the cleansed transcript the detector read at the game's last cut",
+        purpose="what the Mafia Detector read (public day messages, votes, eliminations; roles redacted), for the "
+        "dashboards' cleansed-transcript pages",
+        materialized="table",
+        depends_on=("raw_detection_transcripts",),
+        outputs=("mart_detector_transcripts",),
+        run=transcript_tables,
     ),
 ]

@@ -276,6 +276,55 @@ SUITES: tuple[Suite, ...] = (
         (_no_rows("the mafia never kills one of its own (nor a mafioso himself) at night"),),
     ),
     Suite(
+        "raw_detections",
+        """select game_id, cut, detector, prompt_sha256, k, n_candidates, attempts,
+                  case when len(predicted) <> k or len(list_distinct(predicted)) <> k then 1 else 0 end
+                    as wrong_number_of_names,
+                  case when game_id in (select game_id from raw_games) then 0 else 1 end as orphan
+           from raw_detections""",
+        (
+            Check("ExpectCompoundColumnsToBeUnique", {"column_list": ["game_id", "cut", "detector", "prompt_sha256"]},
+                  "a detection is landed once per (game, cut, detector, prompt sha256)"),
+            _at_least("cut", 1, "detections: a cut is after day 1 or later"),
+            _at_least("k", 1, "detections: the game has at least one mafioso to name"),
+            _zero("wrong_number_of_names", "detections: exactly k distinct names"),
+            _zero("orphan", "detections: every detection belongs to a landed game"),
+        ),
+    ),
+    Suite(
+        "mart_detections",
+        """select game_id, cut, detector, n_players, k, n_correct, baseline_single, baseline_exact,
+                  case when n_correct between 0 and k then 0 else 1 end as bad_count,
+                  case when single_match = (n_correct >= 1) and exact_match = (n_correct = k) then 0 else 1 end
+                    as bad_match
+           from mart_detections""",
+        (
+            _unit("baseline_single", "detector baseline: P(single) is a probability"),
+            _unit("baseline_exact", "detector baseline: P(exact) is a probability"),
+            _at_least("n_players", 2, "detections: a game has players to choose from"),
+            _zero("bad_count", "detections: between 0 and k names are right"),
+            _zero("bad_match", "detections: single = at least one right, exact = all k right"),
+        ),
+    ),
+    Suite(
+        "mart_detector_accuracy",
+        """select detector, source, scope, day, n_games, single_rate, exact_rate, single_low, single_high,
+                  exact_low, exact_high, baseline_single, baseline_exact,
+                  case when single_low <= single_rate + 1e-12 and single_rate <= single_high + 1e-12
+                            and exact_low <= exact_rate + 1e-12 and exact_rate <= exact_high + 1e-12
+                            and exact_rate <= single_rate and baseline_exact <= baseline_single + 1e-12
+                       then 0 else 1 end as inconsistent
+           from mart_detector_accuracy""",
+        (
+            _at_least("n_games", 1, "detector accuracy: a row exists only over at least one game"),
+            *(_unit(c, f"detector accuracy: {c} is within [0, 1]") for c in (
+                "single_rate", "exact_rate", "single_low", "single_high", "exact_low", "exact_high",
+                "baseline_single", "baseline_exact")),
+            _not_null("single_low", "detector accuracy: every rate has its interval"),
+            _zero("inconsistent", "detector accuracy: each rate inside its interval, exact <= single (baseline too)"),
+        ),
+    ),
+    Suite(
         "dim_models",
         "select model, n_games from dim_models",
         (

@@ -1,0 +1,253 @@
+"""The Mafia Detector's marts (metrics.md §8): accuracy per game and day cut, averaged per source and day, beside
+the exact random baseline computed per game and averaged over the same games.
+
+- `mart_detections`: one row per (game, cut, detector, prompt sha256): the k names the detector gave, the game's
+  real mafia, single-match (at least one right), exact-match (all right), and the game's exact random baseline
+  P(single) = 1 - C(n-k, k) / C(n, k), P(exact) = 1 / C(n, k) (n players, k mafia), as fractions and floats.
+- `mart_detector_accuracy`: one row per (detector, prompt sha256, source, study, day) — `scope = 'day'` for the
+  transcript cut after that day, `scope = 'game'` (day null) for each game's whole transcript (its last cut), one
+  detection per game in both, so the games are independent draws and a binomial interval applies: Wilson 95%
+  (scipy), with the number of games, beside the baseline averaged over exactly those games (kept exact as "a/b").
+
+Reads only raw tables (`raw_detections`, `raw_detection_transcripts`, `raw_games`, `raw_players`), so it does not
+depend on how the SQL models are organised. Registered with the build in `python_models.PYTHON_MODELS`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from fractions import Fraction
+from typing import Any
+
+import duckdb
+import polars as pl
+from scipy import stats
+
+CONFIDENCE = 0.95
+SOURCE_LABELS = {
+    "simulation": "LLM (simulated)",
+    "ibraheem2022-human": "human (Dallinger)",
+    "llmafia": "LLM (LLMafia)",
+}
+
+
+def baseline(n: int, k: int) -> tuple[Fraction, Fraction]:
+    """(P(single), P(exact)) of naming k of n players uniformly at random when k of them are mafia."""
+    if not 0 < k <= n:
+        raise ValueError(f"need 0 < k <= n, got n={n}, k={k}")
+    total = math.comb(n, k)
+    return 1 - Fraction(math.comb(n - k, k), total), Fraction(1, total)
+
+
+def fraction_text(f: Fraction) -> str:
+    return f"{f.numerator}/{f.denominator}"
+
+
+def wilson(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[float | None, float | None]:
+    """The Wilson score interval of a binomial proportion (scipy); (None, None) for no trials."""
+    if n <= 0:
+        return None, None
+    ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def source_label(source: str, study: str | None) -> str:
+    label = SOURCE_LABELS.get(source, source)
+    return label if not study or study == source else f"{label}: {study}"
+
+
+DETECTIONS_SCHEMA: dict[str, Any] = {
+    "game_id": pl.Utf8,
+    "source": pl.Utf8,
+    "study": pl.Utf8,
+    "source_label": pl.Utf8,
+    "variant": pl.Utf8,
+    "detector": pl.Utf8,
+    "prompt_version": pl.Utf8,
+    "prompt_sha256": pl.Utf8,
+    "temperature": pl.Float64,
+    "cut": pl.Int64,
+    "last_cut": pl.Int64,
+    "is_last_cut": pl.Boolean,
+    "n_players": pl.Int64,
+    "k": pl.Int64,
+    "predicted": pl.List(pl.Utf8),
+    "mafia": pl.List(pl.Utf8),
+    "n_correct": pl.Int64,
+    "single_match": pl.Boolean,
+    "exact_match": pl.Boolean,
+    "baseline_single": pl.Float64,
+    "baseline_exact": pl.Float64,
+    "baseline_single_fraction": pl.Utf8,
+    "baseline_exact_fraction": pl.Utf8,
+    "format_failure": pl.Boolean,
+    "random_fallback": pl.Boolean,
+    "transcript_sha256": pl.Utf8,
+}
+
+ACCURACY_SCHEMA: dict[str, Any] = {
+    "detector": pl.Utf8,
+    "prompt_version": pl.Utf8,
+    "prompt_sha256": pl.Utf8,
+    "source": pl.Utf8,
+    "study": pl.Utf8,
+    "source_label": pl.Utf8,
+    "scope": pl.Utf8,
+    "day": pl.Int64,
+    "n_games": pl.Int64,
+    "n_single": pl.Int64,
+    "n_exact": pl.Int64,
+    "single_rate": pl.Float64,
+    "single_low": pl.Float64,
+    "single_high": pl.Float64,
+    "exact_rate": pl.Float64,
+    "exact_low": pl.Float64,
+    "exact_high": pl.Float64,
+    "baseline_single": pl.Float64,
+    "baseline_exact": pl.Float64,
+    "baseline_single_fraction": pl.Utf8,
+    "baseline_exact_fraction": pl.Utf8,
+    "single_minus_baseline": pl.Float64,
+    "exact_minus_baseline": pl.Float64,
+    "n_format_failures": pl.Int64,
+}
+
+
+def detection_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Each landed detection scored against the game's real mafia."""
+    rows = con.execute(
+        """with mafia as (
+               select game_id, list(name order by name) as mafia, count(*) as n_mafia
+               from raw_players where team = 'mafia' group by game_id
+           ),
+           last_cut as (
+               select game_id, detector, prompt_sha256, max(cut) as last_cut
+               from raw_detections group by all
+           )
+           select d.game_id, g.source, coalesce(g.experiment, g.source) as study, g.variant, d.detector,
+                  d.prompt_version, d.prompt_sha256, d.temperature, d.cut, l.last_cut, d.n_candidates, d.k,
+                  d.predicted, m.mafia, d.format_failure, d.random_fallback, d.transcript_sha256
+           from raw_detections d
+           join raw_games g on g.game_id = d.game_id
+           join mafia m on m.game_id = d.game_id
+           join last_cut l on l.game_id = d.game_id and l.detector = d.detector and l.prompt_sha256 = d.prompt_sha256
+           order by d.game_id, d.detector, d.prompt_sha256, d.cut"""
+    ).fetchall()
+    out: list[dict[str, Any]] = []
+    for (gid, source, study, variant, detector, version, sha, temp, cut, last, n, k, predicted, mafia, ff, rf,
+         tsha) in rows:
+        right = len(set(predicted or []) & set(mafia))
+        p_single, p_exact = baseline(int(n), int(k))
+        out.append({
+            "game_id": gid,
+            "source": source,
+            "study": study,
+            "source_label": source_label(source, study),
+            "variant": variant,
+            "detector": detector,
+            "prompt_version": version,
+            "prompt_sha256": sha,
+            "temperature": temp,
+            "cut": int(cut),
+            "last_cut": int(last),
+            "is_last_cut": int(cut) == int(last),
+            "n_players": int(n),
+            "k": int(k),
+            "predicted": list(predicted or []),
+            "mafia": list(mafia),
+            "n_correct": right,
+            "single_match": right >= 1,
+            "exact_match": right == int(k) and len(set(predicted or [])) == int(k),
+            "baseline_single": float(p_single),
+            "baseline_exact": float(p_exact),
+            "baseline_single_fraction": fraction_text(p_single),
+            "baseline_exact_fraction": fraction_text(p_exact),
+            "format_failure": bool(ff),
+            "random_fallback": bool(rf),
+            "transcript_sha256": tsha,
+        })
+    return out
+
+
+def accuracy_row(key: dict[str, Any], group: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Rates, Wilson intervals and the exact baseline averaged over the same detections (one per game)."""
+    items = list(group)
+    n = len(items)
+    singles = sum(r["single_match"] for r in items)
+    exacts = sum(r["exact_match"] for r in items)
+    p_single = sum((Fraction(r["baseline_single_fraction"]) for r in items), Fraction(0)) / n
+    p_exact = sum((Fraction(r["baseline_exact_fraction"]) for r in items), Fraction(0)) / n
+    s_low, s_high = wilson(singles, n)
+    e_low, e_high = wilson(exacts, n)
+    return {
+        **key,
+        "n_games": n,
+        "n_single": singles,
+        "n_exact": exacts,
+        "single_rate": singles / n,
+        "single_low": s_low,
+        "single_high": s_high,
+        "exact_rate": exacts / n,
+        "exact_low": e_low,
+        "exact_high": e_high,
+        "baseline_single": float(p_single),
+        "baseline_exact": float(p_exact),
+        "baseline_single_fraction": fraction_text(p_single),
+        "baseline_exact_fraction": fraction_text(p_exact),
+        "single_minus_baseline": singles / n - float(p_single),
+        "exact_minus_baseline": exacts / n - float(p_exact),
+        "n_format_failures": sum(r["format_failure"] for r in items),
+    }
+
+
+def accuracy_rows(detections: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in detections:
+        base = (r["detector"], r["prompt_version"], r["prompt_sha256"], r["source"], r["study"], r["source_label"])
+        groups.setdefault((*base, "day", r["cut"]), []).append(r)
+        if r["is_last_cut"]:
+            groups.setdefault((*base, "game", None), []).append(r)
+    names = ("detector", "prompt_version", "prompt_sha256", "source", "study", "source_label", "scope", "day")
+    order = {"game": 0, "day": 1}
+    keys = sorted(groups, key=lambda t: (*map(str, t[:6]), order[t[6]], t[7] or 0))
+    return [accuracy_row(dict(zip(names, key, strict=True)), groups[key]) for key in keys]
+
+
+def detector_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+    detections = detection_rows(con)
+    return {
+        "mart_detections": pl.DataFrame(detections, schema=DETECTIONS_SCHEMA, orient="row"),
+        "mart_detector_accuracy": pl.DataFrame(accuracy_rows(detections), schema=ACCURACY_SCHEMA, orient="row"),
+    }
+
+
+TRANSCRIPTS_SCHEMA: dict[str, Any] = {
+    "game_id": pl.Utf8,
+    "cut": pl.Int64,
+    "transcript_sha256": pl.Utf8,
+    "line_no": pl.Int64,
+    "day": pl.Int64,
+    "line": pl.Utf8,
+}
+
+
+def transcript_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+    """`mart_detector_transcripts`: each game's cleansed transcript as the detector read it at its last cut, one
+    row per line (the day it belongs to from the `--- Day d ---` separators), for the dashboards' transcript
+    pages; earlier cuts are prefixes of it."""
+    rows = con.execute(
+        """select t.game_id, t.cut, t.transcript_sha256, t.lines
+           from raw_detection_transcripts t
+           qualify row_number() over (partition by t.game_id order by t.cut desc, t.transcript_sha256) = 1
+           order by t.game_id"""
+    ).fetchall()
+    out: list[dict[str, Any]] = []
+    for gid, cut, sha, lines in rows:
+        day = 0
+        for i, line in enumerate(lines or [], start=1):
+            if line.startswith("--- Day ") and line.endswith(" ---"):
+                day = int(line[len("--- Day "):-len(" ---")])
+            out.append({"game_id": gid, "cut": int(cut), "transcript_sha256": sha, "line_no": i, "day": day,
+                        "line": line})
+    return {"mart_detector_transcripts": pl.DataFrame(out, schema=TRANSCRIPTS_SCHEMA, orient="row")}

@@ -1,0 +1,164 @@
+"""The detector marts (metrics.md §8): single and exact match per game and cut, averages per source and day with
+Wilson intervals, and the exact random baseline — hand-computed fractions, a Monte Carlo of the real uniform random
+detector, and the quality gate refusing broken rows."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from mafiabench.build.detector_marts import baseline, detector_tables, transcript_tables, wilson
+from mafiabench.detect.detectors import PolicyDetector
+from mafiabench.detect.transcript import Transcript
+from mafiabench.quality.gate import SUITES, run_suites
+from mafiabench.warehouse.raw import connect, load_detections
+
+NAMES10 = tuple(f"P{i}" for i in range(10))
+
+
+def test_baseline_hand_computed_fractions() -> None:
+    # n = 10, k = 2: C(10, 2) = 45 pairs; pairs with no mafioso: C(8, 2) = 28, so P(single) = 1 - 28/45 = 17/45.
+    assert baseline(10, 2) == (Fraction(17, 45), Fraction(1, 45))
+    assert baseline(5, 1) == (Fraction(1, 5), Fraction(1, 5))  # one guess, one mafioso among five
+    assert baseline(3, 2) == (Fraction(1), Fraction(1, 3))  # two of three: always hits one of two mafia
+    assert baseline(16, 3) == (1 - Fraction(math.comb(13, 3), math.comb(16, 3)), Fraction(1, 560))
+    with pytest.raises(ValueError):
+        baseline(4, 0)
+
+
+def test_uniform_random_detector_agrees_with_the_exact_baseline() -> None:
+    """The offline `policy/random` detector, run 6,000 times on a 10-player, 2-mafia game: its single- and exact-match
+    rates sit within 4 standard errors of 17/45 and 1/45."""
+    mafia = {"P3", "P7"}
+    detector = PolicyDetector("policy/random")
+    draws = 6000
+    single = exact = 0
+    for i in range(draws):
+        t = Transcript(f"mc-{i}", 1, NAMES10, 2, (), ())
+        picked = set(asyncio.run(detector.detect(t)).predicted)
+        single += bool(picked & mafia)
+        exact += picked == mafia
+    for hits, p in ((single, Fraction(17, 45)), (exact, Fraction(1, 45))):
+        se = math.sqrt(float(p) * (1 - float(p)) / draws)
+        assert abs(hits / draws - float(p)) < 4 * se, (hits, draws, p)
+
+
+def wilson_by_hand(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return centre - half, centre + half
+
+
+def test_wilson_interval_matches_the_formula() -> None:
+    for k, n in ((2, 3), (0, 12), (12, 12), (17, 45)):
+        lo, hi = wilson(k, n)
+        elo, ehi = wilson_by_hand(k, n)
+        assert lo == pytest.approx(elo, abs=1e-12) and hi == pytest.approx(ehi, abs=1e-12)
+    assert wilson(0, 0) == (None, None)
+
+
+def hand_warehouse(path: Path) -> duckdb.DuckDBPyConnection:
+    """Three games with known mafia and hand-written detections (two cuts for g1 and g2, one for g3)."""
+    con = connect(path)
+    games = [("g1", "simulation", "exp", 10, ["P3", "P7"]), ("g2", "simulation", "exp", 10, ["P0", "P1"]),
+             ("g3", "ibraheem2022-human", "ibraheem2022-human", 5, ["P4"])]
+    for gid, source, study, n, mafia in games:
+        con.execute("insert into raw_games (game_id, variant, status, source, experiment, valid) values "
+                    "(?, 'async', 'finished', ?, ?, true)", [gid, source, study])
+        for seat in range(n):
+            name = f"P{seat}"
+            team = "mafia" if name in mafia else "town"
+            con.execute("insert into raw_players (game_id, seat, name, role, team) values (?, ?, ?, ?, ?)",
+                        [gid, seat, name, "mafioso" if team == "mafia" else "bystander", team])
+
+    def row(gid: str, cut: int, n: int, predicted: list[str]) -> dict[str, Any]:
+        return {"game_id": gid, "cut": cut, "detector": "policy/most-voted", "prompt_sha256": "", "k": len(predicted),
+                "n_candidates": n, "predicted": predicted, "format_failure": False, "random_fallback": False,
+                "transcript_sha256": f"{gid}-{cut}", "attempts": 0}
+
+    load_detections(con, [
+        row("g1", 1, 10, ["P3", "P5"]), row("g1", 2, 10, ["P7", "P3"]),  # day 1: one right; day 2: both
+        row("g2", 1, 10, ["P8", "P9"]), row("g2", 2, 10, ["P1", "P2"]),  # day 1: none; day 2: one
+        row("g3", 1, 5, ["P4"]),  # the human game's only day: right
+    ], [{"game_id": "g1", "cut": 2, "transcript_sha256": "g1-2", "k": 2, "players": list(NAMES10),
+         "lines": ["--- Day 1 ---", "P3: hi <b>", "--- Day 2 ---", "Game-Manager: P5 was voted out."]}])
+    return con
+
+
+def test_marts_by_hand(tmp_path: Path) -> None:
+    con = hand_warehouse(tmp_path / "w.duckdb")
+    tables = detector_tables(con)
+    det = {(r["game_id"], r["cut"]): r for r in tables["mart_detections"].to_dicts()}
+    assert [(det[k]["n_correct"], det[k]["single_match"], det[k]["exact_match"]) for k in sorted(det)] == [
+        (1, True, False), (2, True, True), (0, False, False), (1, True, False), (1, True, True)]
+    assert det[("g3", 1)]["baseline_single_fraction"] == "1/5" and det[("g1", 1)]["baseline_exact_fraction"] == "1/45"
+    acc = {(r["source"], r["scope"], r["day"]): r for r in tables["mart_detector_accuracy"].to_dicts()}
+    sim1 = acc[("simulation", "day", 1)]
+    assert (sim1["n_games"], sim1["n_single"], sim1["n_exact"]) == (2, 1, 0)
+    sim2 = acc[("simulation", "day", 2)]
+    assert (sim2["n_games"], sim2["n_single"], sim2["n_exact"]) == (2, 2, 1)
+    game = acc[("simulation", "game", None)]  # each game's last cut: g1 day 2 (exact), g2 day 2 (single)
+    assert (game["n_games"], game["n_single"], game["n_exact"]) == (2, 2, 1)
+    assert game["baseline_single_fraction"] == "17/45" and game["baseline_exact_fraction"] == "1/45"
+    assert (game["single_low"], game["single_high"]) == pytest.approx(wilson_by_hand(2, 2))
+    human = acc[("ibraheem2022-human", "game", None)]
+    assert human["source_label"] == "human (Dallinger)" and human["n_games"] == 1 and human["exact_rate"] == 1.0
+    assert acc[("simulation", "day", 1)]["source_label"] == "LLM (simulated): exp"
+    lines = transcript_tables(con)["mart_detector_transcripts"].to_dicts()
+    assert [(r["day"], r["line"]) for r in lines][1] == (1, "P3: hi <b>") and lines[-1]["day"] == 2
+    con.close()
+
+
+def test_mixed_baselines_average_exactly(tmp_path: Path) -> None:
+    """Over games of different sizes the baseline is the mean of the per-game fractions, kept exact."""
+    con = hand_warehouse(tmp_path / "w.duckdb")
+    con.execute("update raw_games set source = 'simulation', experiment = 'exp' where game_id = 'g3'")
+    acc = {(r["scope"], r["day"]): r for r in detector_tables(con)["mart_detector_accuracy"].to_dicts()}
+    day1 = acc[("day", 1)]
+    assert day1["n_games"] == 3
+    assert day1["baseline_single_fraction"] == str((Fraction(17, 45) * 2 + Fraction(1, 5)) / 3)  # 43/135
+    assert day1["baseline_exact_fraction"] == "11/135"
+    con.close()
+
+
+DETECTOR_SUITES = [s for s in SUITES if s.name in ("raw_detections", "mart_detections", "mart_detector_accuracy")]
+
+
+def _gate(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
+    for name, frame in {**detector_tables(con), **transcript_tables(con)}.items():
+        con.register("_f", frame.to_arrow())
+        con.execute(f"create or replace table {name} as select * from _f")
+        con.unregister("_f")
+    results = run_suites(con, suites=DETECTOR_SUITES)
+    assert len(results) > 10
+    return {r.rule: r.success for r in results}
+
+
+def test_gate_passes_good_rows_and_refuses_broken_ones(tmp_path: Path) -> None:
+    assert len(DETECTOR_SUITES) == 3
+    con = hand_warehouse(tmp_path / "w.duckdb")
+    assert all(_gate(con).values())
+    con.execute("insert into raw_detections (game_id, cut, detector, prompt_sha256, k, n_candidates, predicted) "
+                "values ('g1', 1, 'policy/most-voted', '', 2, 10, ['P3'])")  # a duplicate key with one name
+    failed = {rule for rule, ok in _gate(con).items() if not ok}
+    assert "a detection is landed once per (game, cut, detector, prompt sha256)" in failed
+    assert "detections: exactly k distinct names" in failed
+    con.execute("delete from raw_detections where len(predicted) = 1")
+    con.execute("insert into raw_detections (game_id, cut, detector, prompt_sha256, k, n_candidates, predicted) "
+                "values ('ghost', 1, 'policy/most-voted', '', 1, 5, ['P1'])")
+    assert not _gate(con)["detections: every detection belongs to a landed game"]
+    con.execute("delete from raw_detections where game_id = 'ghost'")
+    # A mart row out of range (as a broken model would write it) fails the accuracy suite.
+    _gate(con)
+    con.execute("update mart_detector_accuracy set single_rate = 1.5 where scope = 'game'")
+    results = {r.rule: r.success for r in run_suites(con, suites=DETECTOR_SUITES)}
+    assert not results["detector accuracy: single_rate is within [0, 1]"]
+    assert not results["detector accuracy: each rate inside its interval, exact <= single (baseline too)"]
+    con.close()
