@@ -104,3 +104,38 @@ def test_a_killed_worker_fails_its_shard_which_is_retried(tmp_path: Path) -> Non
 def test_provider_limits_are_split_evenly() -> None:
     assert [split_limit(64, 3, i) for i in range(3)] == [22, 21, 21]
     assert [split_limit(2, 4, i) for i in range(4)] == [1, 1, 1, 1]
+
+
+def _auto(tmp_path: Path, games: int, agent: str) -> Study:
+    return Study(parse_experiment({
+        "name": "auto", "games_per_cell": 1, "warehouse": str(tmp_path / "w.duckdb"),
+        "cells": [{"name": "c", "agents": {"default": agent}}],
+        "endpoints": {"box": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1", "key_required": False},
+                      "flaky": {"kind": "fake"}},
+        "concurrency": {"games": games},  # processes = "auto", the default
+    }))
+
+
+def test_auto_processes_use_the_cores_only_for_many_http_games(tmp_path: Path) -> None:
+    cores = min(os.cpu_count() or 1, 8)
+    assert _auto(tmp_path, 256, "box/model").processes == cores  # HTTP, many in flight: one worker per core
+    assert _auto(tmp_path, 64, "box/model").processes == 1  # one loop keeps up at 64 in flight
+    assert _auto(tmp_path, 256, "flaky/model").processes == 1  # in-process fake provider: nothing to gain
+    assert _auto(tmp_path, 256, "policy/random").processes == 1
+    assert _auto(tmp_path, 256, "anthropic/claude-haiku-4-5").processes == cores  # a built-in HTTP endpoint
+
+
+def test_processes_auto_or_a_number_anything_else_is_named(tmp_path: Path) -> None:
+    from mafiabench.errors import UserError
+    from mafiabench.study.spec import Concurrency
+
+    assert Concurrency(processes=3, games=500).worker_processes(uses_http=True, cpus=2) == 3
+    assert Concurrency(games=500).worker_processes(uses_http=True, cpus=32) == 8
+    for bad in ("many", 0, 65, 2.5, True):
+        try:
+            parse_experiment({"name": "x", "cells": [{"name": "c", "agents": {"default": "policy/random"}}],
+                              "concurrency": {"processes": bad}}, "exp.toml")
+        except UserError as exc:
+            assert "exp.toml" in str(exc) and "processes" in str(exc), exc
+        else:
+            raise AssertionError(f"processes = {bad!r} was accepted")

@@ -33,7 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mafiabench.backends.registry import EndpointConfig, aclose_clients
+from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, aclose_clients
 from mafiabench.errors import UserError
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
@@ -52,6 +52,19 @@ LAND_WAIT_S = 300.0
 
 PlayFn = Callable[["Study", Shard], Awaitable[ShardResult]]
 LandFn = Callable[["Study", ShardResult], Awaitable[Any]]
+
+
+HTTP_KINDS = frozenset({"openai", "anthropic"})
+
+
+def uses_http(specs: list[str], endpoints: dict[str, EndpointConfig]) -> bool:
+    """Whether any model of the study is reached over HTTP (an openai or anthropic kind of endpoint)."""
+    known = {**BUILTIN_ENDPOINTS, **endpoints}
+    return any(
+        (ep := known.get(spec.partition("/")[0])) is not None and ep.kind in HTTP_KINDS
+        for spec in specs
+        if "/" in spec
+    )
 
 
 class Study:
@@ -80,6 +93,7 @@ class Study:
         base = prices or load_prices()
         self.prices = base.with_overrides(experiment.prices, free_providers_of(self.endpoints))
         self.models = experiment.model_settings()
+        self.processes = experiment.concurrency.worker_processes(uses_http(experiment.agent_specs(), self.endpoints))
         self.summary = RunSummary(
             run_id=f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
             experiment=experiment.name,
@@ -311,7 +325,7 @@ class Study:
     def _play_game(self, spec: GameSpec, pool: BackendPool) -> Awaitable[GameRecord]:
         """On this event loop, or with `concurrency.processes > 1` in the least busy worker process."""
         c = self.exp.concurrency
-        if c.processes == 1:
+        if self.processes == 1:
             return play_game(spec, pool, provenance=self._provenance)
         if self._workers is None:
             self._workers = WorkerPool(
@@ -321,7 +335,7 @@ class Study:
                     default_limit=c.default_provider,
                     cache_dir=self.exp.cache_dir,
                     provenance=self._provenance,
-                    processes=c.processes,
+                    processes=self.processes,
                 )
             )
         return self._workers.play(spec)

@@ -8,15 +8,17 @@ seeds derive from it, so renaming an experiment starts it afresh while re-runnin
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     StrictInt,
     ValidationError,
     ValidationInfo,
@@ -152,6 +154,12 @@ class CellSpec(BaseModel):
         return v
 
 
+# Measured (BENCHMARKS.md): one event loop keeps ~96% of the ideal rate at 64 games in flight over HTTP, and falls to
+# ~60% at 256, CPU-bound in the SDK; worker processes pay off above this.
+AUTO_PROCESSES_ABOVE = 64
+AUTO_PROCESSES_MAX = 8
+
+
 class Concurrency(BaseModel):
     """Limits of one run: games in flight, model calls in flight per provider (endpoint name), worker processes."""
 
@@ -164,14 +172,24 @@ class Concurrency(BaseModel):
     providers: dict[str, StrictInt] = Field(
         default_factory=dict, description="Calls in flight per provider, e.g. {openai = 32, anthropic = 8}."
     )
-    processes: StrictInt = Field(
-        1,
-        ge=1,
-        le=64,
-        description="Worker processes playing games; above 1, each has its own event loop and model clients (use "
-        "when one loop's CPU caps throughput: about 180 calls/s over HTTP). `games` stays one limit over all of "
-        "them; each provider's call limit is split evenly across them. The run itself still writes every record.",
+    processes: Annotated[int, Field(ge=1, le=64), Strict()] | Literal["auto"] = Field(
+        "auto",
+        description="Worker processes playing games; above 1, each has its own event loop and model clients (one "
+        "loop's CPU caps HTTP calls at a few hundred per second). `auto`: one per core (at most 8) when more than "
+        f"{AUTO_PROCESSES_ABOVE} games are in flight and some model is called over HTTP, else 1. `games` stays one "
+        "limit over all of them; each provider's call limit is split evenly across them. The run itself still "
+        "writes every record.",
     )
+
+    def worker_processes(self, uses_http: bool, cpus: int | None = None) -> int:
+        """The processes a run uses: the number given, or for `auto` one per core (up to 8) when more than
+        `AUTO_PROCESSES_ABOVE` games are in flight and some model is reached over HTTP (in-process providers and
+        scripted players gain nothing from workers: a record costs more to send back than to play)."""
+        if self.processes != "auto":
+            return self.processes
+        if not uses_http or self.games <= AUTO_PROCESSES_ABOVE:
+            return 1
+        return max(1, min(cpus if cpus is not None else os.cpu_count() or 1, AUTO_PROCESSES_MAX))
 
     @field_validator("providers")
     @classmethod

@@ -1,7 +1,9 @@
 """Games played in worker processes (`concurrency.processes > 1`), for when one event loop's CPU is the limit.
 
-Over HTTP, the model SDK costs about 5 ms of CPU per call, so one event loop tops out near 180 calls/s whatever the
-concurrency. With `processes = N` the study spawns N workers, each with its own event loop and its own
+Over HTTP, the model SDK costs about 1.4 ms of CPU per call (the request path's share; benchmarks/bench_client_cpu.py),
+plus our own work per call, so one event loop tops out at a few hundred calls/s whatever the concurrency
+(`concurrency.processes = "auto"` sizes the workers to the cores when many games are in flight over HTTP).
+With `processes = N` the study spawns N workers, each with its own event loop and its own
 `BackendPool` (SDK clients are loop-bound), and hands them games one at a time. The parent keeps everything else:
 the plan, the games-in-flight limit and the budget guard (so it alone decides which game starts), the raw files and
 DuckDB (one writer), the progress bar and the summary. A worker sends each record back as a dict.

@@ -1,0 +1,153 @@
+"""The client's CPU per model call through the openai SDK, before and after the raw-response path, side by side.
+
+Both variants speak to the same local fake OpenAI-compatible server (its own process, so its CPU is not ours) through
+the same `OpenAIBackend` and client pools; they differ only in how a reply is read:
+
+- before: `client.chat.completions.create(...)` (the SDK constructs a `ChatCompletion` model) and
+  `model_dump(mode="json", exclude_unset=True)` for the record;
+- after: `client.chat.completions.with_raw_response.create(...)` and the JSON body read once (`parse_body`).
+
+CPU per call is this process's `time.process_time()` over the calls (user + system, every thread), divided by the
+number of calls; the variants alternate in rounds so that machine noise falls on both.
+
+    .venv/bin/python benchmarks/bench_client_cpu.py                       # 2,000 calls × 3 rounds, 64 in flight
+    .venv/bin/python benchmarks/bench_client_cpu.py --calls 4000 --concurrency 256
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+import openai
+
+from mafiabench.backends.base import Completion, EndpointConfig, GenerateSettings, Message, TransientError
+from mafiabench.backends.openai_backend import OpenAIBackend, aclose, map_openai_error
+from mafiabench.backends.retry import call_with_retries
+
+SERVER = """
+import sys
+from mafiabench.testing.fake_server import FakeModelServer
+srv = FakeModelServer(latency_s=float(sys.argv[1]), record=False).start()
+print(srv.port, flush=True)
+sys.stdin.read()
+srv.stop()
+"""
+
+
+class ModelBackend(OpenAIBackend):
+    """The replaced path: the SDK's response model per call, dumped back to a dict for the record."""
+
+    async def _generate(self, client: Any, messages: Any, settings: GenerateSettings) -> Completion:
+        kwargs = self.request_kwargs(messages, settings)
+        started = time.perf_counter()
+
+        async def once() -> Any:
+            try:
+                return await client.chat.completions.create(**kwargs, timeout=settings.timeout_s)
+            except openai.OpenAIError as exc:
+                raise map_openai_error(exc) from exc
+            except json.JSONDecodeError as exc:
+                raise TransientError(f"response is not JSON: {exc}", error_class="bad_response") from exc
+
+        response, attempts, last_error = await call_with_retries(once, settings)
+        choice = response.choices[0]
+        usage = response.usage
+        return Completion(
+            text=choice.message.content or "", input_tokens=usage.prompt_tokens, output_tokens=usage.completion_tokens,
+            cached_tokens=0, latency_ms=(time.perf_counter() - started) * 1000.0, attempts=attempts,
+            error_class=last_error, finish_reason=choice.finish_reason,
+            raw=response.model_dump(mode="json", exclude_unset=True),
+        )
+
+
+class RawResponseBackend(OpenAIBackend):
+    """`with_raw_response`: the SDK still transforms the request parameters, the body is read once."""
+
+    async def _generate(self, client: Any, messages: Any, settings: GenerateSettings) -> Completion:
+        from mafiabench.backends.openai_backend import parse_body, read_completion
+
+        kwargs = self.request_kwargs(messages, settings)
+        started = time.perf_counter()
+
+        async def once() -> Any:
+            try:
+                raw = await client.chat.completions.with_raw_response.create(**kwargs, timeout=settings.timeout_s)
+                return parse_body(raw.http_response.content)
+            except openai.OpenAIError as exc:
+                raise map_openai_error(exc) from exc
+
+        body, attempts, last_error = await call_with_retries(once, settings)
+        text, finish, tin, tout, cached = read_completion(body)
+        return Completion(text=text, input_tokens=tin, output_tokens=tout, cached_tokens=cached,
+                          latency_ms=(time.perf_counter() - started) * 1000.0, attempts=attempts,
+                          error_class=last_error, finish_reason=finish, raw=body)
+
+
+async def run(backend: OpenAIBackend, calls: int, concurrency: int) -> tuple[float, float]:
+    """(CPU seconds, wall seconds) for `calls` calls, `concurrency` at a time."""
+    settings = GenerateSettings(max_tokens=50, timeout_s=60, max_attempts=3)
+    prompt = [Message("user", "You're Alice, the villager. " * 60 + "Who do you vote for?")]
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with sem:
+            out = await backend.generate(prompt, settings)
+            assert out.text, out
+
+    await asyncio.gather(*(one(i) for i in range(min(concurrency, calls))))  # warm the pools
+    cpu, wall = time.process_time(), time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(calls)))
+    return time.process_time() - cpu, time.perf_counter() - wall
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--latency", type=float, default=0.0, help="server seconds per call")
+    args = parser.parse_args()
+    proc = subprocess.Popen([sys.executable, "-c", SERVER, str(args.latency)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = int(proc.stdout.readline())
+    endpoint = EndpointConfig("local", "openai", base_url=f"http://127.0.0.1:{port}/v1", key_required=False)
+    results: dict[str, list[float]] = {"before: create() + response model + model_dump": [],
+                                       "with_raw_response.create()": [],
+                                       "after: client.post(cast_to=httpx2.Response)": []}
+    try:
+        for _ in range(args.rounds):
+            for label, cls in zip(results, (ModelBackend, RawResponseBackend, OpenAIBackend), strict=True):
+                async def measure(cls: type[OpenAIBackend] = cls) -> tuple[float, float]:
+                    try:
+                        return await run(cls("fake-model", endpoint), args.calls, args.concurrency)
+                    finally:
+                        await aclose()
+
+                cpu, wall = asyncio.run(measure())
+                results[label].append(cpu / args.calls * 1000)
+                print(f"  {label}: {cpu / args.calls * 1000:.2f} ms CPU/call, {args.calls / wall:.0f} calls/s",
+                      flush=True)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(10)
+    print(f"\nClient CPU per call, {args.calls} calls × {args.rounds} rounds, {args.concurrency} in flight, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, openai {openai.__version__}")
+    print("| path | CPU per call (median) | range |\n| --- | ---: | ---: |")
+    for label, values in results.items():
+        print(f"| {label} | {statistics.median(values):.2f} ms | {min(values):.2f}-{max(values):.2f} ms |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
