@@ -43,6 +43,20 @@ def _usd(value: float, unpriced: set[str]) -> str:
     return "unpriced" if unpriced and value == 0 else f"${value:,.2f}" + ("+?" if unpriced else "")
 
 
+def duration(seconds: float) -> str:
+    """`45 s`, `12 min`, `3 h 05 min`, `2 d 04 h`: as precise as an estimate deserves."""
+    s = round(seconds)
+    if s < 1:
+        return "under a second of model calls (CPU time not counted)"
+    if s < 90:
+        return f"about {s} s"
+    if s < 5400:
+        return f"about {round(s / 60)} min"
+    if s < 2 * 86400:
+        return f"about {s // 3600} h {round(s % 3600 / 60):02d} min"
+    return f"about {s // 86400} d {round(s % 86400 / 3600):02d} h"
+
+
 def render(est: Any, *, max_cells: int = 60) -> str:
     exp = est.experiment
     landed = "warehouse busy: landed games unknown" if est.landed is None else f"{est.landed:,} already landed"
@@ -74,6 +88,12 @@ def render(est: Any, *, max_cells: int = 60) -> str:
         f"{total.output_tokens:,} output tokens, about {_usd(total.cost_usd, total.unpriced)} "
         f"[prices {est.price_version}]",
     ]
+    wall = est.wall_time()
+    if est.to_play:
+        lat = ", ".join(f"{p} {s:g} s ({est.latency_source[p]})"
+                        for p, s in sorted(est.latency.items()) if s > 0) or "none: every player is in-process"
+        lines.append(f"Wall time: {duration(wall.seconds)}, bound by {wall.limit}; per-call latency: {lat} "
+                     "(set concurrency.latency_s to measured latencies)")
     per_model = est.per_model()
     if per_model:
         lines.append("Per model:")

@@ -1,10 +1,19 @@
-"""Preview: what an experiment will play and spend (calls, tokens, cost) before anything is spent."""
+"""Preview: what an experiment will play and spend (calls, tokens, cost) and how long it will take, before anything
+is spent.
+
+Wall time comes from the sample games and two limits (Little's law, each a lower bound on the run's duration): games
+in flight, each lasting its critical path (the engine asks decisions in batches, a batch's calls run at once, so a
+game lasts the sum over its batches of the slowest call), and each provider's calls in flight
+(`concurrency.providers`), each call lasting that provider's latency. The estimate is the larger of the two, and
+names which limit binds. Latencies are `concurrency.latency_s` per provider, else `DEFAULT_LATENCY_S`.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mafiabench.backends.registry import EndpointConfig
 from mafiabench.play.runner import BackendPool, play_game
@@ -12,6 +21,50 @@ from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, 
 from mafiabench.study.design import Cell, PlannedGame, expand_cells, iter_games
 from mafiabench.study.spec import Experiment
 from mafiabench.warehouse import landing
+
+# Seconds per call when the experiment gives none: typical short (50-token) replies of each built-in endpoint, as a
+# starting point; set `concurrency.latency_s` from a measured run (mart_game_costs has the latencies).
+DEFAULT_LATENCY_S: dict[str, float] = {
+    "openai": 1.0, "anthropic": 1.5, "openrouter": 1.5, "deepseek": 2.0, "xai": 1.5, "together": 1.0,
+    "vllm": 0.5, "ollama": 1.0, "llamacpp": 1.0,
+}
+OTHER_HTTP_LATENCY_S = 1.0  # an endpoint of the experiment's own, reached over HTTP
+
+
+def provider_latency(exp: Experiment, endpoints: dict[str, EndpointConfig], provider: str) -> tuple[float, str]:
+    """(expected seconds per call to `provider`, where that figure comes from): the experiment's
+    `concurrency.latency_s`, else an in-process provider's own `latency_ms` option (0 unless set), else the
+    default for the endpoint."""
+    if provider in exp.concurrency.latency_s:
+        return exp.concurrency.latency_s[provider], "concurrency.latency_s"
+    ep = endpoints.get(provider)
+    if ep is not None and ep.kind not in ("openai", "anthropic"):
+        return float(ep.options.get("latency_ms", 0) or 0) / 1000.0, "endpoint option latency_ms"
+    if provider in ("scripted", "fake", "policy", "human") and ep is None:
+        return 0.0, "in-process"
+    return DEFAULT_LATENCY_S.get(provider, OTHER_HTTP_LATENCY_S), "default"
+
+
+def call_batches(calls: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A game's calls grouped as the engine asked them: consecutive calls of the same phase, round and action run
+    at once (votes, night actions, an async tick's scheduler calls); every message is its own batch."""
+    batches: list[list[dict[str, Any]]] = []
+    for c in calls:
+        key = (c.get("phase"), c.get("round"), c.get("action"))
+        last = batches[-1][-1] if batches else None
+        if last is not None and c.get("action") != "speak" and key == (
+                last.get("phase"), last.get("round"), last.get("action")):
+            batches[-1].append(c)
+        else:
+            batches.append([c])
+    return batches
+
+
+@dataclass(frozen=True)
+class WallTime:
+    seconds: float
+    limit: str  # which limit binds, in words
+    by_limit: dict[str, float]
 
 
 @dataclass
@@ -22,6 +75,8 @@ class CellEstimate:
     calls_per_game: float
     usage_per_game: Usage
     per_model_per_game: dict[str, Usage]
+    critical_path_s: float = 0.0  # one game, start to end, at the providers' latencies
+    calls_per_provider: dict[str, float] = field(default_factory=dict)  # per game
 
     def scaled(self, n: int) -> Usage:
         u = Usage()
@@ -44,6 +99,8 @@ class Estimate:
     samples: int
     price_version: str
     landed: int | None  # games already landed, None when the warehouse could not be read
+    latency: dict[str, float] = field(default_factory=dict)  # expected seconds per call, per provider
+    latency_source: dict[str, str] = field(default_factory=dict)  # where each latency comes from
 
     @property
     def games(self) -> int:
@@ -58,6 +115,22 @@ class Estimate:
         for c in self.cells:
             t.add(c.scaled(c.to_play if remaining else c.games))
         return t
+
+    def wall_time(self, *, remaining: bool = True) -> WallTime:
+        """The run's duration as the larger of two lower bounds: game-seconds over games in flight, and each
+        provider's call-seconds over its calls in flight."""
+        c = self.experiment.concurrency
+        game_seconds = sum((x.to_play if remaining else x.games) * x.critical_path_s for x in self.cells)
+        bounds = {f"{c.games:,} games in flight": game_seconds / c.games}
+        calls: dict[str, float] = {}
+        for x in self.cells:
+            for provider, k in x.calls_per_provider.items():
+                calls[provider] = calls.get(provider, 0.0) + k * (x.to_play if remaining else x.games)
+        for provider, k in sorted(calls.items()):
+            limit = c.providers.get(provider, c.default_provider)
+            bounds[f"{provider}: {limit:,} calls in flight"] = k * self.latency.get(provider, 0.0) / limit
+        binding = max(bounds, key=lambda b: bounds[b])
+        return WallTime(bounds[binding], binding, bounds)
 
     def per_model(self, *, remaining: bool = True) -> dict[str, Usage]:
         out: dict[str, Usage] = {}
@@ -107,6 +180,8 @@ def estimate_plan(
     providers = {s.split("/", 1)[0] for s in exp.agent_specs() if not s.startswith(("policy/", "human/"))}
     fake_endpoints = {p: EndpointConfig(p, "fake") for p in providers}
     models = exp.model_settings()
+    latency_of = {p: provider_latency(exp, endpoints, p) for p in providers}
+    latency = {p: v[0] for p, v in latency_of.items()}
 
     async def sample() -> list[CellEstimate]:
         pool = BackendPool(endpoints=fake_endpoints)
@@ -117,7 +192,13 @@ def estimate_plan(
             recs = await asyncio.gather(*(play_game(g.spec(exp, models), pool) for g in picked))
             per_game = Usage()
             per_model: dict[str, Usage] = {}
+            path_s = 0.0
+            per_provider: dict[str, float] = {}
             for rec in recs:
+                for batch in call_batches(rec.calls):
+                    path_s += max(latency.get(str(c.get("provider")), 0.0) for c in batch)
+                for call in rec.calls:
+                    per_provider[str(call.get("provider"))] = per_provider.get(str(call.get("provider")), 0.0) + 1
                 for call in rec.calls:
                     cap = ((call.get("request") or {}).get("settings") or {}).get("max_tokens")
                     if cap is not None:
@@ -137,11 +218,14 @@ def estimate_plan(
                     calls_per_game=per_game.calls * k,
                     usage_per_game=_scale(per_game, k),
                     per_model_per_game={s: _scale(u, k) for s, u in per_model.items()},
+                    critical_path_s=path_s * k,
+                    calls_per_provider={p: n * k for p, n in per_provider.items()},
                 )
             )
         return out
 
-    return Estimate(exp, asyncio.run(sample()), samples, table.version, None if landed is None else len(landed))
+    return Estimate(exp, asyncio.run(sample()), samples, table.version, None if landed is None else len(landed),
+                    latency, {p: v[1] for p, v in latency_of.items()})
 
 
 def _landed_ids_readonly(warehouse: Path, ids: list[str]) -> set[str] | None:

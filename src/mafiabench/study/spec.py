@@ -181,6 +181,12 @@ class Concurrency(BaseModel):
         "writes every record.",
     )
 
+    latency_s: dict[str, Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]] = Field(
+        default_factory=dict,
+        description="Expected seconds per model call, per provider (endpoint name), for preview's wall-time "
+        "estimate, e.g. {openai = 1.2}; unlisted providers use a default per provider (study/preview.py).",
+    )
+
     def worker_processes(self, uses_http: bool, cpus: int | None = None) -> int:
         """The processes a run uses: the number given, or for `auto` one per core (up to 8) when more than
         `AUTO_PROCESSES_ABOVE` games are in flight and some model is reached over HTTP (in-process providers and
