@@ -1,0 +1,183 @@
+"""The Mafia Detector page (metrics.md §8, "Hidden in Plain Text"): how often a detector that reads only the cleansed
+transcript names the mafia, per source (our LLM games, human games, LLMafia games) and per day, beside the exact
+random baseline of the same games; the dataset profiles of those sources; and one page per game showing exactly
+the cleansed transcript the detector read (`mart_detector_accuracy`, `mart_detections`,
+`mart_detector_transcripts`, `mart_dataset_profile`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import altair as alt
+
+from mafiabench.dashboards.charts import DATA, WIDTH, _dropdown, _spec
+from mafiabench.dashboards.data import Marts
+from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.pages.transcripts import transcript_path
+from mafiabench.dashboards.registry import Context, register
+
+PATH = "detector.html"
+METRICS = {"single": "single-match (at least one right)", "exact": "exact-match (all right)"}
+
+
+def cleansed_path(game_id: str) -> str:
+    """The page of what the detector read of a game (same safe file name as the game's transcript page)."""
+    return "detector/" + transcript_path(game_id).split("/", 1)[1]
+
+
+def games_read(m: Marts, limit: int) -> list[str]:
+    if not m.has("mart_detector_transcripts"):
+        return []
+    rows = m.rows("select distinct game_id from mart_detector_transcripts order by game_id limit ?", [limit])
+    return [r["game_id"] for r in rows]
+
+
+def chart_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per-day accuracy rows in long form: one row per (detector, source, day, metric)."""
+    out = []
+    for r in rows:
+        if r["scope"] != "day":
+            continue
+        for key, label in METRICS.items():
+            out.append({
+                "detector": r["detector"], "source": r["source_label"], "day": r["day"], "metric": label,
+                "rate": r[f"{key}_rate"], "low": r[f"{key}_low"], "high": r[f"{key}_high"],
+                "baseline": r[f"baseline_{key}"], "n_games": r["n_games"],
+                "baseline_fraction": r[f"baseline_{key}_fraction"],
+            })
+    return out
+
+
+def accuracy_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Accuracy by day per source with Wilson 95% intervals; the exact random baseline of the same games dashed."""
+    detectors = sorted({r["detector"] for r in rows})
+    detector = _dropdown("detector", detectors, "Detector: ")
+    metric = _dropdown("metric", list(METRICS.values()), "Accuracy: ")
+    base = (
+        alt.Chart(DATA)
+        .transform_filter("datum.detector == detector && datum.metric == metric")
+        .encode(
+            x=alt.X("day:O", title="transcript cut after day"),
+            color=alt.Color("source:N", title="source"),
+            xOffset=alt.XOffset("source:N"),
+        )
+    )
+    tooltip = [
+        alt.Tooltip("source:N"), alt.Tooltip("day:O"), alt.Tooltip("n_games:Q", title="games"),
+        alt.Tooltip("rate:Q", format=".1%"), alt.Tooltip("low:Q", format=".1%", title="Wilson low"),
+        alt.Tooltip("high:Q", format=".1%", title="Wilson high"),
+        alt.Tooltip("baseline:Q", format=".1%", title="random baseline"),
+        alt.Tooltip("baseline_fraction:N", title="baseline (exact)"),
+    ]
+    y = alt.Y("rate:Q", title="accuracy", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%"))
+    points = base.mark_point(filled=True, size=70).encode(y=y, tooltip=tooltip)
+    bars = base.mark_rule(strokeWidth=2).encode(y=alt.Y("low:Q"), y2="high:Q", tooltip=tooltip)
+    baseline = base.mark_tick(strokeDash=[4, 3], thickness=2, size=18, opacity=0.9).encode(
+        y=alt.Y("baseline:Q"), tooltip=tooltip
+    )
+    chart = (
+        alt.layer(bars, points, baseline)
+        .add_params(detector, metric)
+        .properties(width=WIDTH, height=260, title="Detector accuracy by day (ticks: exact random baseline)")
+    )
+    return _spec(chart, rows)
+
+
+def profile_rows(m: Marts, sources: list[str]) -> list[dict[str, Any]] | None:
+    if not m.has("mart_dataset_profile"):
+        return None
+    return m.rows("select * from mart_dataset_profile where source in (select unnest(?)) order by source", [sources])
+
+
+@register(
+    PATH,
+    "Mafia Detector",
+    "Transcript-only mafia detection per source and day, against the exact random baseline.",
+    order=37,
+    links=lambda m, limit: games_read(m, limit),
+    extra=lambda ctx: cleansed_pages(ctx),
+)
+def build(ctx: Context) -> Page:
+    m = ctx.marts
+    page = Page(PATH, "Mafia Detector: LLM games, human games and the random baseline", "detector.html.j2",
+                {"available": m.has("mart_detector_accuracy", "mart_detections")})
+    if not page.data["available"]:
+        return page
+    rows = m.rows(
+        """select * from mart_detector_accuracy
+           order by detector, prompt_sha256, source_label, scope = 'day', day"""
+    )
+    by_detector: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        r["day_label"] = "whole game" if r["scope"] == "game" else f"day {r['day']}"
+        by_detector.setdefault(r["detector"], []).append(r)
+    points = chart_rows(rows)
+    if points:
+        page.add_chart(
+            "accuracy",
+            accuracy_chart(points),
+            "Share of games in which the detector named at least one (single) or every (exact) mafioso, reading the "
+            "transcript cut after each day; bars: Wilson 95% intervals; dashed ticks: the exact random baseline "
+            "averaged over the same games.",
+        )
+    read = games_read(m, ctx.max_rows)
+    games = m.rows(
+        """select game_id, any_value(source_label) as source_label, any_value(variant) as variant,
+                  max(cut) as days_read, any_value(n_players) as n_players, any_value(k) as k,
+                  count(*) as detections, count(*) filter (where exact_match) as exact,
+                  count(*) filter (where single_match) as single
+           from mart_detections where game_id in (select unnest(?)) group by game_id order by game_id""",
+        [read],
+    ) if read else []
+    for g in games:
+        g["cleansed"] = cleansed_path(g["game_id"])
+    total = m.scalar("select count(distinct game_id) from mart_detections") or 0
+    sources = [r["source"] for r in m.rows("select distinct source from mart_detections order by source")]
+    page.data.update(
+        by_detector=by_detector,
+        games=games,
+        total_games=total,
+        profiles=profile_rows(m, sources),
+        metrics=METRICS,
+    )
+    return page
+
+
+def cleansed_pages(ctx: Context) -> Iterator[Page]:
+    """One page per game the detector read: its cleansed transcript (as the detector saw it at the last cut, day by
+    day) and every detection made on it, with the real mafia shown after (the detector never saw them)."""
+    m = ctx.marts
+    ids = games_read(m, ctx.max_rows)
+    if not ids:
+        return
+    lines: dict[str, list[dict[str, Any]]] = {}
+    for r in m.rows(
+        "select game_id, line_no, day, line from mart_detector_transcripts where game_id in (select unnest(?)) "
+        "order by game_id, line_no",
+        [ids],
+    ):
+        lines.setdefault(r["game_id"], []).append(r)
+    detections: dict[str, list[dict[str, Any]]] = {}
+    for r in m.rows(
+        "select * from mart_detections where game_id in (select unnest(?)) order by game_id, detector, cut", [ids]
+    ):
+        detections.setdefault(r["game_id"], []).append(r)
+    for gid in ids:
+        dets = detections.get(gid, [])
+        first = dets[0] if dets else {}
+        yield Page(
+            cleansed_path(gid),
+            f"What the detector read: {gid}",
+            "detector_transcript.html.j2",
+            {
+                "game_id": gid,
+                "lines": lines.get(gid, []),
+                "detections": dets,
+                "mafia": first.get("mafia") or [],
+                "source_label": first.get("source_label"),
+                "n_players": first.get("n_players"),
+                "k": first.get("k"),
+                "full_transcript": ctx.transcripts.get(gid),
+            },
+        )

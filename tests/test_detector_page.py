@@ -1,0 +1,64 @@
+"""The Mafia Detector page and its cleansed-transcript pages, rendered from a real build (no browser): the comparison
+table's rows, links to exactly the text the detector read, and model text escaped there too."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import html
+import re
+from pathlib import Path
+
+import pytest
+
+from mafiabench.build.marts import build_warehouse
+from mafiabench.cli import main
+from mafiabench.dashboards.pages.detector import cleansed_path
+from mafiabench.detect.run import DetectorSpec, run_detection
+from mafiabench.importers.common import run_import
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
+from mafiabench.warehouse.raw import connect, load_records
+
+FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
+EVIL = "<script>alert('detector')</script> & <b>bold</b>"
+
+
+@pytest.mark.slow
+def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
+    records = []
+    for seed in (2, 3):  # seed 2 has a mafia night chat to leave out
+        spec = GameSpec.build(f"det-{seed}", "async", {"day_seconds": 40, "night_seconds": 20, "n_players": 8}, seed,
+                              {"default": "scripted/naive"}, design={"experiment": "det", "cell": "c",
+                                                                     "game_index": seed})
+        records.append(asyncio.run(play_game(spec, BackendPool())))
+    events = records[0].events
+    i = next(i for i, e in enumerate(events) if e.type == "message" and e.phase == "day")
+    events[i] = dataclasses.replace(events[i], text=EVIL)  # as a model might write it
+    db, out = tmp_path / "w.duckdb", tmp_path / "dashboards"
+    con = connect(db)
+    load_records(con, records)
+    run_import("dallinger", FIXTURES / "dallinger", con)
+    con.close()
+    report = run_detection(db, DetectorSpec(models=("policy/most-voted", "policy/random")))
+    assert report.landed == report.planned > 0
+    con = connect(db)
+    build_warehouse(con)
+    con.execute("checkpoint")
+    con.close()
+    assert main(["dashboards", "--warehouse", str(db), "--out", str(out)]) == 0
+    page = (out / "detector.html").read_text(encoding="utf-8")
+    for fragment in ("policy/most-voted", "policy/random", "LLM (simulated): det", "human (Dallinger)",
+                     "whole game", "day 1", "(1/28)"):  # n = 8, k = 2: P(exact) = 1/C(8, 2) = 1/28
+        assert fragment in page, fragment
+    assert 'class="vis"' in page  # the chart is placed
+    href = cleansed_path("det-2")
+    assert f'href="{href}"' in page
+    cleansed = (out / href).read_text(encoding="utf-8")
+    assert "--- Day 1 ---" in cleansed and "voted out." in cleansed
+    assert "&lt;script&gt;alert(&#39;detector&#39;)&lt;/script&gt; &amp; &lt;b&gt;bold&lt;/b&gt;" in cleansed
+    assert "<script>alert" not in cleansed
+    # What the detector read carries no role and no night chat: the page shows only the cleansed lines.
+    body = cleansed.split('<ol class="log cleansed">', 1)[1].split("</ol>", 1)[0]
+    assert not re.search(r"\b(mafioso|bystander|villager|detective)\b", body, re.I)
+    night = [e.text for e in records[0].events if e.type == "mafia_message" and e.text]
+    assert night and not any(html.escape(t) in body for t in night if len(t) > 20)
