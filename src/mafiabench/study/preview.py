@@ -11,6 +11,7 @@ names which limit binds. Latencies are `concurrency.latency_s` per provider, els
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,10 +46,10 @@ def provider_latency(exp: Experiment, endpoints: dict[str, EndpointConfig], prov
     return DEFAULT_LATENCY_S.get(provider, OTHER_HTTP_LATENCY_S), "default"
 
 
-def call_batches(calls: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+def call_batches(calls: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """A game's calls grouped as the engine asked them: consecutive calls of the same phase, round and action run
     at once (votes, night actions, an async tick's scheduler calls); every message is its own batch."""
-    batches: list[list[dict[str, Any]]] = []
+    batches: list[list[Mapping[str, Any]]] = []
     for c in calls:
         key = (c.get("phase"), c.get("round"), c.get("action"))
         last = batches[-1][-1] if batches else None
