@@ -41,14 +41,16 @@ games = 64
 """
 
 
-def run_once(games: int, src: Path) -> tuple[float, float]:
-    with tempfile.TemporaryDirectory(prefix="bench-mem-") as tmp:
-        exp = Path(tmp) / "memory.toml"
-        exp.write_text(EXPERIMENT.format(per_cell=games // 2, warehouse=Path(tmp) / "w.duckdb"))
+def run_mafiabench(experiment: str, src: Path, *extra: str) -> tuple[float, float, float]:
+    """`mafiabench run --no-prefect` of an experiment text (`{warehouse}` filled in) in a fresh folder and process:
+    (wall s, CPU s of the process and its threads, peak RSS in MB)."""
+    with tempfile.TemporaryDirectory(prefix="bench-run-") as tmp:
+        exp = Path(tmp) / "bench.toml"
+        exp.write_text(experiment.replace("{warehouse}", str(Path(tmp) / "w.duckdb")))
         env = {**os.environ, "PYTHONPATH": str(src)}
         t0 = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "mafiabench.cli", "run", str(exp), "--no-prefect", "--no-progress"],
+            [sys.executable, "-m", "mafiabench.cli", "run", str(exp), "--no-prefect", "--no-progress", *extra],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -58,8 +60,13 @@ def run_once(games: int, src: Path) -> tuple[float, float]:
         code = os.waitstatus_to_exitcode(status)
         if code not in (0, 3):
             err = proc.stderr.read().decode() if proc.stderr else ""
-            raise SystemExit(f"run of {games} games exited {code}: {err[-2000:]}")
-        return wall, usage.ru_maxrss / 1024.0  # MB (Linux reports KB)
+            raise SystemExit(f"run exited {code}: {err[-2000:]}")
+        return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0  # Linux reports KB
+
+
+def run_once(games: int, src: Path) -> tuple[float, float]:
+    wall, _, rss = run_mafiabench(EXPERIMENT.format(per_cell=games // 2, warehouse="{warehouse}"), src)
+    return wall, rss
 
 
 def main() -> None:

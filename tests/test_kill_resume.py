@@ -73,7 +73,7 @@ def test_kill_9_twice_then_resume(tmp_path: Path) -> None:
     lock = landing.lock_path(warehouse)
 
     def landed_files() -> int:
-        return len(landing.raw_files(folder))
+        return len(landing.raw_records(folder))
 
     first = start(exp_path)
     try:
@@ -119,8 +119,15 @@ def test_kill_9_twice_then_resume(tmp_path: Path) -> None:
     assert statuses <= {"finished", "failed"}
     assert calls_games is not None and calls_games[0] == 120  # every model game has its calls, once
     assert [r[0] for r in runs] == ["running", "running", "completed"]  # the killed runs stay marked as such
-    files = landing.raw_files(folder)
-    assert set(files) == planned
+    stored = list(landing.raw_history(folder))
+    assert {g for g, _ in stored} == planned
     assert not list(folder.glob(".tmp-*"))  # the partial files a kill left were cleaned up
-    for path in files.values():
-        assert json.loads(path.read_text())["game_id"] == path.stem  # none partial
+    for gid, line in stored:
+        assert json.loads(line)["game_id"] == gid  # none partial
+    # each shard file was landed once: the resume landed what the kills left written but not landed
+    con = duckdb.connect(str(warehouse), read_only=True)
+    try:
+        marked = {f for (f,) in con.execute(f"select file from {landing.LANDED_FILES}").fetchall()}
+    finally:
+        con.close()
+    assert marked == {p.name for p in landing.shard_files(folder)}

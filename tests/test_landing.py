@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mafiabench.play.runner import play_game
-from mafiabench.record import GameRecord
+from mafiabench.record import GameRecord, encode_record
 from mafiabench.study.design import expand
 from mafiabench.study.spec import parse_experiment
 from mafiabench.warehouse import landing
@@ -34,15 +35,18 @@ def count(con: object, table: str) -> int:
     return con.execute(f"select count(*) from {table}").fetchone()[0]  # type: ignore[attr-defined]
 
 
-def test_raw_files_are_whole_and_temp_files_are_ignored_then_removed(tmp_path: Path) -> None:
+def test_a_shard_file_is_whole_its_records_read_back_byte_identical_and_temp_files_are_removed(
+    tmp_path: Path,
+) -> None:
     folder = landing.raw_dir(tmp_path / "w.duckdb", "land")
     recs = records(3)
-    for r in recs:
-        landing.write_raw(r, folder)
-    (folder / ".tmp-half.json").write_text('{"game_id": "trunc')  # what a kill -9 mid-write leaves
-    files = landing.raw_files(folder)
-    assert set(files) == {r.game_id for r in recs}
-    assert landing.read_raw(files[recs[0].game_id]).to_json() == recs[0].to_json()
+    path = landing.write_shard([encode_record(r)[1] for r in recs], folder, 0)
+    (folder / ".tmp-half.jsonl").write_text('{"game_id": "trunc')  # what a kill -9 mid-write leaves
+    assert landing.shard_files(folder) == [path]
+    back = landing.raw_records(folder)
+    assert list(back) == [r.game_id for r in recs]
+    for r in recs:  # read back, each record is the very bytes it was
+        assert landing.read_record(back[r.game_id]).to_json() == r.to_json()
     assert landing.remove_partial(folder) == 1
     assert not list(folder.glob(".tmp-*"))
 
@@ -51,13 +55,14 @@ def test_landing_twice_or_from_files_never_duplicates(tmp_path: Path) -> None:
     wh = tmp_path / "w.duckdb"
     recs = records(5)
     folder = landing.raw_dir(wh, "land")
-    paths = [landing.write_raw(r, folder) for r in recs]
+    entries = [encode_record(r) for r in recs]
+    path = landing.write_shard([line for _, line in entries], folder, 0)
     con = connect(wh)
     first = landing.land(con, recs[:3])
-    again = landing.land(con, recs)
-    from_files = landing.land_files(con, paths, batch=2)
+    again = landing.land_shard(con, entries, path, "land")
+    from_files = landing.land_pending(con, folder, "land")  # marked landed: not even read again
     assert (first.inserted, again.inserted, again.skipped) == (3, 2, 3)
-    assert from_files.inserted == 0 and from_files.skipped == 5
+    assert (from_files.inserted, from_files.skipped) == (0, 0)
     assert count(con, "raw_games") == 5
     assert con.execute("select count(distinct game_id) from raw_model_calls").fetchone()[0] == 5
     n_calls = sum(len(r.calls) for r in recs)
@@ -66,7 +71,45 @@ def test_landing_twice_or_from_files_never_duplicates(tmp_path: Path) -> None:
     assert state.finished == {r.game_id for r in recs} and not state.failed
     usage = landing.usage_by_model(con, "land")
     assert usage[0][:3] == ("scripted", "naive", n_calls)
+    (sha,) = con.execute("select record_sha256 from raw_games where game_id = $g", {"g": recs[0].game_id}).fetchone()
+    assert sha == hashlib.sha256(entries[0][1]).hexdigest()  # the checksum of the stored line
     con.close()
+
+
+def test_a_written_shard_not_yet_landed_is_landed_once_at_the_next_start(tmp_path: Path) -> None:
+    wh = tmp_path / "w.duckdb"
+    folder = landing.raw_dir(wh, "land")
+    recs = records(4)
+    landing.write_shard([encode_record(r)[1] for r in recs[:2]], folder, 0)
+    landing.write_shard([encode_record(r)[1] for r in recs[2:]], folder, 1)
+    con = connect(wh)
+    try:
+        first = landing.land_pending(con, folder, "land")
+        second = landing.land_pending(con, folder, "land")
+        assert (first.inserted, second.inserted, second.skipped) == (4, 0, 0)
+        assert count(con, "raw_games") == 4
+        assert count(con, landing.LANDED_FILES) == 2
+    finally:
+        con.close()
+
+
+def test_a_legacy_per_game_folder_is_still_landed(tmp_path: Path) -> None:
+    """Raw folders written before shard files (one `<game_id>.json` per game) resume as before."""
+    wh = tmp_path / "w.duckdb"
+    folder = landing.raw_dir(wh, "land")
+    folder.mkdir(parents=True)
+    recs = records(3)
+    for r in recs:
+        (folder / f"{r.game_id}.json").write_text(r.to_json(), encoding="utf-8")
+    con = connect(wh)
+    try:
+        assert landing.land_pending(con, folder, "land").inserted == 3
+        assert landing.land_pending(con, folder, "land").inserted == 0
+    finally:
+        con.close()
+    assert {g: landing.read_record(line).to_json() for g, line in landing.raw_records(folder).items()} == {
+        r.game_id: r.to_json() for r in recs
+    }
 
 
 def test_run_ledger_upserts_one_row_per_run(tmp_path: Path) -> None:

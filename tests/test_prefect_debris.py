@@ -109,7 +109,7 @@ def test_kill_9_on_the_prefect_path_leaves_no_server_and_no_staging_folder(tmp_p
 
     # 1. killed while playing: the server it started must not outlive it
     first = start(exp, home, dash, "--publish")
-    wait_for(lambda: len(landing.raw_files(folder)) >= 10)
+    wait_for(lambda: len(landing.raw_records(folder)) >= 10)
     assert prefect_servers(home), "the run's temporary Prefect server is up"
     # a second run is refused before Prefect starts: fast, one clear line, no traceback
     t0 = time.monotonic()

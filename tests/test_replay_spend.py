@@ -1,6 +1,6 @@
 """A failed game replayed that fails again: the raw file and the warehouse hold the same latest record, and every
-attempt's calls stay counted (the replaced attempt's in `raw_replaced_calls` and under `raw/.../replaced/`), so the
-budget never under-counts what was spent."""
+attempt's calls stay counted (the replaced attempt's in `raw_replaced_calls` and in its own, older shard file), so
+the budget never under-counts what was spent."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from mafiabench.build.marts import build_models
 from mafiabench.study.run import run_study
 from mafiabench.study.spec import parse_experiment
 from mafiabench.warehouse import landing
-from mafiabench.warehouse.raw import connect
+from mafiabench.warehouse.raw import connect, load_encoded
 
 
 def test_a_replay_that_fails_again_keeps_both_places_consistent_and_counts_every_attempt(tmp_path: Path) -> None:
@@ -43,17 +43,19 @@ def test_a_replay_that_fails_again_keeps_both_places_consistent_and_counts_every
         (old_calls,) = con.execute("select count(*) from raw_replaced_calls").fetchone()  # type: ignore[misc]
     finally:
         con.close()
-    files = landing.raw_files(folder)
-    assert set(files) == set(shas)
-    for game_id, path in files.items():  # the raw file IS the landed record
-        assert hashlib.sha256(path.read_bytes()).hexdigest() == shas[game_id]
+    latest = landing.raw_records(folder)
+    assert set(latest) == set(shas)
+    for game_id, line in latest.items():  # the latest stored record IS the landed record
+        assert hashlib.sha256(line).hexdigest() == shas[game_id]
     assert latest_calls == second.usage.calls and old_calls == first.usage.calls
-    assert len(list((folder / landing.REPLACED_DIR).glob("*.json"))) == 3
+    history = list(landing.raw_history(folder))  # both attempts of each game stay on disk
+    assert len(history) == 6 and {g for g, _ in history} == set(shas)
     con = connect(exp.warehouse)
     try:
         spent = sum(n for _, _, n, *_ in landing.usage_by_model(con, exp.name))
         # the same records loaded again (a resume reading the raw folder) change nothing
-        again = landing.land_files(con, files.values())
+        entries = [(landing.read_record(line).to_dict(), line) for line in latest.values()]
+        again = load_encoded(con, entries)
         (old_again,) = con.execute("select count(*) from raw_replaced_calls").fetchone()  # type: ignore[misc]
     finally:
         con.close()

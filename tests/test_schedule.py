@@ -156,5 +156,5 @@ def test_served_flow_runs_on_its_schedule(prefect_server: tuple[str, dict[str, s
     finally:
         stop(served)
         log.close()
-    files = landing.raw_files(landing.raw_dir(warehouse, "scheduled"))
+    files = landing.raw_records(landing.raw_dir(warehouse, "scheduled"))
     assert len(files) == 12

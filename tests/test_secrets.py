@@ -135,7 +135,7 @@ def test_an_echoed_custom_key_is_nowhere_after_a_run(tmp_path: Path, kind: str, 
     assert proc.returncode in (0, 3), proc.stderr[-3000:]
     # the server really received the key and echoed it in answers and in errors
     assert echoed and {200, 401, 500} <= statuses
-    assert (dashboards / "index.html").is_file() and list((warehouse.parent / "raw" / "leak").glob("*.json"))
+    assert (dashboards / "index.html").is_file() and list((warehouse.parent / "raw" / "leak").glob("*.jsonl"))
     if prefect:
         assert list(prefect_home.rglob("*.db")), "the Prefect path ran with its home here"
     assert SECRET not in proc.stdout and SECRET not in proc.stderr

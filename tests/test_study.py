@@ -61,8 +61,11 @@ def test_faulty_provider_every_planned_game_lands_once_failures_counted(tmp_path
     failed = [r for r in rows if r[1] == "failed"]
     assert failed and s.games_failed == len(failed) and all(r[2] for r in failed)
     assert s.games_done == len(planned) - len(failed)
-    raw = landing.raw_files(landing.raw_dir(Path(exp.warehouse), exp.name))
+    folder = landing.raw_dir(Path(exp.warehouse), exp.name)
+    raw = landing.raw_records(folder)
     assert set(raw) == planned
+    assert len(landing.shard_files(folder)) == 16  # one file per shard (106 games in shards of 7), no per-game files
+    assert all(landing.read_record(line).game_id == gid for gid, line in raw.items())
     # format failures are flagged on the calls and on the events that fell back, and counted in the summary
     (ff_calls,) = query(exp, "select count(*) from raw_model_calls where format_failure")[0]
     (ff_events,) = query(exp, "select count(*) from raw_events where format_failure and random_fallback")[0]
@@ -171,32 +174,37 @@ def test_missing_key_fails_before_any_game(tmp_path: Path, monkeypatch: pytest.M
 
 def test_shards_are_retried_for_infrastructure_faults_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     exp = experiment(tmp_path, cells=[{"name": "c", "agents": {"default": "scripted/naive"}}], design=None)
-    real_write = landing.write_raw
+    real_write = landing.write_shard
     calls = {"n": 0}
 
-    def flaky_disk(record: Any, folder: Path) -> Path:
+    def flaky_disk(lines: Any, folder: Path, index: int) -> Path:
         calls["n"] += 1
-        if calls["n"] == 3:
+        if calls["n"] == 2:
             raise OSError(28, "No space left on device")
-        return real_write(record, folder)
+        return real_write(lines, folder, index)
 
-    monkeypatch.setattr(landing, "write_raw", flaky_disk)
+    monkeypatch.setattr(landing, "write_shard", flaky_disk)
+
+    reused: list[int] = []
 
     async def go() -> RunSummary:
         with Study(exp, progress=False, shard_retry_delays=(0.0,)) as study:
             study.prepare()
-            await study.fan_out()
+            reused.extend(r.reused for r in await study.fan_out())
             return study.finish()
 
     s = asyncio.run(go())
-    assert s.status == "completed" and not s.shard_errors
-    assert s.games_played == 12  # games written before the fault were reused, not replayed or counted twice
+    assert s.status == "completed" and not s.shard_errors and calls["n"] == 3
+    # the shard whose file could not be written kept its played games: its retry reused them, not replayed them,
+    # and they are counted once
+    assert sorted(reused) == [0, 5]
+    assert s.games_played == 12
     assert query(exp, "select count(*), count(distinct game_id) from raw_games")[0] == (12, 12)
 
-    def bug(record: Any, folder: Path) -> Path:
+    def bug(lines: Any, folder: Path, index: int) -> Path:
         raise ValueError("a bug, not worth retrying")
 
-    monkeypatch.setattr(landing, "write_raw", bug)
+    monkeypatch.setattr(landing, "write_shard", bug)
     exp2 = experiment(tmp_path, name="buggy", cells=exp.model_dump()["cells"], design=None)
     s2 = asyncio.run(run_study(exp2, progress=False))
     assert s2.status == "failed" and len(s2.shard_errors) == 2 and "ValueError" in s2.shard_errors[0]

@@ -44,8 +44,8 @@ def experiment(tmp_path: Path, processes: int) -> Experiment:
 
 
 def raw_texts(exp: Experiment) -> dict[str, str]:
-    files = landing.raw_files(landing.raw_dir(Path(exp.warehouse), exp.name))
-    return {gid: WALL_CLOCK.sub(r"\1\2<clock>", p.read_text(encoding="utf-8")) for gid, p in files.items()}
+    lines = landing.raw_records(landing.raw_dir(Path(exp.warehouse), exp.name))
+    return {gid: WALL_CLOCK.sub(r"\1\2<clock>", landing.read_record(line).to_json()) for gid, line in lines.items()}
 
 
 def test_processes_land_every_game_once_with_the_same_records(tmp_path: Path) -> None:
@@ -85,7 +85,7 @@ def test_a_killed_worker_fails_its_shard_which_is_retried(tmp_path: Path) -> Non
         with Study(exp, progress=False, shard_retry_delays=(0.0,)) as study:
             study.prepare()
             playing = asyncio.ensure_future(study.fan_out())
-            while len(landing.raw_files(raw)) < 4:
+            while len(landing.raw_records(raw)) < 4:
                 await asyncio.sleep(0.01)
             assert study._workers is not None
             worker = study._workers._workers[0]

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+import orjson
+
 from mafiabench import __version__
 from mafiabench.engine.core import ROLE_TEAM, GameEngine, Outcome
 from mafiabench.engine.events import Event
@@ -186,6 +188,33 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, indent=1) + "\n"
 
 
+def _dumps_line(obj: Any) -> bytes:
+    try:
+        return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
+    except (TypeError, orjson.JSONEncodeError):  # an integer past 64 bits, say: the standard library takes it
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def encode_record(record: GameRecord) -> tuple[dict[str, Any], bytes]:
+    """The record as stored in a shard file: one line of compact JSON (secrets scrubbed), and its dict.
+
+    The line holds exactly the dict `to_dict` gives, so `record_from_line(line).to_json()` is byte for byte the
+    record's `to_json()` (tests/test_golden.py pins that). Serialised with orjson: about 30 times faster than the
+    indented `to_json`, which matters when a run writes thousands of games a second."""
+    d = record.to_dict()
+    line = _dumps_line(d)
+    text = line.decode()
+    clean = scrub_json(text)
+    if clean != text:  # safety net: a known secret inside a record never reaches a file or a table
+        line = clean.encode()
+        d = orjson.loads(line)
+    return d, line
+
+
+def record_from_line(line: bytes | str) -> GameRecord:
+    return GameRecord.from_dict(orjson.loads(line))
+
+
 def record_from_engine(
     game_id: str,
     game: GameEngine,
@@ -237,9 +266,13 @@ def record_from_engine(
 
 def write_record_atomic(record: GameRecord, path: Path) -> None:
     """Write once, atomically: a temp file in the same folder, fsync, then rename (a crash leaves no half file)."""
+    write_bytes_atomic(scrub_json(record.to_json()).encode(), path)  # safety net: no known secret reaches a file
+
+
+def write_bytes_atomic(data: bytes, path: Path) -> None:
+    """`data` as `path`, whole or not at all: a `.tmp-` file in the same folder, fsync, rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    data = scrub_json(record.to_json()).encode()  # safety net: no known secret reaches a file
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

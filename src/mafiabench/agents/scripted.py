@@ -35,6 +35,9 @@ class PolicyAgent:
         if self.policy == "always-accuse" and not self.arg:
             raise UserError(f"{spec!r}: always-accuse needs a target, e.g. policy/always-accuse:Bob")
         self.rng = random.Random(derive_seed(seed, "policy", player))
+        # Only these read the player's memory (their investigations); the others are handed an empty one, which
+        # spares building it for every decision of a policy game.
+        self.reads_events = self.policy in ("informed", "mafia-votes-detective", "mafia-votes-villager")
 
     async def act(self, decision: Decision, view: PlayerView) -> AgentTurn:
         return AgentTurn(self.decide(decision, view))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -125,7 +125,7 @@ def experiment_key(exp: Experiment) -> str:
 
 
 def game_id(exp: Experiment, cell: Cell, index: int) -> str:
-    return f"{experiment_key(exp)}.{cell.key}.{index:05d}"
+    return f"{cell_prefix(exp, cell)}{index:05d}"
 
 
 # Model settings that do not change what a game is (how hard and how long the client tries), left out of fingerprints.
@@ -163,23 +163,47 @@ def game_seed(exp: Experiment, cell: Cell, index: int) -> int:
     return derive_seed(experiment_key(exp), cell.name, index)
 
 
+def planned_game(exp: Experiment, cell: Cell, i: int) -> PlannedGame:
+    return PlannedGame(
+        game_id=game_id(exp, cell, i),
+        cell=cell,
+        index=i,
+        seed=game_seed(exp, cell, i),
+        design={
+            "experiment": exp.name,
+            "cell": cell.name,
+            "game_index": i,
+            "capabilities": list(cell.capabilities),
+            "target": cell.target,
+            "background": cell.background,
+        },
+    )
+
+
+def cell_prefix(exp: Experiment, cell: Cell) -> str:
+    """What every game id of the cell starts with (the game's index follows)."""
+    return f"{experiment_key(exp)}.{cell.key}."
+
+
 def iter_games(exp: Experiment, cells: list[Cell] | None = None) -> Iterator[PlannedGame]:
     for cell in cells if cells is not None else expand_cells(exp):
         for i in range(cell.games):
-            yield PlannedGame(
-                game_id=game_id(exp, cell, i),
-                cell=cell,
-                index=i,
-                seed=game_seed(exp, cell, i),
-                design={
-                    "experiment": exp.name,
-                    "cell": cell.name,
-                    "game_index": i,
-                    "capabilities": list(cell.capabilities),
-                    "target": cell.target,
-                    "background": cell.background,
-                },
-            )
+            yield planned_game(exp, cell, i)
+
+
+def iter_interleaved(
+    exp: Experiment, cells: list[Cell], wanted: Callable[[int, int], bool] | None = None
+) -> Iterator[PlannedGame]:
+    """Game index first, then cell (file order), lazily: a run stopped early (budget, kill) leaves every cell about
+    equally advanced, and a million-game plan is never held in memory. `wanted(cell_position, index)` filters."""
+    active = [k for k, c in enumerate(cells) if c.games > 0]
+    i = 0
+    while active:
+        for k in active:
+            if wanted is None or wanted(k, i):
+                yield planned_game(exp, cells[k], i)
+        i += 1
+        active = [k for k in active if i < cells[k].games]
 
 
 def expand(exp: Experiment) -> list[PlannedGame]:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 
 from mafiabench.errors import UserError
-from mafiabench.record import GameRecord
 from mafiabench.study.design import PlannedGame
+from mafiabench.warehouse.raw import Encoded
 
 
 class Shard:
@@ -29,20 +30,51 @@ class Shard:
 
 
 class ShardResult:
-    """The records a shard produced, and what it did not play."""
+    """What a shard produced: its records (encoded, as written to its file), and what it did not play."""
 
-    __slots__ = ("index", "landed", "not_started", "records", "reused", "wall_s")
+    __slots__ = ("entries", "index", "landed", "not_started", "path", "played", "reused", "wall_s")
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.records: list[GameRecord] = []  # emptied once landed (`landed` keeps the count)
+        self.entries: list[Encoded] = []  # (record dict, line); emptied once landed (`landed` keeps the count)
+        self.path: Path | None = None  # the shard file, once written
         self.landed = 0
+        self.played = 0
         self.not_started = 0  # skipped by the budget guard
-        self.reused = 0  # found already written by an earlier attempt of this shard
+        self.reused = 0  # played by an earlier attempt of this shard
         self.wall_s = 0.0
 
     def __repr__(self) -> str:
-        return f"ShardResult({self.index}, {len(self.records)} records, {self.not_started} not started)"
+        return f"ShardResult({self.index}, {len(self.entries)} records, {self.not_started} not started)"
+
+
+class ShardPlan:
+    """The shards still to play, produced lazily (`len` is known up front, the games are made when iterated)."""
+
+    def __init__(self, count: int, games: int, make: Callable[[], Iterator[Shard]]) -> None:
+        self.count = count
+        self.games = games
+        self._make = make
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[Shard]:
+        return self._make()
+
+
+def chunk_shards(games: Iterable[PlannedGame], size: int, start: int = 0) -> Iterator[Shard]:
+    """Consecutive shards of `size` games from a stream of games."""
+    batch: list[PlannedGame] = []
+    index = start
+    for g in games:
+        batch.append(g)
+        if len(batch) >= size:
+            yield Shard(index, batch)
+            index += 1
+            batch = []
+    if batch:
+        yield Shard(index, batch)
 
 
 def is_infrastructure_fault(exc: BaseException) -> bool:
@@ -51,12 +83,3 @@ def is_infrastructure_fault(exc: BaseException) -> bool:
     if isinstance(exc, UserError):
         return False
     return isinstance(exc, (OSError, ConnectionError, TimeoutError, MemoryError))
-
-
-def shard_games(games: list[PlannedGame], size: int) -> list[Shard]:
-    return [Shard(i, games[k : k + size]) for i, k in enumerate(range(0, len(games), size))]
-
-
-def interleave(games: Iterable[PlannedGame]) -> list[PlannedGame]:
-    """Game index first, then cell: a run stopped early (budget, kill) leaves every cell about equally advanced."""
-    return sorted(games, key=lambda g: g.index)  # stable: cells keep their file order within an index

@@ -19,7 +19,7 @@ from typing import Any
 from mafiabench.backends.registry import EndpointConfig
 from mafiabench.play.runner import BackendPool, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
-from mafiabench.study.design import Cell, PlannedGame, expand_cells, iter_games
+from mafiabench.study.design import Cell, cell_prefix, expand_cells, planned_game
 from mafiabench.study.spec import Experiment
 from mafiabench.warehouse import landing
 
@@ -173,11 +173,7 @@ def estimate_plan(
     endpoints = exp.endpoint_configs()
     table = (prices or load_prices()).with_overrides(exp.prices, free_providers_of(endpoints))
     cells = expand_cells(exp)
-    plan = list(iter_games(exp, cells))
-    landed = _landed_ids_readonly(exp.warehouse_path(warehouse), [g.game_id for g in plan])
-    by_cell: dict[str, list[PlannedGame]] = {}
-    for g in plan:
-        by_cell.setdefault(g.cell.name, []).append(g)
+    landed = _landed_per_cell(exp, cells, exp.warehouse_path(warehouse))  # the plan itself is never built
     providers = {s.split("/", 1)[0] for s in exp.agent_specs() if not s.startswith(("policy/", "human/"))}
     fake_endpoints = {p: EndpointConfig(p, "fake") for p in providers}
     models = exp.model_settings()
@@ -187,9 +183,8 @@ def estimate_plan(
     async def sample() -> list[CellEstimate]:
         pool = BackendPool(endpoints=fake_endpoints)
         out: list[CellEstimate] = []
-        for cell in cells:
-            games = by_cell[cell.name]
-            picked = games[: max(1, samples)]
+        for pos, cell in enumerate(cells):
+            picked = [planned_game(exp, cell, i) for i in range(min(cell.games, max(1, samples)))]
             recs = await asyncio.gather(*(play_game(g.spec(exp, models), pool) for g in picked))
             per_game = Usage()
             per_model: dict[str, Usage] = {}
@@ -210,11 +205,11 @@ def estimate_plan(
                 for spec, u in pm.items():
                     per_model.setdefault(spec, Usage()).add(u)
             k = 1.0 / len(recs)
-            to_play = len(games) if landed is None else sum(1 for g in games if g.game_id not in landed)
+            to_play = cell.games if landed is None else cell.games - landed[pos]
             out.append(
                 CellEstimate(
                     cell=cell,
-                    games=len(games),
+                    games=cell.games,
                     to_play=to_play,
                     calls_per_game=per_game.calls * k,
                     usage_per_game=_scale(per_game, k),
@@ -225,14 +220,14 @@ def estimate_plan(
             )
         return out
 
-    return Estimate(exp, asyncio.run(sample()), samples, table.version, None if landed is None else len(landed),
+    return Estimate(exp, asyncio.run(sample()), samples, table.version, None if landed is None else sum(landed),
                     latency, {p: v[1] for p, v in latency_of.items()})
 
 
-def _landed_ids_readonly(warehouse: Path, ids: list[str]) -> set[str] | None:
-    """Finished games already in the warehouse, read-only; None if there is none or a run holds it."""
+def _landed_per_cell(exp: Experiment, cells: list[Cell], warehouse: Path) -> list[int] | None:
+    """Finished games of each cell already in the warehouse, read-only; None if a run holds it."""
     if not warehouse.exists():
-        return set()
+        return [0] * len(cells)
     try:
         import duckdb
 
@@ -243,7 +238,8 @@ def _landed_ids_readonly(warehouse: Path, ids: list[str]) -> set[str] | None:
         if not con.execute("select count(*) from information_schema.tables where table_name = 'raw_games'").fetchall()[
             0
         ][0]:
-            return set()
-        return landing.landing_state(con, ids).finished
+            return [0] * len(cells)
+        # game ids are unique in raw_games, so each index comes at most once
+        return [sum(1 for i in landing.finished_indices(con, cell_prefix(exp, c)) if i < c.games) for c in cells]
     finally:
         con.close()

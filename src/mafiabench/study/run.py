@@ -28,7 +28,7 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,20 +37,42 @@ from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, aclo
 from mafiabench.errors import UserError
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
-from mafiabench.record import GameRecord, Provenance, git_commit
+from mafiabench.record import GameRecord, Provenance, encode_record, git_commit
 from mafiabench.study.budget import BudgetGuard
-from mafiabench.study.design import Cell, PlannedGame, cell_fingerprints, expand_cells, iter_games, slug
-from mafiabench.study.plan import Shard, ShardResult, interleave, is_infrastructure_fault, shard_games
+from mafiabench.study.design import (
+    Cell,
+    PlannedGame,
+    cell_fingerprints,
+    cell_prefix,
+    expand_cells,
+    iter_interleaved,
+    slug,
+)
+from mafiabench.study.plan import Shard, ShardPlan, ShardResult, chunk_shards, is_infrastructure_fault
 from mafiabench.study.spec import Experiment
 from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool
 from mafiabench.warehouse import landing
-from mafiabench.warehouse.raw import LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
+from mafiabench.warehouse.raw import Encoded, LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
 
 # How long the lander waits for a reader (`mafiabench query`, a notebook) to release the warehouse file.
 LAND_WAIT_S = 300.0
 
 PlayFn = Callable[["Study", Shard], Awaitable[ShardResult]]
+
+
+class _Played:
+    """A game played, with what it spent, until its shard file is written and it is counted."""
+
+    __slots__ = ("busy_s", "per_model", "record", "usage")
+
+    def __init__(self, record: GameRecord, usage: Usage, per_model: dict[str, Usage], busy_s: float) -> None:
+        self.record = record
+        self.usage = usage
+        self.per_model = per_model
+        self.busy_s = busy_s
+
+
 LandFn = Callable[["Study", ShardResult], Awaitable[Any]]
 
 
@@ -105,7 +127,9 @@ class Study:
             description=experiment.description,
         )
         self.cells: list[Cell] = []
-        self.shards: list[Shard] = []
+        self.shards = ShardPlan(0, 0, lambda: iter(()))
+        self._todo: list[bytearray] = []
+        self._partial: dict[int, dict[str, _Played]] = {}  # shard → games an unfinished attempt of it played
         self.guard: BudgetGuard | None = None
         self._t0 = time.perf_counter()
         self._lock_cm: Any = None
@@ -119,7 +143,6 @@ class Study:
         self._busy_games_s = 0.0
         self._busy_calls_s = 0.0
         self._provenance = Provenance(git_commit=git_commit())
-        self._written: set[str] = set()
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def __enter__(self) -> Study:
@@ -182,12 +205,12 @@ class Study:
         return self._con
 
     # -- 1. plan --------------------------------------------------------------------------------------------------
-    def prepare(self) -> list[Shard]:
+    def prepare(self) -> ShardPlan:
         """Expand, load landed-but-not-loaded raw files, skip landed games, shard the rest."""
         with self.connection():
             return self._prepare()
 
-    def _prepare(self) -> list[Shard]:
+    def _prepare(self) -> ShardPlan:
         exp = self.exp
         BackendPool(endpoints=self.endpoints).check(
             [s for s in exp.agent_specs() if not s.startswith("policy/")]
@@ -204,29 +227,38 @@ class Study:
                     '[prices."provider/model"] in the experiment (input_per_mtok, output_per_mtok)'
                 )
         self.cells = expand_cells(exp)
-        plan = list(iter_games(exp, self.cells))
-        ids = [g.game_id for g in plan]
         s = self.summary
-        s.games_planned = len(plan)
-        before = landing.landing_state(self.con, ids)
-        files = landing.raw_files(self.raw)
-        pending = [files[i] for i in ids if i in files and i not in before.finished]
-        loaded = landing.land_files(self.con, pending)
+        s.games_planned = sum(c.games for c in self.cells)
+        loaded = landing.land_pending(self.con, self.raw, exp.name)
         s.games_loaded_from_raw = loaded.inserted + loaded.replaced
-        after = landing.landing_state(self.con, ids) if pending else before
-        s.games_already_landed = len(before.finished)
         check_cell_fingerprints(self.con, cell_fingerprints(exp, self.cells), source=f"experiment {exp.name!r}")
-        todo = interleave(g for g in plan if g.game_id not in after.finished)
-        s.games_to_play = len(todo)
+        # One byte per planned game says whether it is still to play: a million-game plan costs a megabyte here,
+        # and its games are made only as their shards are handed out.
+        self._todo = []
+        finished = 0
+        for cell in self.cells:
+            todo = bytearray(b"\x01") * cell.games
+            for i in landing.finished_indices(self.con, cell_prefix(exp, cell)):
+                if i < cell.games and todo[i]:
+                    todo[i] = 0
+                    finished += 1
+            self._todo.append(todo)
+        s.games_already_landed = max(0, finished - s.games_loaded_from_raw)
+        s.games_to_play = s.games_planned - finished
         self.guard = BudgetGuard(exp.budget, self._landed_usage())
         s.budget_spent = self.guard.spent
-        self.shards = shard_games(todo, exp.shard_size)
+        self.shards = ShardPlan(math.ceil(s.games_to_play / exp.shard_size), s.games_to_play, self._iter_shards)
         landing.record_run(self.con, s.to_row())
-        if self.progress is not False and todo:
+        if self.progress is not False and s.games_to_play:
             from mafiabench.study.progress import GameProgress
 
-            self._bar = GameProgress(len(todo), exp.name[:30], enabled=self.progress)
+            self._bar = GameProgress(s.games_to_play, exp.name[:30], enabled=self.progress)
         return self.shards
+
+    def _iter_shards(self) -> Iterator[Shard]:
+        todo = self._todo
+        games = iter_interleaved(self.exp, self.cells, lambda k, i: bool(todo[k][i]))
+        return chunk_shards(games, self.exp.shard_size)
 
     def _landed_usage(self) -> Usage:
         total = Usage()
@@ -264,20 +296,25 @@ class Study:
         return self._pools[key]
 
     async def play_shard(self, shard: Shard) -> ShardResult:
-        """Play a shard's games concurrently; each record lands in the raw folder as soon as it is finished."""
+        """Play a shard's games concurrently, then write their records as one shard file. A retried shard (after an
+        infrastructure fault) reuses the games its earlier attempt finished: they are never played twice."""
         t0 = time.perf_counter()
         pool = self.pool()
         slots = self._slots[id(asyncio.get_running_loop())]
+        done = self._partial.setdefault(shard.index, {})
         result = ShardResult(shard.index)
-        tasks = [asyncio.ensure_future(self._play_one(g, pool, slots)) for g in shard.games]
+        result.reused = sum(1 for g in shard.games if g.game_id in done)
+        tasks = [
+            asyncio.ensure_future(self._play_one(g, pool, slots, done)) for g in shard.games if g.game_id not in done
+        ]
         try:
-            done, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+            finished, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION) if tasks else ((), ())
         except BaseException:  # cancelled from outside: take the games down with us
             for t in tasks:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
-        failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+        failed = [t for t in finished if not t.cancelled() and t.exception() is not None]
         if failed:
             # A failing attempt stops its other games before it reports, so a retry never overlaps them.
             for t in pending:
@@ -286,28 +323,30 @@ class Study:
             exc = failed[0].exception()
             assert exc is not None
             raise exc
-        outcomes = [t.result() for t in tasks]
-        for kind, rec in outcomes:
-            if kind == "not-started":
-                result.not_started += 1
-                continue
-            assert rec is not None
-            result.records.append(rec)
-            if kind == "reused":
-                result.reused += 1
+        result.not_started = sum(1 for t in tasks if not t.result())
+        played = [done[g.game_id] for g in shard.games if g.game_id in done]
+        if played:
+            result.entries, result.path = await asyncio.to_thread(self._write_shard, played, shard.index)
+        del self._partial[shard.index]
+        for p in played:
+            self._account(p)
+        result.played = len(played)
         result.wall_s = time.perf_counter() - t0
         return result
 
+    def _write_shard(self, played: list[_Played], index: int) -> tuple[list[Encoded], Path]:
+        entries = [encode_record(p.record) for p in played]
+        return entries, landing.write_shard([line for _, line in entries], self.raw, index)
+
     async def _play_one(
-        self, g: PlannedGame, pool: BackendPool, slots: asyncio.Semaphore
-    ) -> tuple[str, GameRecord | None]:
-        if g.game_id in self._written:  # an earlier attempt of this shard wrote it: reuse, do not replay
-            return "reused", await asyncio.to_thread(landing.read_raw, landing.raw_path(self.raw, g.game_id))
+        self, g: PlannedGame, pool: BackendPool, slots: asyncio.Semaphore, done: dict[str, _Played]
+    ) -> bool:
+        """Play one game into `done`; False if the budget guard did not let it start."""
         assert self.guard is not None
         async with slots:
             if not self.guard.try_start():
                 self._tick()
-                return "not-started", None
+                return False
             usage: Usage | None = None
             try:
                 t0 = time.perf_counter()
@@ -316,11 +355,9 @@ class Study:
                 usage, per_model = game_usage(rec, self.prices)
             finally:
                 self.guard.finish(usage)
-        await asyncio.to_thread(landing.write_raw, rec, self.raw)
-        self._written.add(g.game_id)
-        self._account(rec, usage, per_model, busy)
+        done[g.game_id] = _Played(rec, usage, per_model, busy)
         self._tick()
-        return "played", rec
+        return True
 
     def _play_game(self, spec: GameSpec, pool: BackendPool) -> Awaitable[GameRecord]:
         """On this event loop, or with `concurrency.processes > 1` in the least busy worker process."""
@@ -345,8 +382,9 @@ class Study:
             self._workers.close()
             self._workers = None
 
-    def _account(self, rec: GameRecord, total: Usage, per_model: dict[str, Usage], busy_s: float) -> None:
-        """Add a landed game to the run's ledger (after its file is written, so a retried shard counts it once)."""
+    def _account(self, played: _Played) -> None:
+        """Add a game to the run's ledger (after its shard file is written, so a retried shard counts it once)."""
+        rec, total, per_model, busy_s = played.record, played.usage, played.per_model, played.busy_s
         s = self.summary
         s.usage.add(total)
         cell = (rec.design or {}).get("cell") or "?"
@@ -374,53 +412,85 @@ class Study:
         if self._land_lock is None:
             self._land_lock = asyncio.Lock()
         async with self._land_lock:
-            return await asyncio.to_thread(self._land_sync, result.records)
+            return await asyncio.to_thread(self._land_sync, result)
 
-    def _land_sync(self, records: list[GameRecord]) -> LoadResult:
+    def _land_sync(self, result: ShardResult) -> LoadResult:
+        if result.path is None:  # nothing played (budget)
+            return LoadResult()
         with self.connection() as con:
-            return landing.land(con, records)
+            return landing.land_shard(con, result.entries, result.path, self.exp.name)
 
     # -- fan out --------------------------------------------------------------------------------------------------
     def shards_in_flight(self) -> int:
-        """Enough shards to keep every game slot busy, plus slack for shards finishing their tail."""
-        per = max(1, min(self.exp.shard_size, max((len(s) for s in self.shards), default=1)))
+        """Enough shards to keep every game slot busy, plus slack for shards finishing their tail or landing."""
+        per = max(1, min(self.exp.shard_size, self.shards.games or 1))
         return max(2, 2 * math.ceil(self.exp.concurrency.games / per))
 
-    async def fan_out(self, play: PlayFn | None = None, land: LandFn | None = None) -> list[ShardResult]:
-        """Play every shard (a bounded number at a time) and land each as it finishes. A shard that fails for good
-        is reported in the summary; the others go on."""
+    async def fan_out(
+        self, play: PlayFn | None = None, land: LandFn | None = None, shards: Iterable[Shard] | None = None
+    ) -> list[ShardResult]:
+        """Play every shard (default: the plan's) and land each as it finishes, a bounded number at a time: shards
+        are taken from the plan only as slots free up, so a run's memory does not grow with its size. A shard that
+        fails for good is reported in the summary; the others go on."""
         play = play or _play_with_local_retries
         land = land or _land_direct
-        limiter = asyncio.Semaphore(self.shards_in_flight())
+        limit = self.shards_in_flight()
         t0 = time.perf_counter()
 
         async def one(shard: Shard) -> ShardResult:
-            async with limiter:
-                result = await play(self, shard)
+            result = await play(self, shard)
             await land(self, result)
-            # Landed: its records are in the raw folder and DuckDB. Dropping them here keeps a run's memory bounded
-            # by the shards in flight, whatever its size (Prefect's task result is this same object).
-            result.landed = len(result.records)
-            result.records = []
+            # Landed: its records are in the raw folder and DuckDB; drop them (Prefect's task result is this object).
+            result.landed = len(result.entries)
+            result.entries = []
             return result
 
+        running: dict[asyncio.Future[ShardResult], Shard] = {}
+        results: list[ShardResult] = []
+        interrupted: BaseException | None = None
+
+        def collect(done: Iterable[asyncio.Future[ShardResult]]) -> None:
+            nonlocal interrupted
+            for t in done:
+                shard = running.pop(t)
+                if t.cancelled():
+                    interrupted = interrupted or asyncio.CancelledError()
+                    continue
+                o = t.exception()
+                if o is None:
+                    r = t.result()
+                    results.append(r)
+                    self.summary.games_not_started += r.not_started
+                elif isinstance(o, (KeyboardInterrupt, asyncio.CancelledError)):
+                    interrupted = interrupted or o
+                else:
+                    self.summary.shard_errors.append(
+                        f"shard {shard.index} ({len(shard)} games): {type(o).__name__}: {o}"
+                    )
+
         try:
-            outcomes = await asyncio.gather(*(one(s) for s in self.shards), return_exceptions=True)
+            for shard in self.shards if shards is None else shards:
+                while len(running) >= limit:
+                    done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                    collect(done)
+                running[asyncio.ensure_future(one(shard))] = shard
+            while running:
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                collect(done)
+        except BaseException:
+            for t in running:
+                t.cancel()
+            await asyncio.gather(*running, return_exceptions=True)
+            raise
         finally:
             self.summary.play_wall_s = time.perf_counter() - t0
             await aclose_clients()
             await asyncio.to_thread(self._close_workers)
-        results: list[ShardResult] = []
-        for shard, o in zip(self.shards, outcomes, strict=True):
-            if isinstance(o, BaseException):
-                if isinstance(o, (KeyboardInterrupt, asyncio.CancelledError)):
-                    raise o
-                self.summary.shard_errors.append(f"shard {shard.index} ({len(shard)} games): {type(o).__name__}: {o}")
-            else:
-                results.append(o)
-                self.summary.games_not_started += o.not_started
+        if interrupted is not None:
+            raise interrupted
         if self.guard is not None and self.guard.stopped:
             self.summary.budget_stopped = True
+        results.sort(key=lambda r: r.index)
         return results
 
     # -- 4. summary ----------------------------------------------------------------------------------------------

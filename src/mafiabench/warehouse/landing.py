@@ -1,7 +1,7 @@
 """Landing: the raw folder of game records, loading it into DuckDB, the run ledger, and the warehouse lock.
 
-Each finished game is written once, atomically, as `<warehouse dir>/raw/<experiment>/<game_id>.json` by whoever
-played it; only the run's one writer loads those records into DuckDB (`warehouse.load_records`, idempotent by game
+Each shard's finished games are written together, once, atomically, as one JSON-lines file under
+`<warehouse dir>/raw/<experiment>/`; only the run's one writer loads those records into DuckDB (idempotent by game
 id). The raw folder is the source of truth between the two: after a crash, files that reached it but not the
 warehouse are loaded on the next run instead of being replayed. A run holds an exclusive advisory lock on
 `<warehouse>.lock` for its whole length, so a second run gets a clear error instead of a corrupted file.
@@ -11,22 +11,22 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 
 from mafiabench.errors import UserError
-from mafiabench.record import GameRecord, write_record_atomic
-from mafiabench.warehouse.raw import LoadResult, WarehouseBusyError, connect, load_records
+from mafiabench.record import GameRecord, encode_record, record_from_line, write_bytes_atomic
+from mafiabench.warehouse.raw import Encoded, LoadResult, WarehouseBusyError, connect, load_encoded, load_records
 
 RAW_RUNS_COLUMNS = """
     run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,
@@ -149,38 +149,32 @@ def _read_holder(fd: int) -> str:
 
 
 # -- the raw folder ---------------------------------------------------------------------------------------------
+#
+# A shard's records are written together, once, as one JSON-lines file `<raw>/<experiment>/<name>.jsonl` (one
+# compact record per line, `record.encode_record`), atomically: a temp file, fsync, rename. Names sort in the order
+# they were written (nanosecond clock, pid, shard index), so a game played again (a failed game replayed) has its
+# latest record in the last file that holds it, and its earlier attempts stay on disk in the older files (their calls
+# were spent). Which files reached DuckDB is recorded in `raw_landed_files`, in the same transaction as their
+# records: a resume lands exactly the files that were written but not landed, without reading the others.
+# Folders written before shard files hold one `<game_id>.json` per game; they are still read.
+
+SHARD_SUFFIX = ".jsonl"
+LANDED_FILES = "raw_landed_files"
+LANDED_FILES_COLUMNS = (
+    "experiment VARCHAR, file VARCHAR, games INTEGER, landed_at TIMESTAMP, PRIMARY KEY (experiment, file)"
+)
+REPLACED_DIR = "replaced"  # legacy per-game folders kept a replayed game's earlier record here
 
 
 def raw_dir(warehouse: Path, experiment: str) -> Path:
     return warehouse.parent / "raw" / experiment
 
 
-def raw_path(folder: Path, game_id: str) -> Path:
-    return folder / f"{game_id}.json"
-
-
-REPLACED_DIR = "replaced"
-
-
-def write_raw(record: GameRecord, folder: Path) -> Path:
-    """Write the record atomically (a crash leaves either the whole file or none). A replayed failed game's earlier
-    record is kept under `replaced/` (its calls were spent), not overwritten."""
-    path = raw_path(folder, record.game_id)
-    if path.exists():
-        old = path.read_bytes()
-        digest = hashlib.sha256(old).hexdigest()
-        keep = folder / REPLACED_DIR / f"{record.game_id}.{digest[:16]}.json"
-        keep.parent.mkdir(parents=True, exist_ok=True)
-        if not keep.exists():
-            _copy_atomic(old, keep)
-    write_record_atomic(record, path)
+def write_shard(lines: Sequence[bytes], folder: Path, index: int) -> Path:
+    """Write a shard's record lines as one file, atomically (a crash leaves the whole file or none)."""
+    path = folder / f"{time.time_ns():020d}-{os.getpid()}-{index:06d}{SHARD_SUFFIX}"
+    write_bytes_atomic(b"\n".join(lines) + b"\n", path)
     return path
-
-
-def _copy_atomic(data: bytes, path: Path) -> None:
-    tmp = path.with_name(TMP_PREFIX + path.name)
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def remove_partial(folder: Path) -> int:
@@ -194,15 +188,47 @@ def remove_partial(folder: Path) -> int:
     return n
 
 
-def raw_files(folder: Path) -> dict[str, Path]:
-    """Game id → landed file, temp files excluded."""
+def shard_files(folder: Path) -> list[Path]:
+    """Shard files in the order they were written, temp files excluded."""
+    if not folder.is_dir():
+        return []
+    return sorted(p for p in folder.glob(f"*{SHARD_SUFFIX}") if not p.name.startswith(TMP_PREFIX))
+
+
+def legacy_files(folder: Path) -> dict[str, Path]:
+    """Game id → per-game file of a folder written before shard files."""
     if not folder.is_dir():
         return {}
     return {p.name[: -len(".json")]: p for p in folder.glob("*.json") if not p.name.startswith(TMP_PREFIX)}
 
 
-def read_raw(path: Path) -> GameRecord:
-    return GameRecord.from_json(path.read_text(encoding="utf-8"))
+def read_shard(path: Path) -> list[bytes]:
+    return [line for line in path.read_bytes().split(b"\n") if line]
+
+
+def raw_history(folder: Path) -> Iterator[tuple[str, bytes]]:
+    """Every record the raw folder holds, oldest first, as (game id, stored line): replayed games appear once per
+    attempt. Legacy per-game files come first (they are older than any shard file)."""
+    for gid, path in sorted(legacy_files(folder).items()):
+        d = orjson.loads(path.read_bytes())
+        yield gid, encode_dict(d)
+    for path in shard_files(folder):
+        for line in read_shard(path):
+            yield orjson.loads(line)["game_id"], line
+
+
+def encode_dict(d: dict[str, Any]) -> bytes:
+    """A legacy file's record as a shard line."""
+    return encode_record(GameRecord.from_dict(d))[1]
+
+
+def raw_records(folder: Path) -> dict[str, bytes]:
+    """Game id → its latest stored record line."""
+    return dict(raw_history(folder))
+
+
+def read_record(line: bytes) -> GameRecord:
+    return record_from_line(line)
 
 
 # -- loading ----------------------------------------------------------------------------------------------------
@@ -226,26 +252,81 @@ def landing_state(con: duckdb.DuckDBPyConnection, ids: Iterable[str] | None = No
     return LandingState({g for g, s in rows if s != "failed"}, {g for g, s in rows if s == "failed"})
 
 
+def finished_indices(con: duckdb.DuckDBPyConnection, prefix: str) -> Iterator[int]:
+    """Indices of the finished (not failed) games whose id is `prefix` + a number: one cell's landed games,
+    streamed (a million-game cell is never held as a set of ids)."""
+    cur = con.execute(
+        "select game_id from raw_games where starts_with(game_id, $p) and status <> 'failed'", {"p": prefix}
+    )
+    n = len(prefix)
+    while rows := cur.fetchmany(50_000):
+        for (gid,) in rows:
+            tail = gid[n:]
+            if tail.isdigit():
+                yield int(tail)
+
+
 def land(con: duckdb.DuckDBPyConnection, records: Iterable[GameRecord]) -> LoadResult:
     """Load records (one transaction; a landed finished game is never duplicated or downgraded)."""
     return load_records(con, records)
 
 
+def ensure_landed_files_table(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"create table if not exists {LANDED_FILES} ({LANDED_FILES_COLUMNS})")
+
+
+def land_shard(
+    con: duckdb.DuckDBPyConnection, entries: Sequence[Encoded], path: Path, experiment: str
+) -> LoadResult:
+    """Load a shard file's records and mark the file landed, in one transaction (idempotent by game id)."""
+    ensure_landed_files_table(con)
+
+    def mark(c: duckdb.DuckDBPyConnection) -> None:
+        c.execute(
+            f"insert or replace into {LANDED_FILES} values ($e, $f, $n, now()::timestamp)",
+            {"e": experiment, "f": path.name, "n": len(entries)},
+        )
+
+    return load_encoded(con, entries, after=mark)
+
+
+def land_pending(con: duckdb.DuckDBPyConnection, folder: Path, experiment: str) -> LoadResult:
+    """Land what reached the raw folder but not DuckDB (a crash between the two): shard files not marked landed,
+    oldest first, and legacy per-game files of games not landed as finished."""
+    total = LoadResult()
+    ensure_landed_files_table(con)
+    rows = con.execute(f"select file from {LANDED_FILES} where experiment = $e", {"e": experiment}).fetchall()
+    landed = {f for (f,) in rows}
+    legacy = legacy_files(folder)
+    if legacy:
+        done = landing_state(con, list(legacy)).finished
+        _add(total, land_files(con, [p for g, p in sorted(legacy.items()) if g not in done]))
+    for path in shard_files(folder):
+        if path.name in landed:
+            continue
+        entries = [(orjson.loads(line), line) for line in read_shard(path)]
+        _add(total, land_shard(con, entries, path, experiment))
+    return total
+
+
+def _add(total: LoadResult, r: LoadResult) -> None:
+    total.inserted += r.inserted
+    total.replaced += r.replaced
+    total.skipped += r.skipped
+
+
 def land_files(con: duckdb.DuckDBPyConnection, paths: Iterable[Path], *, batch: int = 500) -> LoadResult:
-    """Load raw files in batches (bounded memory for large backlogs). Unreadable files raise: they are a bug,
-    since files are only ever renamed into place whole."""
+    """Load legacy per-game files in batches (bounded memory for large backlogs). Unreadable files raise: they are
+    a bug, since files are only ever renamed into place whole."""
     total = LoadResult()
     chunk: list[GameRecord] = []
 
     def flush() -> None:
-        r = load_records(con, chunk)
-        total.inserted += r.inserted
-        total.replaced += r.replaced
-        total.skipped += r.skipped
+        _add(total, load_records(con, chunk))
         chunk.clear()
 
     for p in paths:
-        chunk.append(read_raw(p))
+        chunk.append(GameRecord.from_json(p.read_text(encoding="utf-8")))
         if len(chunk) >= batch:
             flush()
     if chunk:

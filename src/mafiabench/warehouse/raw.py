@@ -7,9 +7,10 @@ is replaced by a later successful play, and everything happens in one transactio
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,9 +18,10 @@ from typing import Any
 
 import duckdb
 import polars as pl
+import pyarrow as pa
 
 from mafiabench.errors import UserError
-from mafiabench.record import GameRecord
+from mafiabench.record import GameRecord, dumps, encode_record
 from mafiabench.redact import scrub_json, scrub_obj
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "mafiabench.duckdb"
@@ -201,18 +203,33 @@ def landed_ids(con: duckdb.DuckDBPyConnection, *, include_failed: bool = False) 
 def load_records(
     con: duckdb.DuckDBPyConnection, records: Iterable[GameRecord], *, replace: bool = False
 ) -> LoadResult:
-    """Land records in one transaction, idempotent by game id.
+    """Land records in one transaction, idempotent by game id (see `load_encoded`)."""
+    return load_encoded(con, [encode_record(r) for r in records], replace=replace)
+
+
+Encoded = tuple[dict[str, Any], bytes]  # (record dict, its stored line): `record.encode_record`
+
+
+def load_encoded(
+    con: duckdb.DuckDBPyConnection,
+    entries: Sequence[Encoded],
+    *,
+    replace: bool = False,
+    after: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> LoadResult:
+    """Land encoded records in one transaction, idempotent by game id.
 
     A game already landed is skipped unless it was failed (or `replace` is set), in which case the newer record
     replaces it, whatever its status: the warehouse holds the same latest record as the raw file. The replaced
     attempt's model calls move to `raw_replaced_calls`, so its spend stays counted. The same record loaded twice
-    changes nothing.
+    changes nothing. `after(con)` runs inside the same transaction (the lander marks a shard file landed there).
     """
-    records = list(records)
     result = LoadResult()
-    if not records:
+    if not entries:
+        if after is not None:
+            after(con)
         return result
-    ids = [r.game_id for r in records]
+    ids = [d["game_id"] for d, _ in entries]
     existing = {
         g: (status, sha)
         for g, status, sha in con.execute(
@@ -221,27 +238,30 @@ def load_records(
         ).fetchall()
     }
     seen: set[str] = set()
-    to_load: list[GameRecord] = []
+    to_load: list[Encoded] = []
     replaced: list[str] = []
-    for rec in records:
-        if rec.game_id in seen:
+    for d, line in entries:
+        gid = d["game_id"]
+        if gid in seen:
             result.skipped += 1
             continue
-        seen.add(rec.game_id)
-        status, sha = existing.get(rec.game_id, (None, None))
+        seen.add(gid)
+        status, sha = existing.get(gid, (None, None))
         if status is None:
             result.inserted += 1
-        elif (replace or status == "failed") and sha != record_sha256(rec):
+        elif (replace or status == "failed") and sha != line_sha256(line) and sha != _legacy_sha256(d):
             result.replaced += 1
-            replaced.append(rec.game_id)
+            replaced.append(gid)
         else:
             result.skipped += 1
             continue
-        to_load.append(rec)
+        to_load.append((d, line))
     if not to_load:
+        if after is not None:
+            after(con)
         return result
-    frames = flatten(to_load)
-    load_ids = [r.game_id for r in to_load]
+    frames = flatten_encoded(to_load)
+    load_ids = [d["game_id"] for d, _ in to_load]
     con.execute("begin transaction")
     try:
         if replaced:
@@ -252,14 +272,18 @@ def load_records(
                     where c.game_id in (select unnest($ids))""",
                 {"ids": replaced},
             )
+        fresh = not existing
         for table in _GRAIN_TABLES:
-            con.execute(f"delete from {table} where game_id in (select unnest($ids))", {"ids": load_ids})
+            if not fresh:
+                con.execute(f"delete from {table} where game_id in (select unnest($ids))", {"ids": load_ids})
             frame = frames[table]
-            if frame.height:
-                con.register("_frame", frame.to_arrow())
-                cols = ", ".join(frame.columns)
+            if frame.num_rows:
+                con.register("_frame", frame)
+                cols = ", ".join(frame.column_names)
                 con.execute(f"insert into {table} ({cols}) select {cols} from _frame")
                 con.unregister("_frame")
+        if after is not None:
+            after(con)
         con.execute("commit")
     except BaseException:
         con.execute("rollback")
@@ -267,9 +291,20 @@ def load_records(
     return result
 
 
+def line_sha256(line: bytes) -> str:
+    """`raw_games.record_sha256`: the sha256 of the record's line as stored in its shard file."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def _legacy_sha256(d: dict[str, Any]) -> str:
+    """What `record_sha256` was before shard files (of the indented record): a failed game landed then, re-read
+    now, is recognised as the same record instead of replacing itself."""
+    return hashlib.sha256(scrub_json(dumps(d)).encode()).hexdigest()
+
+
 def record_sha256(rec: GameRecord) -> str:
-    """The checksum stored in `raw_games.record_sha256`: of the record as written (secrets scrubbed)."""
-    return hashlib.sha256(scrub_json(rec.to_json()).encode()).hexdigest()
+    """The checksum stored in `raw_games.record_sha256`: of the record's line as written (secrets scrubbed)."""
+    return line_sha256(encode_record(rec)[1])
 
 
 def detection_keys(con: duckdb.DuckDBPyConnection) -> set[tuple[str, int, str, str]]:
@@ -331,138 +366,128 @@ def _provider(agent: str) -> str:
 
 
 def flatten(records: Sequence[GameRecord]) -> dict[str, pl.DataFrame]:
-    """Records → one DataFrame per raw table (bulk insert is ~1000× faster than row inserts in DuckDB)."""
+    """Records → one DataFrame per raw table (what `load_records` inserts)."""
+    frames = flatten_encoded([encode_record(r) for r in records])
+    return {t: pl.from_arrow(f) for t, f in frames.items()}  # type: ignore[misc]
+
+
+def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
+    """Encoded records → one Arrow table per raw table, built column by column (bulk insert is ~1000× faster than
+    row inserts in DuckDB, and columns skip a DataFrame's per-row work)."""
     now = datetime.now(UTC).replace(tzinfo=None)
-    games: list[dict[str, Any]] = []
-    players: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    calls: list[dict[str, Any]] = []
-    beliefs: list[dict[str, Any]] = []
-    for rec in records:
-        text = rec.to_json()
-        clean = scrub_json(text)
-        if clean != text:  # safety net: a known secret inside a record never reaches a table
-            rec, text = GameRecord.from_json(clean), clean
-        d = rec.to_dict()
-        design = rec.design or {}
-        prompt = rec.prompt or {}
-        prov = rec.provenance
-        games.append(
-            {
-                "game_id": rec.game_id,
-                "record_version": d["record_version"],
-                "variant": rec.variant,
-                "seed": rec.seed,
-                "experiment": design.get("experiment"),
-                "cell": design.get("cell"),
-                "game_index": design.get("game_index"),
-                "capabilities": list(design.get("capabilities") or []),
-                "target_model": design.get("target"),
-                "background": design.get("background"),
-                "status": rec.outcome.get("status"),
-                "winner": rec.outcome.get("winner"),
-                "outcome_reason": rec.outcome.get("reason"),
-                "tie_decided": bool(rec.outcome.get("tie_decided", False)),
-                "days": rec.outcome.get("days"),
-                "n_players": len(rec.players),
-                "n_mafia": sum(1 for p in rec.players if p.team == "mafia"),
-                "valid": bool(rec.validity.get("valid", True)),
-                "invalid_reason": rec.validity.get("reason"),
-                "error": rec.error,
-                "prompt_version": prompt.get("version"),
-                "prompt_sha256": prompt.get("sha256"),
-                "package_version": prov.package_version,
-                "git_commit": prov.git_commit,
-                "source": prov.source,
-                "source_file": prov.source_file,
-                "source_sha256": prov.source_sha256,
-                "rules_json": json.dumps(rec.rules, sort_keys=True),
-                "record_sha256": hashlib.sha256(text.encode()).hexdigest(),
-                "landed_at": now,
-                "batch_id": design.get("batch_id"),
-            }
-        )
-        for p in rec.players:
-            players.append(
-                {
-                    "game_id": rec.game_id,
-                    "seat": p.seat,
-                    "name": p.name,
-                    "role": p.role,
-                    "team": p.team,
-                    "agent": p.agent,
-                    "provider": _provider(p.agent),
-                    "model": p.model,
-                    "model_raw": p.model_raw if p.model_raw is not None else p.model,
-                }
-            )
-        for e in rec.events:
-            events.append(
-                {
-                    "game_id": rec.game_id,
-                    "seq": e.seq,
-                    "phase": e.phase,
-                    "round": e.round,
-                    "type": e.type,
-                    "actor": e.actor,
-                    "target": e.target,
-                    "text": e.text,
-                    "visibility": e.visibility,
-                    "format_failure": e.format_failure,
-                    "random_fallback": e.random_fallback,
-                    "truncated": e.truncated,
-                    "tie_break": e.tie_break,
-                    "data_json": json.dumps(e.data, sort_keys=True) if e.data else None,
-                }
-            )
-            if e.type == "belief":
-                for cand, prob in (e.data.get("probability") or {}).items():
-                    beliefs.append(
-                        {
-                            "game_id": rec.game_id,
-                            "seq": e.seq,
-                            "player": e.actor,
-                            "phase": e.phase,
-                            "round": e.round,
-                            "action": e.data.get("action"),
-                            "candidate": cand,
-                            "probability": float(prob),
-                            "uniform_fallback": e.random_fallback,
-                        }
-                    )
-        for c in rec.calls:
-            calls.append(
-                {
-                    "game_id": rec.game_id,
-                    "call_index": c.get("index"),
-                    "player": c.get("player"),
-                    "action": c.get("action"),
-                    "phase": c.get("phase"),
-                    "round": c.get("round"),
-                    "provider": c.get("provider"),
-                    "model": c.get("model"),
-                    "started_at": c.get("started_at"),
-                    "latency_ms": float(c.get("latency_ms") or 0.0),
-                    "attempts": c.get("attempts"),
-                    "input_tokens": c.get("input_tokens"),
-                    "output_tokens": c.get("output_tokens"),
-                    "cached_tokens": c.get("cached_tokens"),
-                    "error_class": c.get("error_class"),
-                    "finish_reason": c.get("finish_reason"),
-                    "format_failure": bool((c.get("parse") or {}).get("format_failure", False)),
-                    "prompt_chars": c.get("prompt_chars"),
-                    "prefix_reuse_chars": c.get("prefix_reuse_chars"),
-                    "response_text": c.get("response"),
-                    "request_json": json.dumps(c.get("request"), sort_keys=True),
-                }
-            )
-    return {
-        "raw_games": _frame(games, "raw_games"),
-        "raw_players": _frame(players, "raw_players"),
-        "raw_events": _frame(events, "raw_events"),
-        "raw_model_calls": _frame(calls, "raw_model_calls"),
-        "raw_beliefs": _frame(beliefs, "raw_beliefs"),
-    }
+    cols: dict[str, dict[str, list[Any]]] = {t: {c: [] for c in _columns(t)} for t in _GRAIN_TABLES}
+    g, pl_, ev, ca, be = (cols[t] for t in _GRAIN_TABLES)
+    dumps_sorted = _SORTED.encode
+    for d, line in entries:
+        gid = d["game_id"]
+        design = d.get("design") or {}
+        prompt = d.get("prompt") or {}
+        prov = d.get("provenance") or {}
+        outcome = d["outcome"]
+        validity = d.get("validity") or {}
+        players = d["players"]
+        for key, value in (
+            ("game_id", gid),
+            ("record_version", d["record_version"]),
+            ("variant", d["variant"]),
+            ("seed", d.get("seed")),
+            ("experiment", design.get("experiment")),
+            ("cell", design.get("cell")),
+            ("game_index", design.get("game_index")),
+            ("capabilities", list(design.get("capabilities") or [])),
+            ("target_model", design.get("target")),
+            ("background", design.get("background")),
+            ("status", outcome.get("status")),
+            ("winner", outcome.get("winner")),
+            ("outcome_reason", outcome.get("reason")),
+            ("tie_decided", bool(outcome.get("tie_decided", False))),
+            ("days", outcome.get("days")),
+            ("n_players", len(players)),
+            ("n_mafia", sum(1 for p in players if p["team"] == "mafia")),
+            ("valid", bool(validity.get("valid", True))),
+            ("invalid_reason", validity.get("reason")),
+            ("error", d.get("error")),
+            ("prompt_version", prompt.get("version")),
+            ("prompt_sha256", prompt.get("sha256")),
+            ("package_version", prov.get("package_version")),
+            ("git_commit", prov.get("git_commit")),
+            ("source", prov.get("source")),
+            ("source_file", prov.get("source_file")),
+            ("source_sha256", prov.get("source_sha256")),
+            ("rules_json", dumps_sorted(d.get("rules") or {})),
+            ("record_sha256", line_sha256(line)),
+            ("landed_at", now),
+            ("batch_id", design.get("batch_id")),
+        ):
+            g[key].append(value)
+        for p in players:
+            pl_["game_id"].append(gid)
+            pl_["seat"].append(p.get("seat"))
+            pl_["name"].append(p["name"])
+            pl_["role"].append(p["role"])
+            pl_["team"].append(p["team"])
+            pl_["agent"].append(p["agent"])
+            pl_["provider"].append(_provider(p["agent"]))
+            pl_["model"].append(p["model"])
+            pl_["model_raw"].append(p["model_raw"] if p.get("model_raw") is not None else p["model"])
+        for e in d.get("events") or ():
+            data = e.get("data") or {}
+            ev["game_id"].append(gid)
+            for k in _EVENT_FIELDS:
+                ev[k].append(e.get(k))
+            ev["data_json"].append(dumps_sorted(data) if data else None)
+            if e["type"] == "belief":
+                for cand, prob in (data.get("probability") or {}).items():
+                    be["game_id"].append(gid)
+                    be["seq"].append(e["seq"])
+                    be["player"].append(e.get("actor"))
+                    be["phase"].append(e["phase"])
+                    be["round"].append(e["round"])
+                    be["action"].append(data.get("action"))
+                    be["candidate"].append(cand)
+                    be["probability"].append(float(prob))
+                    be["uniform_fallback"].append(e.get("random_fallback"))
+        for c in d.get("calls") or ():
+            ca["game_id"].append(gid)
+            ca["call_index"].append(c.get("index"))
+            for k in _CALL_FIELDS:
+                ca[k].append(c.get(k))
+            ca["latency_ms"].append(float(c.get("latency_ms") or 0.0))
+            ca["format_failure"].append(bool((c.get("parse") or {}).get("format_failure", False)))
+            ca["response_text"].append(c.get("response"))
+            ca["request_json"].append(dumps_sorted(c.get("request")))
+    return {t: pa.Table.from_pydict(cols[t], schema=_arrow_schema(t)) for t in _GRAIN_TABLES}
+
+
+# json.dumps(x, sort_keys=True), as the columns have always held it (C encoder, compiled once).
+_SORTED = json.JSONEncoder(sort_keys=True)
+_EVENT_FIELDS = (
+    "seq", "phase", "round", "type", "actor", "target", "text", "visibility", "format_failure", "random_fallback",
+    "truncated", "tie_break",
+)
+_CALL_FIELDS = (
+    "player", "action", "phase", "round", "provider", "model", "started_at", "attempts", "input_tokens",
+    "output_tokens", "cached_tokens", "error_class", "finish_reason", "prompt_chars", "prefix_reuse_chars",
+)
+_ARROW_TYPES = {
+    "VARCHAR": pa.string(),
+    "INTEGER": pa.int32(),
+    "BIGINT": pa.int64(),
+    "UBIGINT": pa.uint64(),
+    "DOUBLE": pa.float64(),
+    "BOOLEAN": pa.bool_(),
+    "TIMESTAMP": pa.timestamp("us"),
+    "VARCHAR[]": pa.list_(pa.string()),
+}
+
+
+def _columns(table: str) -> list[str]:
+    return [col.split()[0] for col in RAW_SCHEMA[table].split(",")]
+
+
+@functools.cache
+def _arrow_schema(table: str) -> pa.Schema:
+    return pa.schema([(c.split()[0], _ARROW_TYPES[c.split()[1]]) for c in RAW_SCHEMA[table].split(",")])
 
 
 _POLARS_TYPES = {
