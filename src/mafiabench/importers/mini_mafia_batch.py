@@ -58,6 +58,7 @@ TRUNCATION = "..."
 # (mini-mafia/run_mini_mafia_batch.py builds `f"batch_{stamp}_v4.1{temp_suffix}"`).
 _BATCH_DIR = re.compile(r"^batch_\d{8}_\d{6}_v(?P<version>\d+(?:\.\d+)*)(?:_temp(?P<temp>\d+(?:\.\d+)?))?$")
 _GAME_FILE = re.compile(r"^game_(?P<n>\d+)\.json$")
+_GAME_ID = re.compile(r"^(?P<batch>.+)_game_\d+$")
 
 
 class FormatProblem(ValueError):
@@ -349,12 +350,12 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     log.emit("day", 1, "phase_start", text="Day 1 begins.")
     active = len(day_players)
     for i, t in enumerate(talk):
-        data = {"discussion_round": i // active + 1}
+        turn = {"discussion_round": i // active + 1}
         if t[0] == "message":
-            log.emit("day", 1, "message", actor=t[1], text=t[2], truncated=t[3], data=data)
+            log.emit("day", 1, "message", actor=t[1], text=t[2], truncated=t[3], data=turn)
         else:
             log.emit("day", 1, "silence", actor=t[1], text=f"{t[1]} remained silent.", format_failure=True,
-                     random_fallback=True, data=data)
+                     random_fallback=True, data=turn)
     counts: dict[str, int] = {}
     top: list[str] = []
     if votes_token is not None:
@@ -381,8 +382,21 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     unknown = [f"{s.name}'s memory has an unrecognised line: {t[1]!r:.120}" for s in seats for t in s.tokens
                if t[0] == "info"]
 
+    # The game's own id names its batch (`<batch>_game_NNNN`): a file copied into another batch's folder keeps its
+    # own identity (so importing both folders counts it once) and is not counted in this folder's cell, whose
+    # models may not be the ones it was played with.
+    game_number = data.get("game_number", file_number)
+    identity = str(data.get("game_id") or f"{batch.batch_id}_game_{file_number:04d}")
+    home = _GAME_ID.match(identity)
+    foreign = home is not None and home["batch"] not in (batch.batch_id, batch.folder.name)
+    if foreign and home is not None:
+        problems.insert(0, f"the file's game_id {identity!r} names batch {home['batch']!r}, not this folder's "
+                           f"{batch.folder.name!r}: a game copied from another batch, whose models are not known here")
+
     reasons = []
-    if problems:
+    if foreign:
+        reasons.append("game from another batch")
+    if problems and not (foreign and len(problems) == 1):
         reasons.append("inconsistent memories")
     if unknown:
         reasons.append("unrecognised memory lines")
@@ -392,8 +406,6 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     if arrested is None:
         reasons.append("no winner recorded")
 
-    game_number = data.get("game_number", file_number)
-    identity = data.get("game_id") or f"{batch.batch_id}_game_{file_number:04d}"
     rules = _rules(len(talk), active, batch.message_limit, knows is not None, names)
     design = {"experiment": batch.study or batch.batch_id, "cell": batch.design["cell"], "game_index": game_number,
               "batch_id": batch.batch_id,
