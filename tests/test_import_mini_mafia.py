@@ -74,6 +74,8 @@ def shape(rec: GameRecord) -> list[tuple[object, ...]]:
         ("grok-3-mini", "x-ai", "xai/grok-3-mini"),
         ("models/gemini-2.5-flash-lite", "google", "google/gemini-2.5-flash-lite"),
         ("meta-llama/Llama-3.3-70B-Instruct-Turbo", "together", "together/llama-3.3-70b-instruct-turbo"),
+        # LLMafia's games use both Together endpoints of one model (niveck/LLMafia games/*/config.json)
+        ("meta-llama/Llama-3.3-70B-Instruct-Turbo-Free", "together", "together/llama-3.3-70b-instruct-turbo"),
         ("deepseek-chat", "deepseek", "deepseek/deepseek-chat"),
         ("GPT 4o Mini", None, "openai/gpt-4o-mini"),
     ],

@@ -225,6 +225,8 @@ MODEL_ALIASES: dict[str, str] = {
 _QUANT_SUFFIX = re.compile(r"[-_.](?:i?q\d(?:_[a-z0-9]+)*|f16|f32|bf16|fp16|fp32)$", re.IGNORECASE)
 _SPLIT_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
 _SNAPSHOT_SUFFIX = re.compile(r"(?:-latest|-\d{4}-\d{2}-\d{2}|-\d{8}|@\d{8})$")
+# A host's free tier of the same weights (Together's `…-Turbo-Free`): a price, not a model.
+_TIER_SUFFIX = re.compile(r"-free$")
 _NAME_PROVIDER = (
     (re.compile(r"^(?:gpt|o\d|chatgpt|text-davinci)"), "openai"),
     (re.compile(r"^claude"), "anthropic"),
@@ -247,7 +249,8 @@ def normalise_model(raw: str, provider: str | None = None) -> str:
     (`models/x.gguf`, `meta-llama/Llama-3.3-70B`); a GGUF file name loses its extension, split-file suffix and
     quantisation suffix (`Q4_K_M`, `Q8_0`, `IQ4_XS`, `F16`) and is served by `local`; the name is lower-cased with
     spaces as hyphens; snapshot suffixes (`-latest`, `-2025-04-14`, `-20241022`) are dropped, so a dated snapshot
-    counts as its undated alias; finally `MODEL_ALIASES` maps the remaining spelling variants. The raw name is
+    counts as its undated alias, and so is a free-tier suffix (`-Free`: the same weights at another price);
+    finally `MODEL_ALIASES` maps the remaining spelling variants. The raw name is
     always kept beside it (`model_raw`), so any of these merges can be undone.
     """
     text = raw.strip().replace("\\", "/")
@@ -267,6 +270,7 @@ def normalise_model(raw: str, provider: str | None = None) -> str:
         name = _QUANT_SUFFIX.sub("", name)
     name = re.sub(r"\s+", "-", name.strip().lower())
     name = _SNAPSHOT_SUFFIX.sub("", name)
+    name = _TIER_SUFFIX.sub("", name)
     name = MODEL_ALIASES.get(name, name)
     if not prov:
         prov = next((p for pattern, p in _NAME_PROVIDER if pattern.match(name)), "unknown")
