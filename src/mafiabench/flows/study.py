@@ -8,10 +8,10 @@ Run once (Prefect's temporary local server, nothing to start):
 
     mafiabench run experiments/demo.toml            # or: python -m mafiabench.flows.study run experiments/demo.toml
 
-Serve on a schedule (needs a real server: `prefect server start`, then PREFECT_API_URL=http://127.0.0.1:4200/api):
+Serve on a schedule (a real Prefect server: PREFECT_API_URL's, or one `serve` starts for as long as it serves):
 
-    python -m mafiabench.flows.study serve experiments/demo.toml --cron "0 3 * * *"
-    (or, from the checkout, python flows/study_flow.py serve ...)
+    mafiabench serve experiments/demo.toml --cron "0 3 * * *" --timezone Europe/Berlin --publish
+    (the older form needs PREFECT_API_URL: python -m mafiabench.flows.study serve experiments/demo.toml --cron ...)
 """
 
 from __future__ import annotations
