@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from mafiabench.warehouse import landing
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +66,7 @@ def test_run_build_dashboards_and_catalogue_write_only_in_the_working_folder(tmp
     assert catalogued.returncode == 0, catalogued.stderr[-3000:]
 
     assert (tmp_path / "warehouse" / "mafiabench.duckdb").stat().st_size > 0
-    assert len(list((tmp_path / "warehouse" / "raw" / "demo").glob("*.json"))) == 75
+    assert len(landing.raw_records(tmp_path / "warehouse" / "raw" / "demo")) == 75
     assert (tmp_path / "dashboards" / "index.html").stat().st_size > 0
     catalogue = tmp_path / "docs" / "catalogue.md"
     assert "### `mart_capability_win_rates`" in catalogue.read_text()

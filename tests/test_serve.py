@@ -56,7 +56,7 @@ def test_serve_runs_on_schedule_and_stops_cleanly_on_sigterm(tmp_path: Path) -> 
     raw = landing.raw_dir(tmp_path / "warehouse" / "mafiabench.duckdb", "served")
     try:
         deadline = time.monotonic() + 180
-        while len(landing.raw_files(raw)) < 6:  # a scheduled run played the games, in the working folder
+        while len(landing.raw_records(raw)) < 6:  # a scheduled run played the games, in the working folder
             assert proc.poll() is None, (tmp_path / "err.txt").read_text()[-3000:]
             assert time.monotonic() < deadline, (tmp_path / "err.txt").read_text()[-3000:]
             time.sleep(1)
