@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -24,9 +25,10 @@ FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 ROLE_WORDS = re.compile(r"\b(mafia|mafioso|mafiosos|bystander|bystanders|villager|detective|role)\b", re.I)
 
 
-def simulated(seed: int, **rules: object) -> GameRecord:
+def simulated(seed: int, experiment: str | None = None, **rules: object) -> GameRecord:
     options = {"day_seconds": 40, "night_seconds": 20, **rules}
-    spec = GameSpec.build(f"sim-{seed}", "async", options, seed, {"default": "scripted/naive"})
+    design = {"experiment": experiment, "cell": "c", "game_index": seed} if experiment else None
+    spec = GameSpec.build(f"sim-{seed}", "async", options, seed, {"default": "scripted/naive"}, design=design)
     return asyncio.run(play_game(spec, BackendPool()))
 
 
@@ -208,3 +210,48 @@ def test_llm_detector_fills_and_flags_a_short_answer() -> None:
     det = asyncio.run(d.detect(t))
     assert det.predicted[0] == "Cy" and len(set(det.predicted)) == 2
     assert det.format_failure and det.random_fallback and det.parse_error
+
+
+def test_the_api_key_reaches_neither_raw_detections_nor_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A hostile endpoint echoes the key back in its error messages and in every answer; the command's detections,
+    its transcripts, its output and every log line (the SDK's debug logs included) hold no trace of it."""
+    import logging
+    import secrets
+
+    from mafiabench.cli import main
+
+    key = "sk-detect-" + secrets.token_hex(16)
+    monkeypatch.setenv("DETECT_HOSTILE_KEY", key)
+    monkeypatch.chdir(tmp_path)
+    wh = warehouse(tmp_path, [simulated(5, experiment="k")], human=False)
+    caplog.set_level(logging.DEBUG)
+    with FakeModelServer(latency_s=0.0, hang_s=0.3, seed=7) as srv:
+        srv.echo_credentials = True
+        srv.push_faults(["429", "500", "timeout", "malformed"])
+        exp = tmp_path / "exp.toml"
+        exp.write_text(
+            f'name = "k"\nvariant = "async"\nwarehouse = "{wh}"\n'
+            '[[cells]]\nname = "c"\nagents = {default = "scripted/naive"}\n'
+            f'[endpoints.hostile]\nkind = "openai"\nbase_url = "{srv.base_url_openai}"\n'
+            'api_key_env = "DETECT_HOSTILE_KEY"\n'
+            '[detector]\nmodels = ["hostile/detector-m"]\nmax_attempts = 4\nbackoff_base_s = 0.001\nconcurrency = 1\n'
+        )
+        assert main(["detect", str(exp), "--no-prefect"]) == 0
+        sent = json.dumps(srv.requests)
+    out = capsys.readouterr()
+    assert key in sent, "the server must have echoed the key for this test to mean anything"
+    assert any(r["status"] == 429 for r in srv.requests) and any(r["status"] == "hung" for r in srv.requests)
+    con = duckdb.connect(str(wh), read_only=True)
+    stored = json.dumps(con.execute("select * from raw_detections").fetchall(), default=str)
+    stored += json.dumps(con.execute("select * from raw_detection_transcripts").fetchall(), default=str)
+    (n,) = con.execute("select count(*) from raw_detections").fetchone()  # type: ignore[misc]
+    (masked,) = con.execute(
+        "select count(*) from raw_detections where response_text like '%[redacted]%'").fetchone()  # type: ignore[misc]
+    con.close()
+    assert n >= 2 and masked >= 1
+    assert key not in stored
+    assert key not in out.out and key not in out.err
+    assert caplog.records and key not in caplog.text

@@ -59,7 +59,8 @@ def accuracy_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
         .transform_filter("datum.detector == detector && datum.metric == metric")
         .encode(
             x=alt.X("day:O", title="transcript cut after day"),
-            color=alt.Color("source:N", title="source"),
+            color=alt.Color("source:N", title="source", legend=alt.Legend(orient="bottom", labelLimit=400,
+                                                                          direction="vertical")),
             xOffset=alt.XOffset("source:N"),
         )
     )
