@@ -88,6 +88,15 @@ def render(est: Any, *, max_cells: int = 60) -> str:
         f"{total.output_tokens:,} output tokens, about {_usd(total.cost_usd, total.unpriced)} "
         f"[prices {est.price_version}]",
     ]
+    if exp.stopping is not None:
+        rule = exp.stopping.rule()
+        worst = rule.worst_case_games()
+        lines.append(
+            f"Stopping: {rule.describe()}. Each cell plays {rule.min_games:,} to {rule.max_games:,} games; a cell "
+            f"whose rate is 1/2 (the widest interval) needs {worst:,}, any other rate fewer, so to play, calls, "
+            f"tokens, cost and time above count {worst:,} a cell: an upper bound (a cell at rate 0.1 or 0.9 needs "
+            f"about 40% of it)."
+        )
     wall = est.wall_time()
     if est.to_play:
         lat = ", ".join(f"{p} {s:g} s ({est.latency_source[p]})"

@@ -91,11 +91,11 @@ def _background_roles(b: str | Background) -> tuple[str, dict[str, str]]:
 def expand_cells(exp: Experiment) -> list[Cell]:
     """Explicit cells first, then the design's, in file order; homogeneous design cells merged."""
     cells: list[Cell] = [
-        Cell(c.name, dict(c.agents), c.games or exp.games_per_cell, {**exp.rules, **c.rules}) for c in exp.cells
+        Cell(c.name, dict(c.agents), exp.cell_games(c.games), {**exp.rules, **c.rules}) for c in exp.cells
     ]
     if exp.design is not None:
         d = exp.design
-        n = d.games_per_cell or exp.games_per_cell
+        n = exp.cell_games(d.games_per_cell)
         caps = [c for c in CAPABILITIES if c in d.capabilities]
         merged: dict[str, dict[str, Any]] = {}
         for target in d.targets:

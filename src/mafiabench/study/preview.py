@@ -205,7 +205,8 @@ def estimate_plan(
                 for spec, u in pm.items():
                     per_model.setdefault(spec, Usage()).add(u)
             k = 1.0 / len(recs)
-            to_play = cell.games if landed is None else cell.games - landed[pos]
+            planned = cell.games if exp.stopping is None else exp.stopping.rule().worst_case_games()
+            to_play = planned if landed is None else max(0, planned - landed[pos])
             out.append(
                 CellEstimate(
                     cell=cell,

@@ -36,5 +36,9 @@ class GameProgress:
     def advance(self, *, failed: int, tokens: int, usd: float) -> None:
         self._progress.update(self._task, advance=1, status=f"failed={failed} tok={tokens:,} usd={usd:.4f}")
 
+    def set_total(self, total: int) -> None:
+        """A study played in waves learns its total as waves are added."""
+        self._progress.update(self._task, total=total)
+
     def close(self) -> None:
         self._progress.stop()

@@ -46,10 +46,12 @@ from mafiabench.study.design import (
     cell_prefix,
     expand_cells,
     iter_interleaved,
+    planned_game,
     slug,
 )
 from mafiabench.study.plan import Shard, ShardPlan, ShardResult, chunk_shards, is_infrastructure_fault
 from mafiabench.study.spec import Experiment
+from mafiabench.study.stopping import CellLook, Rule, evaluate
 from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool
 from mafiabench.warehouse import landing
@@ -130,6 +132,10 @@ class Study:
         self.shards = ShardPlan(0, 0, lambda: iter(()))
         self._todo: list[bytearray] = []
         self._partial: dict[int, dict[str, _Played]] = {}  # shard → games an unfinished attempt of it played
+        self.rule: Rule | None = experiment.stopping.rule() if experiment.stopping is not None else None
+        self.looks: dict[str, CellLook] = {}  # with [stopping]: each cell at its last look
+        self._targets: dict[int, int] = {}  # with [stopping]: open cell → the game count of its next look
+        self._next_shard = 0
         self.guard: BudgetGuard | None = None
         self._t0 = time.perf_counter()
         self._lock_cm: Any = None
@@ -245,11 +251,14 @@ class Study:
             self._todo.append(todo)
         s.games_already_landed = max(0, finished - s.games_loaded_from_raw)
         s.games_to_play = s.games_planned - finished
+        if self.rule is not None:  # played in waves: the total grows as waves are added
+            self._targets = {k: self.rule.min_games for k in range(len(self.cells))}
+            s.games_to_play = 0
         self.guard = BudgetGuard(exp.budget, self._landed_usage())
         s.budget_spent = self.guard.spent
         self.shards = ShardPlan(math.ceil(s.games_to_play / exp.shard_size), s.games_to_play, self._iter_shards)
         landing.record_run(self.con, s.to_row())
-        if self.progress is not False and s.games_to_play:
+        if self.progress is not False and (s.games_to_play or self.rule is not None):
             from mafiabench.study.progress import GameProgress
 
             self._bar = GameProgress(s.games_to_play, exp.name[:30], enabled=self.progress)
@@ -429,13 +438,33 @@ class Study:
     async def fan_out(
         self, play: PlayFn | None = None, land: LandFn | None = None, shards: Iterable[Shard] | None = None
     ) -> list[ShardResult]:
-        """Play every shard (default: the plan's) and land each as it finishes, a bounded number at a time: shards
-        are taken from the plan only as slots free up, so a run's memory does not grow with its size. A shard that
-        fails for good is reported in the summary; the others go on."""
+        """Play every shard (default: the plan's; with [stopping], wave after wave until each cell's interval is
+        narrow enough) and land each as it finishes, a bounded number at a time: shards are taken from the plan only
+        as slots free up, so a run's memory does not grow with its size. A shard that fails for good is reported in
+        the summary; the others go on."""
         play = play or _play_with_local_retries
         land = land or _land_direct
-        limit = self.shards_in_flight()
         t0 = time.perf_counter()
+        results: list[ShardResult] = []
+        try:
+            if self.rule is None or shards is not None:
+                results = await self._fan(self.shards if shards is None else shards, play, land)
+            else:
+                while (wave := self._next_wave()) is not None:
+                    results += await self._fan(wave, play, land)
+                    if self.summary.shard_errors or (self.guard is not None and self.guard.stopped):
+                        break
+        finally:
+            self.summary.play_wall_s = time.perf_counter() - t0
+            await aclose_clients()
+            await asyncio.to_thread(self._close_workers)
+        if self.guard is not None and self.guard.stopped:
+            self.summary.budget_stopped = True
+        results.sort(key=lambda r: r.index)
+        return results
+
+    async def _fan(self, shards: Iterable[Shard], play: PlayFn, land: LandFn) -> list[ShardResult]:
+        limit = self.shards_in_flight()
 
         async def one(shard: Shard) -> ShardResult:
             result = await play(self, shard)
@@ -469,7 +498,7 @@ class Study:
                     )
 
         try:
-            for shard in self.shards if shards is None else shards:
+            for shard in shards:
                 while len(running) >= limit:
                     done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
                     collect(done)
@@ -482,16 +511,65 @@ class Study:
                 t.cancel()
             await asyncio.gather(*running, return_exceptions=True)
             raise
-        finally:
-            self.summary.play_wall_s = time.perf_counter() - t0
-            await aclose_clients()
-            await asyncio.to_thread(self._close_workers)
         if interrupted is not None:
             raise interrupted
-        if self.guard is not None and self.guard.stopped:
-            self.summary.budget_stopped = True
-        results.sort(key=lambda r: r.index)
         return results
+
+    # -- adaptive sample sizes ([stopping]) --------------------------------------------------------------------
+    def _next_wave(self) -> list[Shard] | None:
+        """Look at every open cell whose games up to its current look are all played: stop it (narrow enough, or
+        max_games) or move it to its next look. Then the games of the open cells up to their looks, as shards; None
+        when every cell has stopped. Only the cells' first `look` games count at a look (ids are deterministic), so
+        a resumed run looks at the same games again and never adds a look."""
+        rule = self.rule
+        assert rule is not None
+        s = self.summary
+        wave: list[PlannedGame] = []
+        while self._targets and not wave:  # a resumed study may pass several looks whose games are all landed
+            self._look(rule)
+            for k, target in self._targets.items():
+                todo = self._todo[k]
+                for i in range(target):
+                    if todo[i]:
+                        todo[i] = 0
+                        wave.append(planned_game(self.exp, self.cells[k], i))
+        s.stopping = {
+            "rule": rule.to_dict(),
+            "description": rule.describe(),
+            "cells": {name: look.to_dict() for name, look in self.looks.items()},
+        }
+        if not wave:
+            return None
+        wave.sort(key=lambda g: g.index)  # interleaved: index first, cells in file order (the sort is stable)
+        s.games_to_play += len(wave)
+        if self._bar is not None:
+            self._bar.set_total(s.games_to_play)
+        shards = list(chunk_shards(wave, self.exp.shard_size, start=self._next_shard))
+        self._next_shard += len(shards)
+        return shards
+
+    def _look(self, rule: Rule) -> None:
+        """Each open cell whose games up to its look are all played: stopped, or moved to its next look."""
+        with self.connection() as con:
+            for k, cell in enumerate(self.cells):
+                if k not in self._targets:
+                    continue
+                target = self._targets[k]
+                if any(self._todo[k][:target]):
+                    continue  # this look's games are not all played yet
+                row = con.execute(
+                    """select count(*) filter (where status = 'finished' and valid and winner is not null),
+                              count(*) filter (where status = 'finished' and valid and winner = 'mafia')
+                       from raw_games where starts_with(game_id, $p) and game_index < $n""",
+                    {"p": cell_prefix(self.exp, cell), "n": target},
+                ).fetchone()
+                n, wins = (int(row[0]), int(row[1])) if row else (0, 0)
+                look = evaluate(rule, cell.name, target, n, wins)
+                self.looks[cell.name] = look
+                if look.state == "continue":
+                    self._targets[k] = rule.next_look(target + 1)
+                else:
+                    del self._targets[k]
 
     # -- 4. summary ----------------------------------------------------------------------------------------------
     def finish(self) -> RunSummary:

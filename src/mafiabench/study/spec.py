@@ -160,6 +160,32 @@ AUTO_PROCESSES_ABOVE = 64
 AUTO_PROCESSES_MAX = 8
 
 
+class StoppingSpec(BaseModel):
+    """Adaptive sample size: play every cell in waves until its mafia win rate is known to ± `half_width`
+    (`mafiabench.study.stopping` says how the intervals stay honest when stopping on the data)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    half_width: float = Field(gt=0, le=0.5, description="Stop a cell when its interval's half-width is at most this.")
+    min_games: StrictInt = Field(ge=1, le=MAX_GAMES_PER_CELL, description="Games of the first wave of each cell.")
+    max_games: StrictInt = Field(ge=1, le=MAX_GAMES_PER_CELL, description="A cell stops here whatever its width.")
+    wave: StrictInt | None = Field(
+        None, ge=1, le=MAX_GAMES_PER_CELL, description="Games added to an unfinished cell per wave (default min_games)."
+    )
+    confidence: float = Field(0.95, ge=0.5, lt=1, description="Coverage the stopping interval keeps (default 0.95).")
+
+    @model_validator(mode="after")
+    def _order(self) -> StoppingSpec:
+        if self.max_games < self.min_games:
+            raise ValueError(f"max_games ({self.max_games}) must be at least min_games ({self.min_games})")
+        return self
+
+    def rule(self) -> Any:
+        from mafiabench.study.stopping import Rule
+
+        return Rule(self.half_width, self.min_games, self.max_games, self.wave or self.min_games, self.confidence)
+
+
 class Concurrency(BaseModel):
     """Limits of one run: games in flight, model calls in flight per provider (endpoint name), worker processes."""
 
@@ -272,6 +298,9 @@ class Experiment(BaseModel):
     )
     concurrency: Concurrency = Field(default_factory=Concurrency, description="In-process concurrency limits.")
     budget: Budget = Field(default_factory=Budget, description="Spending cap (tokens and/or USD).")
+    stopping: StoppingSpec | None = Field(
+        None, description="Adaptive sample size for every cell (replaces games_per_cell and games): see [stopping]."
+    )
     prices: list[Price] = Field(
         default_factory=list,
         description="[[prices]] rows added to or overriding the price table (provider, model, input, output, ...).",
@@ -363,6 +392,14 @@ class Experiment(BaseModel):
 
     @model_validator(mode="after")
     def _bounded(self) -> Experiment:
+        if self.stopping is not None:
+            fixed = [f"cells[{i}].games = {c.games}" for i, c in enumerate(self.cells) if c.games is not None]
+            if self.design is not None and self.design.games_per_cell is not None:
+                fixed.append(f"design.games_per_cell = {self.design.games_per_cell}")
+            if fixed:
+                raise ValueError(
+                    f"[stopping] decides how many games each cell plays (up to stopping.max_games); remove {fixed[0]}"
+                )
         n = self.planned_games()
         if n > MAX_GAMES:
             raise ValueError(
@@ -373,7 +410,7 @@ class Experiment(BaseModel):
 
     def planned_games(self) -> int:
         """How many games the experiment plans, counted without building the plan."""
-        n = sum(c.games or self.games_per_cell for c in self.cells)
+        n = sum(self.cell_games(c.games) for c in self.cells)
         if self.design is not None:
             d = self.design
             names: set[str] = set()
@@ -384,8 +421,15 @@ class Experiment(BaseModel):
                         homogeneous = roles == {target}
                         bg = b if isinstance(b, str) else b.name
                         names.add(f"homogeneous|{target}" if homogeneous else f"{cap}|{target}|{bg}")
-            n += len(names) * (d.games_per_cell or self.games_per_cell)
+            n += len(names) * self.cell_games(d.games_per_cell)
         return n
+
+    def cell_games(self, given: int | None) -> int:
+        """Games planned for a cell: with [stopping] its max_games (the waves stop earlier), else the cell's or
+        design's own count, else games_per_cell."""
+        if self.stopping is not None:
+            return self.stopping.max_games
+        return given or self.games_per_cell
 
     # -- derived ------------------------------------------------------------------------------------------------
     def endpoint_configs(self) -> dict[str, EndpointConfig]:

@@ -41,6 +41,8 @@ class RunSummary:
     description: str = ""
     # What ran after the games landed (imports, the Mafia Detector), one line each, for the printed summary.
     after: list[str] = field(default_factory=list)
+    # With [stopping]: the rule and where each cell stands at its last look (study.stopping.CellLook.to_dict()).
+    stopping: dict[str, Any] = field(default_factory=dict)
 
     @property
     def status(self) -> str:
@@ -97,6 +99,7 @@ class RunSummary:
             "calls_concurrency": round(self.calls_concurrency, 2),
             "price_version": self.price_version,
             "failures": [{"game_id": g, "error": e} for g, e in self.failures],
+            "stopping": self.stopping,
         }
 
     def to_row(self) -> dict[str, Any]:
@@ -174,6 +177,16 @@ class RunSummary:
             )
         if self.shard_errors:
             rows.append(("shard errors", f"{len(self.shard_errors)}: {self.shard_errors[0][:200]}"))
+        if self.stopping:
+            cells = self.stopping.get("cells", {}).values()
+            states = {st: sum(1 for c in cells if c["state"] == st) for st in ("width", "max", "continue")}
+            rows.append(("stopping rule", str(self.stopping.get("description", ""))))
+            rows.append(
+                (
+                    "stopped cells",
+                    f"{states['width']} narrow enough, {states['max']} at max_games, {states['continue']} still open",
+                )
+            )
         return rows
 
     def _cell_rows(self, limit: int) -> list[tuple[str, Usage]]:
@@ -193,6 +206,13 @@ class RunSummary:
                 )
             if len(self.per_cell) > max_cells:
                 lines.append(f"    ... and {len(self.per_cell) - max_cells} more cells")
+        if self.stopping:
+            lines.append("  per cell at its last look (mafia win rate, interval):")
+            for name, c in sorted(self.stopping.get("cells", {}).items())[:max_cells]:
+                lines.append(
+                    f"    {name[:60]:<60} {c['games']:>6} games {c['k']:>6}/{c['n']:<6} "
+                    f"[{c['lower']:.3f}, {c['upper']:.3f}] ±{c['half_width']:.3f} {c['state']}"
+                )
         if self.failures:
             lines.append("  failed games (first few):")
             for gid, err in self.failures[:5]:
