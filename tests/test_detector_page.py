@@ -44,11 +44,18 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
     con = connect(db)
     build_warehouse(con)
     con.execute("checkpoint")
+    # The dataset profile covers the async games beside the human ones (metrics.md §9).
+    profile = {r[0]: r for r in con.execute(
+        "select source, games, participants_max, days_mean, utterances_per_game, words_per_utterance "
+        "from mart_dataset_profile").fetchall()}
+    sim = profile["simulation"]
+    assert sim[1] == 2 and sim[2] == 8 and sim[3] >= 1 and sim[4] > 5 and sim[5] > 1
+    assert profile["ibraheem2022-human"][1] >= 1
     con.close()
     assert main(["dashboards", "--warehouse", str(db), "--out", str(out)]) == 0
     page = (out / "detector.html").read_text(encoding="utf-8")
     for fragment in ("policy/most-voted", "policy/random", "LLM (simulated): det", "human (Dallinger)",
-                     "whole game", "day 1", "(1/28)"):  # n = 8, k = 2: P(exact) = 1/C(8, 2) = 1/28
+                     "whole game", "day 1", "(1/28)", "ibraheem2022-human"):  # n = 8, k = 2: 1/C(8, 2) = 1/28
         assert fragment in page, fragment
     assert 'class="vis"' in page  # the chart is placed
     href = cleansed_path("det-2")
