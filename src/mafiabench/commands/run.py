@@ -64,6 +64,11 @@ def main(
         ),
     ] = False,
     dashboards: Annotated[Path, typer.Option(help="dashboards folder (with --publish)")] = Path("dashboards"),
+    dask: Annotated[
+        str | None,
+        typer.Option(help="play the games on this Dask scheduler's workers (tcp://host:8786); overrides [cluster]",
+                     show_default=False),
+    ] = None,
 ) -> int:
     from mafiabench.play.runner import BackendPool
     from mafiabench.redact import install_log_scrubber
@@ -71,6 +76,11 @@ def main(
 
     install_log_scrubber()  # before Prefect logs anything: its logs land in its server's database
     exp = load_experiment(experiment)
+    if dask is not None:
+        from mafiabench.play.config import validate
+        from mafiabench.study.spec import Cluster
+
+        exp = exp.model_copy(update={"cluster": validate(Cluster, {"dask": dask}, "--dask")})
     # Unknown provider or missing key: say so in a second, before Prefect's server starts.
     BackendPool(endpoints=exp.endpoint_configs()).check(exp.agent_specs())
     progress = False if no_progress else None
@@ -108,7 +118,7 @@ def _run(
 
     summary: RunSummary
     if no_prefect:
-        summary = asyncio.run(run_study(exp, warehouse=warehouse, progress=progress))
+        summary = asyncio.run(run_study(exp, warehouse=warehouse, progress=progress))  # exp carries --dask
         if not summary.shard_errors and (exp.imports or exp.detector is not None):
             from mafiabench.flows.pipeline import after_landing
 
@@ -131,6 +141,7 @@ def _run(
                     progress=progress,
                     publish=publish,
                     dashboards=str(dashboards),
+                    dask=None if exp.cluster is None else exp.cluster.dask,
                 )
             )
         except module.StudyIncomplete as exc:

@@ -82,13 +82,14 @@ async def study_flow(
     progress: bool | None = None,
     publish: bool = False,
     dashboards: str = "dashboards",
+    dask: str | None = None,
 ) -> RunSummary:
     """Play an experiment's missing games and land them; the run summary becomes a markdown artifact. With
     `publish`, then rebuild the marts behind the quality gate and render the dashboards."""
     install_log_scrubber()  # no known secret in a log line (Prefect stores them in its database)
     logger = get_run_logger()
     experiment = load_experiment(experiment_path)
-    with Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress) as study:
+    with Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress, dask=dask) as study:
         shards = study.prepare()  # expand the design, load landed raw files, skip landed games
         s = study.summary
         logger.info(

@@ -105,8 +105,11 @@ class Study:
         prices: PriceTable | None = None,
         shard_retries: int = 2,
         shard_retry_delays: tuple[float, ...] = (1.0, 5.0),
+        dask: str | None = None,
     ) -> None:
         self.exp = experiment
+        self.dask_address = dask or (experiment.cluster.dask if experiment.cluster is not None else None)
+        self._dask: Any = None
         self.warehouse = experiment.warehouse_path(warehouse)
         self.raw = landing.raw_dir(self.warehouse, experiment.name)
         self.orchestrator = orchestrator
@@ -218,6 +221,10 @@ class Study:
 
     def _prepare(self) -> ShardPlan:
         exp = self.exp
+        if self.dask_address is not None:
+            from mafiabench.study.cluster import check_scheduler
+
+            check_scheduler(self.dask_address)
         BackendPool(endpoints=self.endpoints).check(
             [s for s in exp.agent_specs() if not s.startswith("policy/")]
         )  # unknown provider or missing key: fail before any game
@@ -369,22 +376,30 @@ class Study:
         return True
 
     def _play_game(self, spec: GameSpec, pool: BackendPool) -> Awaitable[GameRecord]:
-        """On this event loop, or with `concurrency.processes > 1` in the least busy worker process."""
-        c = self.exp.concurrency
+        """On a Dask cluster (`[cluster]`), on this event loop, or with `concurrency.processes > 1` in the least busy
+        worker process."""
+        if self.dask_address is not None:
+            if self._dask is None:
+                from mafiabench.study.cluster import DaskGames
+
+                self._dask = DaskGames(self.dask_address, self._worker_config(1))
+            return self._dask.play(spec)
         if self.processes == 1:
             return play_game(spec, pool, provenance=self._provenance)
         if self._workers is None:
-            self._workers = WorkerPool(
-                WorkerConfig(
-                    endpoints=self.endpoints,
-                    limits=dict(c.providers),
-                    default_limit=c.default_provider,
-                    cache_dir=self.exp.cache_dir,
-                    provenance=self._provenance,
-                    processes=self.processes,
-                )
-            )
+            self._workers = WorkerPool(self._worker_config(self.processes))
         return self._workers.play(spec)
+
+    def _worker_config(self, processes: int) -> WorkerConfig:
+        c = self.exp.concurrency
+        return WorkerConfig(
+            endpoints=self.endpoints,
+            limits=dict(c.providers),
+            default_limit=c.default_provider,
+            cache_dir=self.exp.cache_dir,
+            provenance=self._provenance,
+            processes=processes,
+        )
 
     def _close_workers(self) -> None:
         if self._workers is not None:
@@ -458,6 +473,9 @@ class Study:
             self.summary.play_wall_s = time.perf_counter() - t0
             await aclose_clients()
             await asyncio.to_thread(self._close_workers)
+            if self._dask is not None:
+                dask, self._dask = self._dask, None
+                await dask.close()
         if self.guard is not None and self.guard.stopped:
             self.summary.budget_stopped = True
         results.sort(key=lambda r: r.index)
@@ -617,9 +635,10 @@ async def run_study(
     warehouse: str | Path | None = None,
     progress: bool | None = None,
     prices: PriceTable | None = None,
+    dask: str | None = None,
 ) -> RunSummary:
     """Run an experiment without Prefect (`mafiabench run --no-prefect`): the same steps as the flow."""
-    with Study(experiment, warehouse=warehouse, progress=progress, prices=prices) as study:
+    with Study(experiment, warehouse=warehouse, progress=progress, prices=prices, dask=dask) as study:
         study.prepare()
         await study.fan_out()
         return study.finish()

@@ -232,6 +232,24 @@ class Concurrency(BaseModel):
         return v
 
 
+class Cluster(BaseModel):
+    """Where games are played when one machine is not enough (study/cluster.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dask: str = Field(
+        description="Address of a running Dask scheduler (`tcp://host:8786`); each game runs as a task on its "
+        "workers, the run itself stays the one writer."
+    )
+
+    @field_validator("dask")
+    @classmethod
+    def _address(cls, v: str) -> str:
+        if not re.fullmatch(r"(tcp|tls|ws|wss|inproc)://[^\s/]+(:\d+)?/?", v):
+            raise ValueError(f"expected a scheduler address such as tcp://127.0.0.1:8786, got {v!r}")
+        return v
+
+
 class Budget(BaseModel):
     """A cap on what the experiment spends, counting every landed game of it (earlier runs included).
 
@@ -297,6 +315,7 @@ class Experiment(BaseModel):
         default_factory=dict, description="Settings per agent spec; the key 'default' applies to the others."
     )
     concurrency: Concurrency = Field(default_factory=Concurrency, description="In-process concurrency limits.")
+    cluster: Cluster | None = Field(None, description="Play the games on a Dask cluster ([cluster] dask = ADDRESS).")
     budget: Budget = Field(default_factory=Budget, description="Spending cap (tokens and/or USD).")
     stopping: StoppingSpec | None = Field(
         None, description="Adaptive sample size for every cell (replaces games_per_cell and games): see [stopping]."

@@ -1,0 +1,118 @@
+"""A study across a real Dask cluster on 127.0.0.1 (a scheduler and two worker processes): one worker is killed
+with SIGKILL mid-run, and every planned game still lands exactly once, each a finished game."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+from mafiabench.errors import UserError
+from mafiabench.study.design import expand
+from mafiabench.study.run import run_study
+from mafiabench.study.spec import parse_experiment
+
+pytest.importorskip("distributed")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]], Path]]:
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+    log = tmp_path / "scheduler.log"
+    scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
+                                  "--port", str(port), "--no-dashboard"], stdout=subprocess.DEVNULL,
+                                 stderr=log.open("wb"))
+    workers = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "8",
+                                 "--no-nanny", "--no-dashboard", "--name", f"w{i}"], **quiet) for i in range(2)]
+    try:
+        from distributed import Client
+
+        deadline = time.monotonic() + 60
+        while True:  # wait until both workers have joined
+            try:
+                with Client(address, timeout=5) as client:
+                    if len(client.scheduler_info()["workers"]) == 2:
+                        break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, "the Dask cluster did not start"
+            time.sleep(0.5)
+        yield address, workers, log
+    finally:
+        for p in [*workers, scheduler]:
+            p.kill()
+            p.wait()
+
+
+def experiment(tmp_path: Path, address: str) -> Any:
+    return parse_experiment({
+        "name": "cluster", "games_per_cell": 20, "shard_size": 10, "warehouse": str(tmp_path / "w.duckdb"),
+        "cells": [{"name": "slow", "agents": {"default": "slow/m"}},
+                  {"name": "mixed", "agents": {"mafioso": "slow/m", "default": "policy/random"}}],
+        # An in-process fake with latency: it runs on the workers, so every game keeps a worker busy ~3 s.
+        "endpoints": {"slow": {"kind": "fake", "options": {"latency_ms": 400}}},
+        "concurrency": {"games": 16},  # more than one worker's 8 threads: both workers carry games
+        "cluster": {"dask": address},
+    })
+
+
+def test_a_killed_worker_loses_no_game_and_duplicates_none(tmp_path: Path, cluster: Any) -> None:
+    address, workers, log = cluster
+    exp = experiment(tmp_path, address)
+    planned = sorted(g.game_id for g in expand(exp))
+    assert len(planned) == 40
+    out: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: out.setdefault("summary", asyncio.run(run_study(exp, progress=False))))
+    runner.start()
+    from distributed import Client
+
+    with Client(address, timeout=10) as client:
+        w0 = next(a for a, w in client.scheduler_info()["workers"].items() if w["name"] == "w0")
+        deadline = time.monotonic() + 60
+        while not client.processing().get(w0):  # wait until w0 carries games
+            assert time.monotonic() < deadline and runner.is_alive()
+            time.sleep(0.1)
+        carried = len(client.processing()[w0])
+        workers[0].kill()  # SIGKILL, with games in flight: no goodbye to the scheduler
+    assert carried >= 1
+    runner.join(240)
+    assert not runner.is_alive(), "the run did not finish after a worker was killed"
+    summary = out["summary"]
+    assert summary.shard_errors == [] and summary.games_played == 40 and summary.games_failed == 0
+    con = duckdb.connect(exp.warehouse, read_only=True)
+    try:
+        rows = con.execute("select game_id, status from raw_games order by game_id").fetchall()
+    finally:
+        con.close()
+    assert [r[0] for r in rows] == planned  # every planned game, once
+    assert {r[1] for r in rows} == {"finished"}
+    assert "Remove worker" in log.read_text() and "name: w0" in log.read_text()
+
+
+def test_an_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:
+    address = f"tcp://127.0.0.1:{free_port()}"
+    with pytest.raises(UserError, match=f"cannot reach the Dask scheduler at {address}"):
+        asyncio.run(run_study(experiment(tmp_path, address), progress=False))
+
+
+def test_a_bad_address_is_named(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match=r"cluster.dask.*tcp://127.0.0.1:8786"):
+        parse_experiment({"name": "x", "cells": [{"name": "c", "agents": {"default": "policy/random"}}],
+                          "cluster": {"dask": "127.0.0.1:8786"}}, "exp.toml")
