@@ -120,6 +120,10 @@ def test_run_detects_after_landing_and_detect_reruns_land_nothing(tmp_path: Path
     (after,) = con.execute("select count(*) from raw_detections").fetchone()  # type: ignore[misc]
     con.close()
     assert fake >= 1 and after == n + fake
+    # A source with no game (a typo, or not imported yet) is named, not silently empty.
+    assert cli(["detect", "--warehouse", "w.duckdb", "--model", "policy/random", "--source", "ibraheem2022-humans",
+                "--no-prefect"]) == 0
+    assert "no eligible game of source 'ibraheem2022-humans'" in capsys.readouterr().out
 
 
 def test_detect_command_refuses_what_it_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -152,10 +156,28 @@ def test_detect_flow_on_prefect_lands_once(tmp_path: Path) -> None:
         f'[[imports]]\nformat = "llmafia"\npath = "{FIXTURES / "llmafia"}"\n'
         '[detector]\nmodels = ["policy/most-voted"]\nsimulated = false\nimported = ["llmafia"]\n'
     )
+    study = tmp_path / "study.toml"
+    study.write_text(
+        'name = "s"\nvariant = "async"\ngames_per_cell = 2\n'
+        f'warehouse = "{wh}"\n'
+        "[rules]\nday_seconds = 40\nnight_seconds = 20\nn_players = 8\n"
+        '[[cells]]\nname = "c"\nagents = {default = "scripted/naive"}\n'
+        '[detector]\nmodels = ["policy/random"]\n'
+    )
+    from mafiabench.flows.study import study_flow
+
     with prefect_test_harness(server_startup_timeout=90):
         first = asyncio.run(detect_flow(experiment_path=str(exp)))
         second = asyncio.run(detect_flow(warehouse=str(wh), spec=DetectorSpec(models=("policy/most-voted",),
                                                                                sources=("llmafia",))))
+        summary = asyncio.run(study_flow(experiment_path=str(study), progress=False))
     assert first["imports"] and "llmafia" in first["imports"][0]
     assert first["landed"] == first["planned"] > 0 and not first["failed"]
     assert second["landed"] == 0 and second["already_landed"] == first["planned"]
+    # The study flow detects after landing (its `detect` task), on its own games only.
+    assert summary.games_played == 2 and any(line.startswith("detect: ") for line in summary.after)
+    con = duckdb.connect(str(wh), read_only=True)
+    rows = con.execute("select g.experiment, count(distinct d.game_id) from raw_detections d join raw_games g "
+                       "using (game_id) where d.detector = 'policy/random' group by all").fetchall()
+    con.close()
+    assert rows == [("s", 2)]

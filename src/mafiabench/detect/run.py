@@ -93,6 +93,8 @@ class DetectReport:
     format_failures: int = 0
     calls: int = 0
     wall_s: float = 0.0
+    # Sources asked for (`sources`) of which no eligible game was found: a typo, or an import not done yet.
+    sources_without_games: list[str] = field(default_factory=list)
 
     def to_text(self) -> str:
         lines = [
@@ -101,6 +103,8 @@ class DetectReport:
             f"{self.format_failures} with a format failure; {self.calls} model calls; {self.wall_s:.1f} s"
         ]
         lines += [f"  failed: {f}" for f in self.failed[:20]]
+        lines += [f"  no eligible game of source {s!r} (finished, valid, of the variants asked; imported yet?)"
+                  for s in self.sources_without_games]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -256,6 +260,8 @@ async def detect_warehouse(
         finally:
             con.close()
         report.games = len(games)
+        seen = {g.source for g in games}
+        report.sources_without_games = [s for s in (spec.sources or ()) if s not in seen]
         todo: list[tuple[Transcript, Detector]] = []
         for g in games:
             for cut in g.cuts(spec.max_cut):
