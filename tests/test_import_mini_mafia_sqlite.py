@@ -128,3 +128,27 @@ def test_the_import_command_lands_the_study_once(database: Path, tmp_path: Path,
         ("mini_mafia_round2", f"deceive|{DEEPSEEK}|{GPT}", "mafia", True, "20250821_111911"),
         ("mini_mafia_round2", f"deceive|{DEEPSEEK}|{GPT}", "mafia", False, "20250821_111911")]
     assert seats == (0,)
+
+
+def test_raw_answers_are_read_again_with_our_reference_parser(database: Path) -> None:
+    """Format failures of the two readings, answer by answer: ours agrees with the reference's on every answer of
+    the fixture except the one planted in game 0002 (raw `Alice`, recorded as a vote for Diana)."""
+    got = {k: [(e.type, e.actor, e.data.get("reparsed"), e.data.get("parse_agrees")) for e in g.events
+               if "raw_response" in e.data]
+           for k, g in games(database).items() if isinstance(g, GameRecord)}
+    assert got["0000"] == [
+        ("message", "Diana", "Who had a reason to go after Alice?", True),  # reasoning after the first line dropped
+        ("message", "Charlie", "I checked Bob last night: Bob is the mafioso.", True),
+        ("silence", "Bob", "remained silent", True),  # `I think`: no quoted message
+        ("message", "Bob", "Charlie is lying, I am just a villager and...", True),  # unclosed quote: the marker
+        ("message", "Diana", "Charlie sounds sure.", True),
+        ("message", "Charlie", "Vote Bob.", True),
+        ("vote", "Bob", "Charlie", True), ("vote", "Charlie", "Bob", True), ("vote", "Diana", "Bob", True)]
+    assert got["0001"] == [
+        ("message", "Alice", "Diana is the mafioso.", True),
+        ("message", "Diana", "Alice is bluffing.", True),  # a <think> block stripped
+        ("message", "Charlie", "Hard to say.", True),
+        ("vote", "Alice", "Diana", True),
+        ("vote", "Charlie", "Alice", True),  # `I would arrest Alice`: a valid name later in the answer
+        ("vote", "Diana", None, True)]  # no name: both readings fall back to a random vote
+    assert [x for x in got["0002"] if x[3] is not True] == [("vote", "Charlie", "Alice", False)]

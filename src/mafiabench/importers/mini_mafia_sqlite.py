@@ -14,6 +14,12 @@ schema.sql`), filled by `run_mini_mafia_batch.py` through `database/db_utils.py`
   marks a vote cast at random after a failed format;
 - `benchmark(capability, background, target, game_id, count)` in the benchmark database: the paper's cells.
 
+Where a step keeps the model's raw answer, it is read again with mafiabench's own reference parser
+(`agents.parsing`: first line, quotes, the unclosed-quote marker, a name found later in the answer, reasoning
+wrappers stripped) and the event says what that gives and whether it agrees with the reference's own parse
+(`data.reparsed`, `data.parse_agrees`): format-failure rates of the two readings can be compared game by game on
+the study's own outputs (`mart_format_failures` counts the reference's).
+
 Seats are not recorded (names are Alice, Bob, Charlie, Diana whatever the roles), so none is invented. What the
 mafioso was told about the detective is not in the database either (no memories), so that rule is recorded as
 unknown (None). Every game is cross-checked (winner against the arrested role, votes against the plurality,
@@ -31,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from mafiabench.agents.parsing import parse_message_reference, parse_name_reference
 from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.errors import UserError
 from mafiabench.importers.common import (
@@ -201,7 +208,11 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
     for i, s in enumerate(talk):
         data: dict[str, Any] = {"discussion_round": i // max(len(day), 1) + 1}
         if s["raw_response"] is not None:
-            data["raw_response"] = s["raw_response"]
+            message, cut, _ = parse_message_reference(s["raw_response"])
+            ours = SILENT if message is None else message + (TRUNCATION if cut else "")
+            theirs = SILENT if s["parsed_result"] is None or s["parsed_result"].strip().lower().rstrip(".") == SILENT \
+                else s["parsed_result"]
+            data.update(raw_response=s["raw_response"], reparsed=ours, parse_agrees=ours == theirs)
         if s["actor"] not in day:
             problems.append(f"step {s['step']}: {s['actor']} speaks but is not a day player")
         text = s["parsed_result"]
@@ -220,7 +231,13 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
             problems.append(f"step {s['step']}: vote by {voter} for {target!r}")
         if voter in table_votes and table_votes[voter] != target:
             problems.append(f"votes table: {voter} voted for {table_votes[voter]}, game_sequence says {target}")
-        data = {"raw_response": s["raw_response"]} if s["raw_response"] is not None else {}
+        data = {}
+        if s["raw_response"] is not None:
+            choices = [n for n in day if n != voter]
+            reparsed, _, _ = parse_name_reference(s["raw_response"], choices)
+            fallback = random_vote.get(voter)  # unknown without a votes row
+            agrees = (reparsed == target and not fallback) if reparsed is not None else fallback
+            data = {"raw_response": s["raw_response"], "reparsed": reparsed, "parse_agrees": agrees}
         log.emit("day", 1, "vote", actor=voter, target=target, format_failure=random_vote.get(voter, False),
                  random_fallback=random_vote.get(voter, False), data=data)
     counts, top = tally(s["parsed_result"] for s in cast)
