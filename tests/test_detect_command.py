@@ -135,6 +135,8 @@ def test_detect_command_refuses_what_it_cannot_run(tmp_path: Path, capsys: pytes
     assert "no [detector] section" in capsys.readouterr().err
     assert cli(["detect", "--model", "policy/oracle", "--warehouse", str(tmp_path / "w.duckdb")]) == 2
     assert "policy/oracle" in capsys.readouterr().err
+    assert cli(["detect", "--model", "policy/random", "--warehouse", str(tmp_path / "none.duckdb")]) == 2
+    assert "none.duckdb not found" in capsys.readouterr().err and not (tmp_path / "none.duckdb").exists()
 
 
 @pytest.mark.slow

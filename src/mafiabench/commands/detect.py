@@ -97,6 +97,8 @@ def main(
     wh = Path(wh or DEFAULT_WAREHOUSE)
     endpoints = exp.endpoint_configs() if exp is not None else None
     make_detectors(spec or exp.detector_spec(), endpoints)  # type: ignore[union-attr]  # unknown provider, key
+    if not wh.is_file() and not (exp is not None and exp.imports):
+        raise UserError(f"warehouse {wh} not found: run an experiment or import games first (or give --warehouse)")
     lines: list[str] = []
     if no_prefect:
         if spec is None:
