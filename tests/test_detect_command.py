@@ -183,3 +183,21 @@ def test_detect_flow_on_prefect_lands_once(tmp_path: Path) -> None:
                        "using (game_id) where d.detector = 'policy/random' group by all").fetchall()
     con.close()
     assert rows == [("s", 2)]
+
+
+def test_preview_estimates_the_model_detector() -> None:
+    """One call per day cut of each game to play, the prompt over the cleansed transcript, priced; offline
+    (policy) detectors cost nothing and get no line."""
+    from mafiabench.study.preview import estimate_plan
+
+    est = estimate_plan(load_experiment(ROOT / "experiments" / "hidden_in_plain_text.toml"), samples=2)
+    (spec, usage), = est.detection().items()
+    assert spec == "openai/gpt-4.1"
+    assert 35 <= usage.calls <= 35 * 10  # at least one cut a game, at most max_days
+    assert usage.input_tokens > usage.calls * 150 and usage.output_tokens == pytest.approx(60 * usage.calls, rel=0.02)
+    assert usage.cost_usd > 0 and not usage.unpriced
+    from mafiabench.commands.preview import render
+
+    assert "openai/gpt-4.1 " in render(est).split("Detector, on the games to play", 1)[1]
+    offline = estimate_plan(load_experiment(ROOT / "experiments" / "hidden_in_plain_text_offline.toml"), samples=1)
+    assert offline.detection() == {}

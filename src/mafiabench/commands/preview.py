@@ -111,6 +111,14 @@ def render(est: Any, *, max_cells: int = 60) -> str:
                 f"  {spec:<50} {u.calls:>9,} calls {u.input_tokens:>13,} in {u.output_tokens:>11,} out "
                 f"{_usd(u.cost_usd, u.unpriced):>12}"
             )
+    detection = est.detection()
+    if detection:
+        lines.append("Detector, on the games to play (one call per day cut; imported games it reads not counted):")
+        for spec, u in sorted(detection.items()):
+            lines.append(
+                f"  {spec:<50} {u.calls:>9,} calls {u.input_tokens:>13,} in {u.output_tokens:>11,} out "
+                f"{_usd(u.cost_usd, u.unpriced):>12}"
+            )
     if total.unpriced:
         lines.append(f"Unpriced (no row in the price table): {', '.join(sorted(total.unpriced))}")
     b = exp.budget

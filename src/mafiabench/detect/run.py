@@ -162,6 +162,19 @@ def load_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Seq
     return out
 
 
+def prompt_tokens_per_cut(spec: DetectorSpec, game_id: str, events: Sequence[Event], players: Sequence[str],
+                          k: int) -> list[int]:
+    """Estimated input tokens of one model-detector call per day cut of a game (for `mafiabench preview`): the
+    detector's own prompt rendered over the cleansed transcript, at about four characters a token."""
+    from mafiabench.backends.fake import estimate_tokens
+    from mafiabench.detect.detectors import load_detector_prompt, render_prompt
+
+    prompt = load_detector_prompt_file(spec.prompt_file) if spec.prompt_file else load_detector_prompt(
+        spec.prompt_version)
+    game = GameInput(game_id, "simulation", "", tuple(players), tuple(players[:k]), tuple(events))
+    return [estimate_tokens(render_prompt(prompt, game.transcript(cut))) for cut in game.cuts(spec.max_cut)]
+
+
 def make_detectors(spec: DetectorSpec, endpoints: dict[str, EndpointConfig] | None = None,
                    cache_dir: str | None = None) -> list[Detector]:
     """Validate every detector (unknown provider, missing key) before any call."""

@@ -78,6 +78,8 @@ class CellEstimate:
     per_model_per_game: dict[str, Usage]
     critical_path_s: float = 0.0  # one game, start to end, at the providers' latencies
     calls_per_provider: dict[str, float] = field(default_factory=dict)  # per game
+    detect_samples: dict[str, Usage] = field(default_factory=dict)  # per model detector: its calls on the samples
+    samples: int = 1
 
     def scaled(self, n: int) -> Usage:
         u = Usage()
@@ -132,6 +134,16 @@ class Estimate:
             bounds[f"{provider}: {limit:,} calls in flight"] = k * self.latency.get(provider, 0.0) / limit
         binding = max(bounds, key=lambda b: bounds[b])
         return WallTime(bounds[binding], binding, bounds)
+
+    def detection(self, *, remaining: bool = True) -> dict[str, Usage]:
+        """The `[detector]`'s model calls on this experiment's games (one per day cut and model detector);
+        imported games it also reads are not counted."""
+        out: dict[str, Usage] = {}
+        for c in self.cells:
+            n = c.to_play if remaining else c.games
+            for spec, u in c.detect_samples.items():
+                out.setdefault(spec, Usage()).add(_scale(u, n / c.samples))
+        return out
 
     def per_model(self, *, remaining: bool = True) -> dict[str, Usage]:
         out: dict[str, Usage] = {}
@@ -217,12 +229,48 @@ def estimate_plan(
                     per_model_per_game={s: _scale(u, k) for s, u in per_model.items()},
                     critical_path_s=path_s * k,
                     calls_per_provider={p: n * k for p, n in per_provider.items()},
+                    detect_samples=_detection_usage(exp, recs, table),
+                    samples=len(recs),
                 )
             )
         return out
 
     return Estimate(exp, asyncio.run(sample()), samples, table.version, None if landed is None else sum(landed),
                     latency, {p: v[1] for p, v in latency_of.items()})
+
+
+def _detection_usage(exp: Experiment, recs: Sequence[Any], table: PriceTable) -> dict[str, Usage]:
+    """Calls, tokens and cost of each model detector over the sample games (all of them, not per game): one call
+    per day cut, the prompt rendered over the cleansed transcript, output counted at the detector's token cap."""
+    if exp.detector is None or not exp.detector.simulated:
+        return {}
+    from mafiabench.detect.run import prompt_tokens_per_cut
+
+    spec = exp.detector.spec(exp.name)
+    models = [m for m in spec.models if not m.startswith("policy/")]
+    if not models:
+        return {}
+    cuts: list[int] = []
+    for rec in recs:
+        if rec.outcome.get("status") != "finished":
+            continue
+        players = [p.name for p in rec.players]
+        mafia = [p.name for p in rec.players if p.team == "mafia"]
+        ordered = mafia + [p for p in players if p not in mafia]
+        cuts += prompt_tokens_per_cut(spec, rec.game_id, rec.events, ordered, len(mafia))
+    out: dict[str, Usage] = {}
+    for model in models:
+        u = Usage()
+        u.calls = len(cuts)
+        u.input_tokens = sum(cuts)
+        u.output_tokens = (spec.max_tokens or 0) * len(cuts)
+        cost = table.cost(model, u.input_tokens, u.output_tokens)
+        if cost is None:
+            u.unpriced = {model}
+        else:
+            u.cost_usd = cost
+        out[model] = u
+    return out
 
 
 def _landed_per_cell(exp: Experiment, cells: list[Cell], warehouse: Path) -> list[int] | None:
