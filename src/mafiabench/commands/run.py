@@ -28,6 +28,16 @@ PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "PREFECT_TASKS_DEFAULT_NO_CACHE": "true",
 }
+# Without --verbose the terminal gets warnings and errors only: no task-completion lines, no server notices. The
+# INFO lines still reach Prefect's API (its UI and the flow run's logs); only the console handler is raised.
+QUIET_PREFECT = {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING"}
+
+
+def quiet_prefect(verbose: bool) -> None:
+    """Set Prefect's console log level before Prefect is imported (it reads its logging settings at import)."""
+    if not verbose:
+        for key, value in QUIET_PREFECT.items():
+            os.environ.setdefault(key, value)
 
 
 def register(app: typer.Typer) -> None:
@@ -69,7 +79,11 @@ def main(
         typer.Option(help="play the games on this Dask scheduler's workers (tcp://host:8786); overrides [cluster]",
                      show_default=False),
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="also print Prefect's task and flow log lines and notices")
+    ] = False,
 ) -> int:
+    quiet_prefect(verbose)
     from mafiabench.play.runner import BackendPool
     from mafiabench.redact import install_log_scrubber
     from mafiabench.study.spec import load_experiment

@@ -93,13 +93,13 @@ async def study_flow(
         shards = study.prepare()  # expand the design, load landed raw files, skip landed games
         s = study.summary
         logger.info(
-            "%s: %d games planned, %d already landed, %d loaded from the raw folder, %d to play in %d shard(s)",
+            "%s: %s games planned, %s already landed, %s loaded from the raw folder, %s to play in %s shard(s)",
             experiment.name,
-            s.games_planned,
-            s.games_already_landed,
-            s.games_loaded_from_raw,
-            s.games_to_play,
-            len(shards),
+            f"{s.games_planned:,}",
+            f"{s.games_already_landed:,}",
+            f"{s.games_loaded_from_raw:,}",
+            f"{s.games_to_play:,}",
+            f"{len(shards):,}",
         )
         await study.fan_out(play=_play, land=_land)  # shard tasks, a bounded number at a time; land each
         summary = study.finish()  # ledger row in raw_runs
@@ -107,14 +107,14 @@ async def study_flow(
         key=study.artifact_key(), markdown=summary.markdown(), description=f"mafiabench run {summary.run_id}"
     )
     logger.info(
-        "%s: %s — %d played (%d failed), %d calls, %d tokens, $%.4f, %.1f s",
+        "%s: %s — %s played (%s failed), %s model calls, %s tokens, $%s, %.1f s",
         experiment.name,
         summary.status,
-        summary.games_played,
-        summary.games_failed,
-        summary.usage.calls,
-        summary.usage.tokens,
-        summary.usage.cost_usd,
+        f"{summary.games_played:,}",
+        f"{summary.games_failed:,}",
+        f"{summary.usage.calls:,}",
+        f"{summary.usage.tokens:,}",
+        f"{summary.usage.cost_usd:,.4f}",
         summary.wall_s,
     )
     if summary.shard_errors:
@@ -128,9 +128,10 @@ async def study_flow(
         summary.after.append("detect: " + DetectReport(**report).to_text())
     for line in summary.after:
         logger.info(line)
-    if publish:
-        logger.info(build_marts(summary.warehouse))
-        logger.info(render_dashboards(summary.warehouse, dashboards))
+    if publish:  # in the printed summary too: the terminal shows Prefect's INFO lines only with --verbose
+        for text in (build_marts(summary.warehouse), render_dashboards(summary.warehouse, dashboards)):
+            logger.info(text)
+            summary.after += text.splitlines()
     return summary
 
 

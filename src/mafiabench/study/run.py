@@ -145,6 +145,9 @@ class Study:
         self._con: Any = None
         self._open = False
         self._bar: Any = None
+        # What the bar shows while games finish (the summary's ledger counts a shard once its file is written).
+        self._live = Usage()
+        self._live_failed = 0
         self._pools: dict[int, BackendPool] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._land_lock: asyncio.Lock | None = None
@@ -372,6 +375,8 @@ class Study:
             finally:
                 self.guard.finish(usage)
         done[g.game_id] = _Played(rec, usage, per_model, busy)
+        self._live.add(usage)
+        self._live_failed += rec.outcome.get("status") == "failed"
         self._tick()
         return True
 
@@ -427,8 +432,7 @@ class Study:
 
     def _tick(self) -> None:
         if self._bar is not None:
-            u = self.summary.usage
-            self._bar.advance(failed=self.summary.games_failed, tokens=u.tokens, usd=u.cost_usd)
+            self._bar.advance(failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
 
     # -- 3. land --------------------------------------------------------------------------------------------------
     async def land_shard(self, result: ShardResult) -> LoadResult:
@@ -600,6 +604,7 @@ class Study:
         if self.guard is not None:
             s.budget_spent = self.guard.spent
         if self._bar is not None:
+            self._bar.show(failed=s.games_failed, tokens=s.usage.tokens, usd=s.usage.cost_usd)  # the summary's
             self._bar.close()
             self._bar = None
         with self.connection() as con:

@@ -153,9 +153,11 @@ class RunSummary:
             (
                 "model calls",
                 f"{u.calls:,} ({u.failed_calls:,} failed, {u.format_failures:,} format failures, "
-                f"{u.attempts - u.calls:,} retries)",
+                f"{u.attempts - u.calls:,} retry attempts)",
             ),
-            ("tokens", f"{u.input_tokens:,} in ({u.cached_tokens:,} cached) + {u.output_tokens:,} out"),
+            # The cost page's words for the same counts: model calls, failed calls, format failures, retry
+            # attempts, input tokens (cached input tokens among them), output tokens, cost.
+            ("tokens", f"{u.input_tokens:,} input ({u.cached_tokens:,} cached) + {u.output_tokens:,} output"),
             ("cost", f"{cost}  [prices {self.price_version}]"),
             ("wall time", f"{self.wall_s:.1f} s (playing {self.play_wall_s:.1f} s)"),
             (
@@ -202,7 +204,7 @@ class RunSummary:
             for name, u in self._cell_rows(max_cells):
                 lines.append(
                     f"    {name[:60]:<60} {u.games:>6} games {u.failed_games:>4} failed {u.calls:>7} calls "
-                    f"{u.tokens:>10,} tok ${u.cost_usd:,.4f}"
+                    f"{u.tokens:>10,} tokens ${u.cost_usd:,.4f}"
                 )
             if len(self.per_cell) > max_cells:
                 lines.append(f"    ... and {len(self.per_cell) - max_cells} more cells")

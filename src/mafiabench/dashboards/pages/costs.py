@@ -54,6 +54,13 @@ def build(ctx: Context) -> Page:
                   string_agg(distinct price_version, ', ') as price_versions
            from mart_cell_costs"""
     )
+    # The run summary's "retry attempts" and "format failures" (attempts beyond the first; answers that did not
+    # parse), over the same calls: every attempt's, replaced ones included.
+    totals.update(
+        m.one("""select sum(n_attempts) - sum(n_calls) as retry_attempts, sum(n_format_failures) as format_failures
+                 from mart_game_costs""")
+        if m.has("mart_game_costs") else {"retry_attempts": None, "format_failures": None}
+    )
     per_model = m.rows(
         """select provider || '/' || model as model, sum(n_games) as n_games, sum(n_calls) as n_calls,
                   sum(n_failed_calls) as n_failed_calls, sum(n_retried_calls) as n_retried_calls,
