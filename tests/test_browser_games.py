@@ -15,10 +15,10 @@ from urllib.parse import parse_qs, unquote, urlparse
 
 import pytest
 
+from mafiabench import publish as transform
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.backends.fake import MALFORMED_ANSWER
 from mafiabench.backends.registry import EndpointConfig
-from mafiabench.build import marts as transform
 from mafiabench.cli import main
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord

@@ -19,8 +19,8 @@ from typing import Any
 import duckdb
 import pytest
 
+from mafiabench import publish as transform
 from mafiabench.backends.registry import EndpointConfig
-from mafiabench.build import marts as transform
 from mafiabench.cli import main
 from mafiabench.dashboards import PublishBlockedError, render_dashboards, transcript_path
 from mafiabench.dashboards.html import environment, script_json

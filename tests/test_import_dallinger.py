@@ -119,7 +119,7 @@ def test_votes_and_messages_after_elimination_are_flagged_not_counted(items: dic
 
 
 def test_flagged_events_pass_the_gate_and_no_tally_counts_them(tmp_path: Path) -> None:
-    from mafiabench.build.marts import build_warehouse
+    from mafiabench.publish import build_warehouse
 
     con = connect(tmp_path / "w.duckdb")
     report = run_import("dallinger", FIXTURES / G, con)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mafiabench.build.marts import build_warehouse
 from mafiabench.importers import run_import
+from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import connect
 
 MODELS = {"A": ("openai", "gpt-4.1-mini"), "B": ("deepseek", "deepseek-chat"), "C": ("xai", "grok-3-mini"),

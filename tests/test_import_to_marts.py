@@ -7,9 +7,9 @@ import asyncio
 import json
 from pathlib import Path
 
-from mafiabench.build.marts import build_warehouse
 from mafiabench.importers import run_import, to_batch_game
 from mafiabench.play.runner import GameSpec, play_game
+from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import connect
 
 # (batch name, model per role): a deceive batch (target gpt-4.1-mini as mafioso against a claude background)

@@ -7,9 +7,11 @@ a hand-built game lands like an engine game, so the expectations elsewhere are a
 from __future__ import annotations
 
 import random
+import tempfile
 import zlib
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -32,8 +34,13 @@ TOWN_WIN_VOTES = {"Alice": "Bob", "Bob": "Alice", "Charlie": "Alice"}  # Alice (
 TIE_VOTES = {"Alice": "Charlie", "Bob": "Alice", "Charlie": "Bob"}  # 1-1-1: a tie-break decides
 
 
+_TMP = tempfile.TemporaryDirectory(prefix="mafiabench-test-wh-")
+
+
 def fresh_con() -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(":memory:")
+    """A new, empty warehouse file (dbt builds into a file: it cannot share an in-memory database)."""
+    path = Path(tempfile.mkdtemp(dir=_TMP.name)) / "w.duckdb"
+    con = duckdb.connect(str(path))
     ensure_schema(con)
     return con
 

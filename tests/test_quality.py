@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import duckdb
 import pytest
 
-from mafiabench.build.marts import build_warehouse, gate_passed, latest_build
+from mafiabench.publish import build_warehouse
 from mafiabench.quality.gate import QualityGateError
+from mafiabench.warehouse.builds import gate_passed, latest_build
 from mafiabench.warehouse.raw import load_records
 from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record, rows
 
@@ -37,7 +40,7 @@ def test_clean_data_passes_and_is_published() -> None:
     assert all(r["success"] for r in stored)
     suites = {r["suite"] for r in stored}
     assert {"raw_games", "raw_players", "game_checks", "valid_game_checks", "vote_violations", "beliefs", "mart_rates",
-            "homogeneous_cells", "sql_asserts"} <= suites
+            "homogeneous_cells", "dbt_tests"} <= suites
     build = latest_build(con)
     assert build is not None and build["build_id"] == result.build_id and build["status"] == "passed"
     # Landing a new game makes the published marts stale until the next build.
@@ -169,15 +172,37 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_corrupted_raw_data_fails_the_gate_with_a_clear_message(case: str) -> None:
-    corrupt, expected = CASES[case]
+@pytest.fixture(scope="module")
+def published_clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A clean warehouse built and published once for the module (each case corrupts a copy)."""
     con = clean_con()
     build_warehouse(con)
     assert gate_passed(con)
+    path = Path(con.execute("select path from duckdb_databases() where database_name = current_database()")
+                .fetchall()[0][0])
+    con.close()
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_corrupted_raw_data_fails_the_gate_with_a_clear_message(
+    case: str, published_clean: Path, tmp_path: Path
+) -> None:
+    corrupt, expected = CASES[case]
+    shutil.copy(published_clean, tmp_path / "w.duckdb")
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    assert gate_passed(con)
+    published = {t: rows(con, f"select * from {t} order by all") for t in ("mart_win_rates", "fct_games", "stg_games")}
     corrupt(con)
     with pytest.raises(QualityGateError) as err:
         build_warehouse(con)
+    # The refused build was staged only: readers still see the previously published marts, unchanged (the
+    # staging view reads raw rows, so only the tables are compared), and nothing staged is left behind.
+    for table in ("mart_win_rates", "fct_games"):
+        assert rows(con, f"select * from {table} order by all") == published[table], table
+    staged = rows(con, "select table_name from duckdb_tables() where starts_with(table_name, '__staged') "
+                       "union all select view_name from duckdb_views() where starts_with(view_name, '__staged')")
+    assert staged == []
     message = str(err.value)
     assert message.startswith("quality gate failed for build")
     assert "not published" in message

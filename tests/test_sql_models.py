@@ -1,106 +1,105 @@
-"""The SQL project's shape: one model per file with a stated grain, dependencies read from the SQL, idempotent."""
+"""The dbt project's shape: one model per file, lineage from ref()/source(), every model and column described in its
+layer's YAML, staged builds that publish atomically."""
 
 from __future__ import annotations
 
 import re
+import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
+from mafiabench.build import dbt_runner
 from mafiabench.build import marts as transform
-from mafiabench.build.marts import BuildError, build_models, build_order, discover_models, references
+from mafiabench.build.marts import BuildError, build_models
 from mafiabench.warehouse.raw import load_records
 from test_marts_common import cell_records, fresh_con, landed, rows
 
-SQL_DIR = transform.default_sql_dir()
+PROJECT = dbt_runner.PACKAGED_PROJECT
+PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
+RAW = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs", "raw_runs", "ref_prices")
 
 
 def sql_files() -> list[Path]:
-    return sorted(p for layer in transform.LAYERS for p in (SQL_DIR / layer).glob("*.sql"))
+    return sorted(p for layer in transform.LAYERS for p in (PROJECT / "models" / layer).glob("*.sql"))
+
+
+def _yaml_models(layer: str) -> dict[str, dict]:
+    docs = yaml.safe_load((PROJECT / "models" / layer / f"_{layer}.yml").read_text())
+    return {m["name"]: m for m in docs["models"]}
 
 
 @pytest.mark.parametrize("path", sql_files(), ids=lambda p: p.stem)
 def test_model_file_style(path: Path) -> None:
     text = path.read_text()
-    header = transform.parse_header(text)
-    assert header.get("grain") and header.get("purpose"), "header must state grain and purpose"
-    assert path.stem.startswith(transform.PREFIXES[path.parent.name])
-    # jaffle-shop style: a chain of CTEs ending in `select * from final`.
+    layer = path.parent.name
+    assert path.stem.startswith(PREFIXES[layer])
+    # jaffle-shop style: a chain of CTEs ending in `select * from final`, tables only through ref()/source().
     assert text.rstrip().endswith("select * from final")
     assert re.search(r"\bfinal as \(", text)
+    code = re.sub(r"--[^\n]*|\{\{.*?\}\}|'(?:[^']|'')*'", " ", text, flags=re.S)
+    for m in re.finditer(r"\b(?:from|join)\s+([a-z_][a-z0-9_]*)", code, flags=re.I):
+        name = m.group(1).lower()
+        assert not name.startswith(("stg_", "int_", "fct_", "dim_", "mart_", "raw_", "ref_")), (
+            f"{path.name}: `{name}` must be a ref() or source()")
+    doc = _yaml_models(layer).get(path.stem)
+    assert doc and doc.get("description") and doc["meta"].get("grain"), f"{path.stem}: describe it in _{layer}.yml"
 
 
-def test_order_comes_from_the_models_references() -> None:
-    models = discover_models(SQL_DIR)
-    order = [m.name for m in build_order(models)]
-    position = {name: i for i, name in enumerate(order)}
-    produced = {t: m.name for m in models.values() for t in m.tables}
-    for m in models.values():
-        for dep in m.depends_on:
-            if dep in produced:
-                assert position[produced[dep]] < position[m.name], (dep, m.name)
-    assert models["fct_games"].depends_on == tuple(sorted(models["fct_games"].depends_on))
-    assert "int_vote_rounds" in models["fct_games"].depends_on
+def test_every_yaml_model_has_a_file() -> None:
+    for layer in transform.LAYERS:
+        files = {p.stem for p in (PROJECT / "models" / layer).glob("*.sql")}
+        assert set(_yaml_models(layer)) == files, layer
 
 
-def test_references_ignore_comments_and_strings() -> None:
-    sql = "-- from int_fake\nselect 'stg_nothing' as x from stg_games /* mart_zzz */ join int_votes using (game_id)"
-    assert references(sql) == {"stg_games", "int_votes"}
+def test_lineage_comes_from_ref_and_source(tmp_path: Path) -> None:
+    con = fresh_con()
+    parsed = dbt_runner.manifest(PROJECT, dbt_runner.warehouse_file(con))
+    nodes = {n.name: n for n in parsed.nodes.values() if n.resource_type == "model"}
+    deps = {name: {d.split(".")[-1] for d in n.depends_on.nodes} for name, n in nodes.items()}
+    assert "int_vote_rounds" in deps["fct_games"] and "stg_games" in deps["fct_games"]
+    assert deps["stg_games"] == {"raw_games"}
+    # A column named like a model is not a dependency (the regex runner took any stg_-shaped identifier).
+    assert all(d in nodes or d in RAW for ds in deps.values() for d in ds)
 
 
-def _copy_sql(tmp_path: Path) -> Path:
-    for p in SQL_DIR.rglob("*.sql"):
-        dst = tmp_path / p.relative_to(SQL_DIR)
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        dst.write_text(p.read_text())
-    return tmp_path
+def _copy_project(tmp_path: Path) -> Path:
+    dst = tmp_path / "sql"
+    shutil.copytree(PROJECT, dst)
+    return dst
 
 
-def test_unknown_reference_and_cycle_are_reported(tmp_path: Path) -> None:
-    d = _copy_sql(tmp_path)
-    (d / "marts" / "mart_typo.sql").write_text(
-        "-- grain: x\n-- purpose: y\nwith final as (select * from fct_gmes)\nselect * from final\n"
+def test_unknown_reference_is_reported(tmp_path: Path) -> None:
+    d = _copy_project(tmp_path)
+    (d / "models" / "marts" / "mart_typo.sql").write_text(
+        "with final as (select * from {{ ref('fct_gmes') }})\nselect * from final\n"
     )
+    con = fresh_con()
     with pytest.raises(BuildError, match="fct_gmes"):
-        discover_models(d)
-    (d / "marts" / "mart_typo.sql").write_text(
-        "-- grain: x\n-- purpose: y\nwith final as (select * from mart_other)\nselect * from final\n"
-    )
-    (d / "marts" / "mart_other.sql").write_text(
-        "-- grain: x\n-- purpose: y\nwith final as (select * from mart_typo)\nselect * from final\n"
-    )
-    with pytest.raises(BuildError, match="cycle"):
-        build_order(discover_models(d))
-
-
-def test_missing_header_is_rejected(tmp_path: Path) -> None:
-    d = _copy_sql(tmp_path)
-    (d / "marts" / "mart_bare.sql").write_text("with final as (select 1)\nselect * from final\n")
-    with pytest.raises(BuildError, match="grain"):
-        discover_models(d)
+        build_models(con, sql_dir=d)
 
 
 def test_staging_are_views_and_the_rest_tables() -> None:
     con = landed([])
     views = {r["view_name"] for r in rows(con, "select view_name from duckdb_views() where not internal")}
     tables = {r["table_name"] for r in rows(con, "select table_name from duckdb_tables()")}
-    models = discover_models(SQL_DIR)
-    for m in models.values():
-        for t in m.tables:
-            assert (t in views) if m.layer == "staging" else (t in tables), t
+    for path in sql_files():
+        assert (path.stem in views) if path.parent.name == "staging" else (path.stem in tables), path.stem
+    assert not any(n.startswith(dbt_runner.STAGED_PREFIX) for n in views | tables), "staged relations left behind"
 
 
-def test_rebuild_is_idempotent_and_a_failed_model_rolls_back(tmp_path: Path) -> None:
+def test_rebuild_is_idempotent_and_a_failed_model_changes_nothing(tmp_path: Path) -> None:
     con = fresh_con()
     load_records(con, cell_records("a", n=6, mafia_wins=2, models="X"))
     build_models(con)
     first = rows(con, "select * from mart_win_rates order by all")
     build_models(con)
     assert rows(con, "select * from mart_win_rates order by all") == first
-    # A broken model aborts the build; what was built before stays as it was.
-    d = _copy_sql(tmp_path)
-    (d / "marts" / "mart_win_rates.sql").write_text(
-        "-- grain: x\n-- purpose: y\nwith final as (select no_such_column from fct_games)\nselect * from final\n"
+    # A broken model aborts the build; what was published before stays as it was.
+    d = _copy_project(tmp_path)
+    (d / "models" / "marts" / "mart_win_rates.sql").write_text(
+        "with final as (select no_such_column from {{ ref('fct_games') }})\nselect * from final\n"
     )
     load_records(con, cell_records("b", n=4, mafia_wins=4, models="X"))
     with pytest.raises(BuildError, match="mart_win_rates"):
@@ -115,3 +114,18 @@ def test_only_builds_what_is_asked_and_upstream() -> None:
     names = {r.name for r in runs}
     assert "mart_capability_scores" in names and "int_capability_games" in names and "stg_games" in names
     assert "mart_exceptional_games" not in names
+
+
+def test_a_working_folder_project_wins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MAFIABENCH_SQL_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    assert dbt_runner.resolve_project() == PROJECT
+    d = _copy_project(tmp_path)
+    assert dbt_runner.resolve_project() == d.resolve()
+    before = sorted(p.relative_to(d) for p in d.rglob("*"))
+    con = fresh_con()
+    (d / "models" / "marts" / "mart_local.sql").write_text("with final as (select 1 as x)\nselect * from final\n")
+    build_models(con, only=["mart_local"])
+    assert rows(con, "select * from mart_local") == [{"x": 1}]
+    # dbt's target/ and logs/ went elsewhere: the project folder holds only what we put there.
+    assert sorted(p.relative_to(d) for p in d.rglob("*")) == sorted([*before, Path("models/marts/mart_local.sql")])

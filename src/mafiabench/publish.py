@@ -1,28 +1,136 @@
-"""The pipeline's last two steps after landing: transform + validate, then render the dashboards.
+"""The pipeline's last steps after landing: build (staged), the quality gate, publish; then render the dashboards.
 
-Shared by the study flow (as two tasks) and `mafiabench run` without Prefect, so both end the same way. A failed
-quality gate raises `QualityGateError` naming the expectation and failing rows; the dashboards are then left as they
-were (render refuses unless the latest build passed).
+Shared by the study flow and `mafiabench build` / `mafiabench run --publish`, so all end the same way. The build
+never imports the gate: this module calls both. Models are staged (`build.marts.stage`), the dbt data tests and the
+Great Expectations suites validate the staged build, and only a build that passed is published (renamed over the
+marts readers query, in one transaction); a refused build is discarded and the previously published marts stay as
+they were. A failed gate raises `QualityGateError` naming the expectation and failing rows; the dashboards are then
+left as they were (render refuses unless the latest build passed).
 """
 
 from __future__ import annotations
 
+import time
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mafiabench.build.marts import BuildResult, build_warehouse
+import duckdb
+
+from mafiabench.build.marts import BuildResult, Staged, data_tests, discard, stage, staged_views
+from mafiabench.build.marts import publish as publish_staged
 from mafiabench.dashboards import render_dashboards
 from mafiabench.dashboards.render import RenderResult
 from mafiabench.errors import UserError
+from mafiabench.quality import gate as quality
+from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect
 
 DEFAULT_DASHBOARDS = Path("dashboards")
 
 
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def _new_build_id() -> str:
+    return _now().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+
+
+def _rule(sql: str | None, description: str, name: str) -> str:
+    """A singular test states its rule in a `-- rule:` comment; a generic one in its YAML description, or its name."""
+    for line in (sql or "").splitlines():
+        if line.startswith("-- rule:"):
+            return line.split(":", 1)[1].strip()
+    return description or name
+
+
+def dbt_test_results(con: duckdb.DuckDBPyConnection, staged: Staged) -> list[quality.ExpectationResult]:
+    """The dbt data tests of the staged build as gate results (suite `dbt_tests`), with failing rows."""
+    out = []
+    for r, rows in data_tests(con, staged):
+        n = int(r.failures or 0) if r.status in ("pass", "fail", "warn") else 1
+        out.append(
+            quality.ExpectationResult(
+                suite="dbt_tests",
+                expectation=r.name,
+                rule=_rule(r.compiled_sql, r.description, r.name) if r.status != "error" else f"{r.name}: {r.message}",
+                kwargs={"file": f"{staged.project.name}/{r.path}"},
+                success=r.status == "pass",
+                element_count=n,
+                unexpected_count=n,
+                failing_rows=quality.json_safe_rows(rows),
+            )
+        )
+    return out
+
+
+def build_warehouse(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    sql_dir: Path | None = None,
+    validate: bool = True,
+    raise_on_failure: bool = True,
+    upset_threshold: float = 0.05,
+    max_unusable: float | None = None,
+) -> BuildResult:
+    """Stage every model, run the quality gate on the staged build, store its results, and publish the build only
+    if it passed (a refused build is discarded; without `validate` it stays staged, unpublished).
+
+    Raises `quality.QualityGateError` (after storing the results) when an expectation fails and
+    `raise_on_failure` is set; the error names each failing expectation and shows failing rows.
+    """
+    t0 = time.perf_counter()
+    result = BuildResult(build_id=_new_build_id(), started_at=_now())
+    con.execute(f"create table if not exists build_runs ({BUILD_RUNS_SCHEMA})")
+    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold)
+    result.models = staged.models
+    if validate:
+        t1 = time.perf_counter()
+        result.validation = dbt_test_results(con, staged)
+        with staged_views(con, staged) as cur:
+            result.validation += quality.run_suites(
+                cur, max_unusable=quality.DEFAULT_MAX_UNUSABLE if max_unusable is None else max_unusable
+            )
+        result.validation_seconds = time.perf_counter() - t1
+        result.validated = True
+        result.passed = all(r.success for r in result.validation)
+        quality.store_results(con, result.build_id, result.validation)
+    result.published = result.validated and result.passed
+    if result.published:
+        publish_staged(con, staged)
+    elif result.validated:
+        discard(con, staged)
+    result.finished_at = _now()
+    result.seconds = time.perf_counter() - t0
+    message = quality.failure_message(result.build_id, result.validation) if result.failures else None
+    stats = con.execute("select count(*), max(landed_at) from raw_games").fetchall()[0]
+    con.execute(
+        "insert into build_runs values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            result.build_id,
+            result.started_at,
+            result.finished_at,
+            "passed" if result.published else ("failed" if result.validated else "unvalidated"),
+            result.published,
+            len(result.models),
+            len(result.validation),
+            len(result.failures),
+            stats[0],
+            stats[1],
+            message,
+        ],
+    )
+    if message and raise_on_failure:
+        raise quality.QualityGateError(message, result=result)
+    return result
+
+
 def build(warehouse: Path, **options: Any) -> BuildResult:
-    """Rebuild marts and run the gate (options: those of `build_warehouse`), holding the warehouse lock so no run
-    lands meanwhile."""
+    """Build, gate and publish (options: those of `build_warehouse`), holding the warehouse lock so no run lands
+    meanwhile."""
     with warehouse_lock(warehouse, what="build"):
         con = connect(warehouse)
         try:

@@ -1,61 +1,33 @@
-"""A catalogue of every table and view in the warehouse, generated from the models themselves.
+"""A catalogue of every table and view in the warehouse, generated from the dbt project's own descriptions.
 
-Builds all models into an empty in-memory warehouse, then writes one section per table: its layer, how it is
-materialised, its grain and purpose (the model file's header), what it depends on, and its columns with types.
-`docs/catalogue.md` is this output; a test regenerates it and compares, so it cannot drift from the SQL.
+Each model's description, grain and column meanings come from the YAML beside it (`models/<layer>/_<layer>.yml`,
+the sources in `_sources.yml`, the Python marts in `python_models.yml`); its lineage from dbt's parsed manifest; its
+column types from a build into a scratch warehouse. `docs/catalogue.md` is this output; a test regenerates it and
+compares, and another requires every column of every mart to have a description, so neither can drift from the SQL.
 """
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
+from typing import Any
 
 import duckdb
+import yaml  # type: ignore[import-untyped]
 
-from mafiabench.build.marts import (
-    LAYERS,
-    Model,
-    build_models,
-    build_order,
-    default_sql_dir,
-    discover_models,
-)
+from mafiabench.build import dbt_runner
+from mafiabench.build.marts import LAYERS, build_models
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, VALIDATION_RESULTS_SCHEMA
-from mafiabench.warehouse.raw import ensure_schema
+from mafiabench.warehouse.raw import connect
 
-# Relative to the working folder: `mafiabench catalogue` writes where it is run (or where --output says), never into
-# the installed package's folder or checkout.
-DEFAULT_PATH = Path("docs") / "catalogue.md"
+DEFAULT_PATH = Path("docs") / "catalogue.md"  # in the working folder, never the installed package's
 
-# Sources have no model file; their grain is stated here (the landing step in warehouse.py defines them).
-SOURCE_DOCS: dict[str, tuple[str, str]] = {
-    "raw_games": ("one row per game (game_id)", "landed games: design cell, outcome, validity, provenance"),
-    "raw_players": ("one row per (game, seat)", "players with role, team, agent and normalised model"),
-    "raw_events": ("one row per (game, seq)", "the event log, one row per event, type-specific data as JSON"),
-    "raw_model_calls": ("one row per (game, call_index)", "every model call: tokens, latency, attempts, errors"),
-    "raw_beliefs": ("one row per (belief event, candidate)", "stored belief distributions of belief-mode agents"),
-    "raw_detections": (
-        "one row per (game, day cut, detector, prompt sha256)",
-        "the Mafia Detector's answers: the k names given, the raw answer, format flags, tokens (mafiabench detect)",
-    ),
-    "raw_detection_transcripts": (
-        "one row per (game, day cut, transcript sha256)",
-        "the cleansed transcript each detection read (public day messages, votes, eliminations; roles redacted)",
-    ),
-    "raw_replaced_calls": (
-        "one row per (replaced record, call_index)",
-        "model calls of failed attempts a replay replaced: their spend stays counted (budget, costs)",
-    ),
-    "raw_runs": (
-        "one row per run (run_id)",
-        "the runner's ledger: games planned/done/skipped/failed, wall time, concurrency, calls, tokens, money",
-    ),
-    "ref_prices": (
-        "one row per (provider, model) price",
-        "the versioned price table, loaded from src/mafiabench/prices.toml at every build",
-    ),
+# Bookkeeping tables the build writes itself (not models, not sources).
+BOOKKEEPING: dict[str, tuple[str, str]] = {
     "validation_results": (
         "one row per (build, expectation)",
-        "every quality-gate expectation's outcome with a sample of failing rows as JSON",
+        "every quality-gate expectation's outcome (dbt data tests and Great Expectations) with a sample of failing "
+        "rows as JSON",
     ),
     "build_runs": ("one row per build", "each build: when, its gate status, and whether it was published"),
 }
@@ -63,58 +35,121 @@ SOURCE_DOCS: dict[str, tuple[str, str]] = {
 _LAYER_TITLES = {"staging": "Staging (views)", "intermediate": "Intermediate", "marts": "Marts"}
 
 
-def _columns(con: duckdb.DuckDBPyConnection, table: str) -> list[tuple[str, str]]:
-    return [(r[0], r[1]) for r in con.execute(f"describe {table}").fetchall()]
+def _load(path: Path) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text()) or {}
 
 
-def _section(con: duckdb.DuckDBPyConnection, table: str, grain: str, purpose: str, meta: str) -> list[str]:
-    lines = [f"### `{table}`", "", meta, "", f"- **Grain:** {grain}", f"- **Purpose:** {purpose}", ""]
-    lines += ["| column | type |", "|---|---|"]
-    lines += [f"| `{name}` | {dtype} |" for name, dtype in _columns(con, table)]
+def model_docs(project: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Every documented relation: name -> {layer, description, grain, columns {name: description}, file}.
+
+    Layers: `sources`, the three model layers, and `marts` again for the Python marts (file `python_models.yml`)."""
+    project = project or dbt_runner.resolve_project()
+    out: dict[str, dict[str, Any]] = {}
+    for src in _load(project / "models" / "staging" / "_sources.yml").get("sources", []):
+        for t in src.get("tables", []):
+            out[t["name"]] = {
+                "layer": "sources",
+                "description": t.get("description", ""),
+                "grain": "",
+                "columns": {c["name"]: c.get("description", "") for c in t.get("columns", [])},
+                "file": None,
+            }
+    files = [(layer, p) for layer in LAYERS for p in sorted((project / "models" / layer).glob("_*.yml"))]
+    files.append(("marts", project / "python_models.yml"))
+    for layer, path in files:
+        if not path.is_file():
+            continue
+        for m in _load(path).get("models", []):
+            out[m["name"]] = {
+                "layer": layer,
+                "description": m.get("description", ""),
+                "grain": (m.get("meta") or {}).get("grain", ""),
+                "step": (m.get("meta") or {}).get("step"),
+                "columns": {c["name"]: c.get("description", "") for c in m.get("columns", []) or []},
+                "file": None if path.name == "python_models.yml" else f"models/{layer}/{m['name']}.sql",
+            }
+    return out
+
+
+def _section(name: str, doc: dict[str, Any], types: list[tuple[str, str]], meta: str) -> list[str]:
+    lines = [f"### `{name}`", "", meta, ""]
+    if doc.get("grain"):
+        lines.append(f"- **Grain:** {doc['grain']}")
+    lines += [f"- **Purpose:** {doc['description']}", "", "| column | type | meaning |", "|---|---|---|"]
+    cols: dict[str, str] = doc.get("columns", {})
+    lines += [f"| `{c}` | {t} | {cols.get(c, '').replace('|', '/')} |" for c, t in types]
     lines.append("")
     return lines
 
 
-def _meta(model: Model, sql_dir: Path) -> str:
-    python = "`mafiabench.build.python_models` (Python)"
-    where = f"`sql/{model.path.relative_to(sql_dir).as_posix()}`" if model.path else python
-    deps = ", ".join(f"`{d}`" for d in model.depends_on) or "none"
-    return f"*{model.materialized}* from {where}; depends on {deps}"
-
-
 def generate(sql_dir: Path | None = None) -> str:
-    """The catalogue as Markdown (deterministic: no timestamps, sorted within each layer by build order)."""
-    sql_dir = sql_dir or default_sql_dir()
-    con = duckdb.connect(":memory:")
-    ensure_schema(con)
-    build_models(con, sql_dir=sql_dir)
-    con.execute(f"create table validation_results ({VALIDATION_RESULTS_SCHEMA})")
-    con.execute(f"create table build_runs ({BUILD_RUNS_SCHEMA})")
-    models = build_order(discover_models(sql_dir))
+    """The catalogue as Markdown (deterministic: no timestamps; layers in data-flow order, names sorted)."""
+    project = dbt_runner.resolve_project(sql_dir)
+    docs = model_docs(project)
+    with tempfile.TemporaryDirectory(prefix="mafiabench-catalogue-") as tmp:
+        con = connect(Path(tmp) / "catalogue.duckdb")
+        try:
+            build_models(con, sql_dir=project)
+            con.execute(f"create table if not exists validation_results ({VALIDATION_RESULTS_SCHEMA})")
+            con.execute(f"create table if not exists build_runs ({BUILD_RUNS_SCHEMA})")
+            types = {
+                name: [(r[0], r[1]) for r in con.execute(f'describe "{name}"').fetchall()]
+                for name in [*docs, *BOOKKEEPING]
+                if _exists(con, name)
+            }
+            parsed = dbt_runner.manifest(project, dbt_runner.warehouse_file(con))
+        finally:
+            con.close()
+    deps = {
+        n.name: sorted(d.split(".")[-1] for d in n.depends_on.nodes)
+        for n in parsed.nodes.values() if n.resource_type == "model"
+    }
     lines = [
         "# Warehouse catalogue",
         "",
-        "Generated by `mafiabench catalogue` from the models in `sql/` and `mafiabench.build.python_models`;",
-        "do not edit by hand (a test regenerates it). Query any of these with `mafiabench query \"select ...\"`.",
+        "Generated by `mafiabench catalogue` from the dbt project's YAML (`src/mafiabench/build/sql/`: each layer's",
+        "`_<layer>.yml`, the sources in `_sources.yml`, the Python marts in `python_models.yml`); do not edit by hand",
+        "(a test regenerates it). Query any of these with `mafiabench query \"select ...\"`.",
         "",
         "## Sources",
         "",
     ]
-    for table, (grain, purpose) in SOURCE_DOCS.items():
-        lines += _section(con, table, grain, purpose, "*table* written by the landing step or the build")
+    for name, doc in sorted(docs.items()):
+        if doc["layer"] == "sources" and name in types:
+            lines += _section(name, doc, types[name], "*table* written by the landing step (the build writes "
+                              "`ref_prices`)")
+    for name, (grain, purpose) in BOOKKEEPING.items():
+        lines += _section(name, {"grain": grain, "description": purpose}, types[name], "*table* written by the build")
     for layer in LAYERS:
         lines += [f"## {_LAYER_TITLES[layer]}", ""]
-        for model in (m for m in models if m.layer == layer):
-            for table in model.tables:
-                lines += _section(con, table, model.grain, model.purpose, _meta(model, sql_dir))
-    rules = sorted((sql_dir / "tests").glob("assert_*.sql"))
-    lines += ["## Data tests (`sql/tests/`)", "", "Each returns the rows that break its rule; the gate runs them.", ""]
-    for path in rules:
-        rules_text = [ln for ln in path.read_text().splitlines() if ln.startswith("-- rule:")]
-        rule = rules_text[0].split(":", 1)[1].strip() if rules_text else ""
-        lines.append(f"- `{path.stem}`: {rule}")
+        for name, doc in sorted(docs.items()):
+            if doc["layer"] != layer:
+                continue
+            if doc["file"]:
+                kind = "view" if layer == "staging" else "table"
+                where = f"*{kind}* from `{doc['file']}`; depends on " + (
+                    ", ".join(f"`{d}`" for d in deps.get(name, [])) or "none")
+            else:
+                where = f"*table* from `mafiabench.build.python_models` (Python step `{doc['step']}`, after dbt)"
+            lines += _section(name, doc, types.get(name, []), where)
+    lines += ["## Data tests", "", "dbt data tests of the project (`tests/` and the `data_tests` of the YAML); each",
+              "returns the rows that break its rule, and the quality gate runs them before a build is published.", ""]
+    for node in sorted((n for n in parsed.nodes.values() if n.resource_type == "test"), key=lambda n: n.name):
+        rule = next((ln.split(":", 1)[1].strip() for ln in node.raw_code.splitlines() if ln.startswith("-- rule:")),
+                    None)
+        meta = getattr(node, "test_metadata", None)
+        if rule is None and meta is not None:
+            rule = f"`{meta.name}` on `{node.attached_node.split('.')[-1] if node.attached_node else ''}`" + (
+                f".`{node.column_name}`" if getattr(node, "column_name", None) else "")
+        lines.append(f"- `{node.name}`: {rule}")
     lines.append("")
     return "\n".join(lines)
+
+
+def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute(
+        "select 1 from duckdb_tables() where table_name = ? union all "
+        "select 1 from duckdb_views() where view_name = ? and not internal", [name, name]).fetchall())
 
 
 def write(path: Path = DEFAULT_PATH, sql_dir: Path | None = None) -> Path:

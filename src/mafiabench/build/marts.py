@@ -1,78 +1,47 @@
-"""Build the warehouse: staging views, intermediate and mart tables, Python-computed marts, then the quality gate.
+"""Build the marts: the dbt project's models (staging views, intermediate and mart tables), then the Python models.
 
-Models are the files under `sql/` (one model per file, named after the file) plus the Python steps registered in
-`mafiabench.build.python_models`. Their order comes from the models themselves: each file's table references are
-parsed and sorted topologically, so adding a model never means editing a list. Staging models are views over the raw
-tables; everything else is materialised with `create or replace table`, so a rebuild is idempotent. All models are
-built in one transaction: a failing model leaves the previous build intact.
+The SQL models are a dbt project (`build/sql/`, shipped as package data; `./sql/dbt_project.yml` in the working folder
+wins) run in-process with dbt-duckdb (`build.dbt_runner`): lineage comes from `ref()`/`source()`, each layer's YAML
+describes every model and column, and its data tests return the rows that break a rule.
 
-After the models, `mafiabench.quality.gate` validates raw tables and marts (Great Expectations on DataFrames, plus the
-`sql/tests/assert_*.sql` rules), stores every result in `validation_results`, and records the build in
-`build_runs`. Only a build whose gate passed is *published*; `gate_passed(con)` is what the dashboard step checks.
+A build is *staged*: every model is written under `__staged_<name>` in the warehouse, the Python models read those
+and write theirs beside them, and nothing a reader queries changes. `publish` then renames the staged relations over
+the published ones in one transaction; `discard` drops them. The pipeline (`mafiabench.publish`) runs the quality
+gate between the two, so readers only ever see marts that passed. `build_models` stages and publishes without a gate
+(tests, benchmarks).
 """
 
 from __future__ import annotations
 
-import graphlib
-import os
-import re
 import time
 import tomllib
-import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import duckdb
 import polars as pl
 
+from mafiabench.build import dbt_runner
+from mafiabench.build.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
 from mafiabench.errors import UserError
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
-from mafiabench.warehouse.raw import RAW_SCHEMA, REPLACED_CALLS, ensure_schema
+from mafiabench.warehouse.raw import ensure_schema
 
 LAYERS = ("staging", "intermediate", "marts")
-PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
 PRICES_PATH = Path(__file__).resolve().parents[1] / "prices.toml"
-# Tables the build reads but does not define: the landed raw tables, replaced attempts' calls, the runner's run
-# ledger, the seeded prices.
-SOURCES = (*RAW_SCHEMA, REPLACED_CALLS, "raw_runs", "ref_prices")
-
-Materialized = Literal["view", "table"]
 
 
 def default_sql_dir() -> Path:
-    """`sql/` of the checkout (the package is installed editable); `MAFIABENCH_SQL_DIR` overrides it."""
-    env = os.environ.get("MAFIABENCH_SQL_DIR")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[3] / "sql"
+    """The dbt project a build uses (see `dbt_runner.resolve_project`)."""
+    return resolve_project()
 
 
 class BuildError(UserError):
     """A model failed to build; the message names the model and its file."""
-
-
-@dataclass(frozen=True)
-class Model:
-    """A node of the build graph: a SQL file or a Python step (which may write several tables)."""
-
-    name: str
-    layer: str
-    kind: Literal["sql", "python"]
-    grain: str
-    purpose: str
-    materialized: Materialized
-    depends_on: tuple[str, ...] = ()
-    path: Path | None = None
-    sql: str | None = None
-    outputs: tuple[str, ...] = ()
-    run: Callable[[duckdb.DuckDBPyConnection], Mapping[str, pl.DataFrame]] | None = None
-
-    @property
-    def tables(self) -> tuple[str, ...]:
-        return self.outputs or (self.name,)
 
 
 @dataclass
@@ -83,6 +52,15 @@ class ModelRun:
     materialized: str
     seconds: float
     rows: int | None
+
+
+@dataclass
+class Staged:
+    """A staged build: what was built, and for each published name its staged relation and kind."""
+
+    project: Path
+    models: list[ModelRun] = field(default_factory=list)
+    relations: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (staged name, "view" | "table")
 
 
 @dataclass
@@ -113,121 +91,8 @@ class BuildResult:
                 f"passed in {self.validation_seconds:.2f}s -> {'PUBLISHED' if self.published else 'NOT PUBLISHED'}"
             )
         else:
-            lines.append("quality gate: skipped -> NOT PUBLISHED")
+            lines.append("quality gate: skipped -> NOT PUBLISHED (the build stays staged as __staged_*)")
         return "\n".join(lines)
-
-
-# -- model discovery ----------------------------------------------------------------------------------------------
-
-_HEADER = re.compile(r"^--\s*(grain|purpose|materialized)\s*:\s*(.*)$", re.IGNORECASE)
-
-
-def parse_header(text: str) -> dict[str, str]:
-    """The leading comment block: `-- grain: ...`, `-- purpose: ...` (may continue on following `--` lines),
-    optional `-- materialized: view|table`."""
-    out: dict[str, str] = {}
-    current: str | None = None
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped.startswith("--"):
-            break
-        m = _HEADER.match(stripped)
-        if m:
-            current = m.group(1).lower()
-            out[current] = m.group(2).strip()
-        elif current is not None:
-            out[current] += " " + stripped.lstrip("-").strip()
-    return out
-
-
-def strip_sql(text: str) -> str:
-    """SQL without comments and string literals, so names inside them are not taken for references."""
-    text = re.sub(r"--[^\n]*", " ", text)
-    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.DOTALL)
-    return re.sub(r"'(?:[^']|'')*'", "''", text)
-
-
-_IDENT = re.compile(r"\b[a-z_][a-z0-9_]*\b", re.IGNORECASE)
-_MODEL_LIKE = re.compile(r"^(stg|int|fct|dim|mart)_[a-z0-9_]+$")
-
-
-def references(sql: str) -> set[str]:
-    """Every identifier in the SQL that looks like a model or a source."""
-    idents = {m.group(0).lower() for m in _IDENT.finditer(strip_sql(sql))}
-    return {i for i in idents if _MODEL_LIKE.match(i) or i in SOURCES}
-
-
-def discover_sql_models(sql_dir: Path) -> dict[str, Model]:
-    models: dict[str, Model] = {}
-    for layer in LAYERS:
-        folder = sql_dir / layer
-        for path in sorted(folder.glob("*.sql")):
-            name = path.stem
-            text = path.read_text()
-            if not name.startswith(PREFIXES[layer]):
-                raise BuildError(f"{path}: a {layer} model's name must start with {' or '.join(PREFIXES[layer])}")
-            header = parse_header(text)
-            if not header.get("grain") or not header.get("purpose"):
-                raise BuildError(f"{path}: the header must state the grain and purpose (-- grain: / -- purpose:)")
-            materialized = header.get("materialized") or ("view" if layer == "staging" else "table")
-            if materialized not in ("view", "table"):
-                raise BuildError(f"{path}: materialized must be view or table, not {materialized!r}")
-            deps = references(text) - {name}
-            models[name] = Model(
-                name=name,
-                layer=layer,
-                kind="sql",
-                grain=header["grain"],
-                purpose=header["purpose"],
-                materialized=materialized,  # type: ignore[arg-type]
-                depends_on=tuple(sorted(deps)),
-                path=path,
-                sql=text,
-            )
-    return models
-
-
-def discover_models(sql_dir: Path | None = None) -> dict[str, Model]:
-    """SQL models from `sql_dir` plus the Python steps of `mafiabench.build.python_models`, dependencies checked."""
-    from mafiabench.build import python_models as analytics
-
-    sql_dir = sql_dir or default_sql_dir()
-    if not sql_dir.is_dir():
-        raise BuildError(f"SQL folder {sql_dir} not found (set MAFIABENCH_SQL_DIR to the checkout's sql/)")
-    models = discover_sql_models(sql_dir)
-    for step in analytics.PYTHON_MODELS:
-        models[step.name] = step
-    produced = {t: m.name for m in models.values() for t in m.tables}
-    for m in models.values():
-        for dep in m.depends_on:
-            if dep not in produced and dep not in SOURCES:
-                raise BuildError(f"{m.path or m.name}: references {dep!r}, which no model defines")
-    return models
-
-
-def build_order(models: Mapping[str, Model]) -> list[Model]:
-    """Topological order of the models (a node's producers first); ties broken by layer, then name."""
-    produced = {t: m.name for m in models.values() for t in m.tables}
-    graph = {
-        name: {produced[d] for d in m.depends_on if d in produced and produced[d] != name}
-        for name, m in models.items()
-    }
-    sorter = graphlib.TopologicalSorter(graph)
-    try:
-        sorter.prepare()
-    except graphlib.CycleError as exc:
-        raise BuildError(f"models reference each other in a cycle: {' -> '.join(exc.args[1])}") from exc
-    rank = {layer: i for i, layer in enumerate(LAYERS)}
-    order: list[Model] = []
-    while sorter.is_active():
-        ready = sorted(sorter.get_ready(), key=lambda n: (rank.get(models[n].layer, 9), n))
-        for name in ready:
-            order.append(models[name])
-            sorter.done(name)
-    return order
-
-
-# -- building -------------------------------------------------------------------------------------------------------
 
 
 def load_prices(path: Path = PRICES_PATH) -> pl.DataFrame:
@@ -259,50 +124,154 @@ def load_prices(path: Path = PRICES_PATH) -> pl.DataFrame:
 
 
 def write_table(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame) -> None:
-    _drop_if_kind(con, name, "view")
+    _drop_relation(con, name)
     con.register("_mb_frame", frame.to_arrow())
     try:
-        con.execute(f"create or replace table {name} as select * from _mb_frame")
+        con.execute(f"create or replace table main.{name} as select * from _mb_frame")
     finally:
         con.unregister("_mb_frame")
 
 
-def _drop_if_kind(con: duckdb.DuckDBPyConnection, name: str, kind: str) -> None:
-    """`create or replace view` cannot replace a table (and vice versa): drop an object of the other kind."""
-    if kind == "view":
-        exists = con.execute("select 1 from duckdb_views() where view_name = ? and not internal", [name]).fetchall()
+def _kind(con: duckdb.DuckDBPyConnection, name: str) -> str | None:
+    found = con.execute(
+        "select 'view' from duckdb_views() where schema_name = 'main' and view_name = ? and not internal "
+        "and not temporary union all "
+        "select 'table' from duckdb_tables() where schema_name = 'main' and table_name = ? and not temporary",
+        [name, name],
+    ).fetchall()
+    return found[0][0] if found else None
+
+
+def _drop_relation(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    kind = _kind(con, name)
+    if kind:
+        con.execute(f'drop {kind} main."{name}"')
+
+
+def _layer(path: str | None) -> str:
+    parts = Path(path or "").parts
+    return parts[1] if len(parts) > 2 and parts[0] == "models" else "marts"
+
+
+@contextmanager
+def staged_views(con: duckdb.DuckDBPyConnection, staged: Staged) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A cursor on which every model's own name reads its staged relation (temporary views, private to the
+    cursor): the Python models and the gate read the build being staged, readers still see the published one."""
+    cur = con.cursor()
+    try:
+        for name, (relation, _) in staged.relations.items():
+            cur.execute(f'create or replace temp view "{name}" as select * from main."{relation}"')
+        yield cur
+    finally:
+        cur.close()
+
+
+def stage(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    sql_dir: Path | None = None,
+    upset_threshold: float = 0.05,
+    only: Iterable[str] | None = None,
+) -> Staged:
+    """Run the dbt models, then the Python models, all under staged names; nothing published changes."""
+    from mafiabench.build import python_models
+    from mafiabench.warehouse.landing import ensure_runs_table
+
+    try:
+        project = resolve_project(sql_dir)
+    except DbtError as exc:
+        raise BuildError(str(exc)) from exc
+    ensure_schema(con)
+    ensure_runs_table(con)
+    write_table(con, "ref_prices", load_prices())
+    wanted = set(only) if only is not None else None
+    steps = [s for s in python_models.PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
+    select = None
+    if wanted is not None:
+        python_names = {n for s in python_models.PYTHON_MODELS for n in (s.name, *s.outputs)}
+        select = [f"+{n}" for n in sorted(wanted - python_names)] + [f"+{d}" for s in steps for d in s.depends_on]
+    staged = Staged(project=project)
+    if select == []:
+        results: list[NodeResult] = []
     else:
-        exists = con.execute("select 1 from duckdb_tables() where table_name = ?", [name]).fetchall()
-    if exists:
-        con.execute(f"drop {kind} {name}")
+        preserve = con.execute("select current_setting('preserve_insertion_order')").fetchall()[0][0]
+        # Row order inside a mart carries no meaning; letting DuckDB write tables in parallel halves some builds.
+        con.execute("set preserve_insertion_order = false")
+        try:
+            results = dbt_runner.run(
+                con, "run", project=project, select=select, variables={"upset_threshold": float(upset_threshold)}
+            )
+        except DbtError as exc:
+            raise BuildError(str(exc)) from exc
+        finally:
+            con.execute(f"set preserve_insertion_order = {bool(preserve)}")
+    for r in results:
+        if r.status != "success":
+            discard(con, staged)
+            raise BuildError(f"model {r.name} ({project / (r.path or '')}) failed: {r.message}")
+        kind = "view" if r.materialized == "view" else "table"
+        staged.relations[r.name] = (r.relation or STAGED_PREFIX + r.name, kind)
+        rows = None
+        if kind == "table":
+            rows = int(con.execute(f'select count(*) from main."{STAGED_PREFIX}{r.name}"').fetchall()[0][0])
+        staged.models.append(ModelRun(r.name, _layer(r.path), "sql", kind, r.seconds, rows))
+    for step in steps:
+        t0 = time.perf_counter()
+        with staged_views(con, staged) as cur:
+            frames = step.run(cur)
+            for table in step.outputs:
+                write_table(cur, STAGED_PREFIX + table, frames[table])
+        for table in step.outputs:
+            staged.relations[table] = (STAGED_PREFIX + table, "table")
+        staged.models.append(
+            ModelRun(step.name, step.layer, "python", "table", time.perf_counter() - t0,
+                     sum(frames[t].height for t in step.outputs))
+        )
+    return staged
 
 
-def run_macros(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> None:
-    for path in sorted((sql_dir / "macros").glob("*.sql")):
-        con.execute(path.read_text())
+def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
+    """Rename every staged relation over its published name, in one transaction (renames only, no copies)."""
+    con.execute("begin transaction")
+    try:
+        for name, (relation, kind) in staged.relations.items():
+            _drop_relation(con, name)
+            con.execute(f'alter {kind} main."{relation}" rename to "{name}"')
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
 
 
-def _sql_body(sql: str) -> str:
-    return sql.strip().rstrip(";")
+def discard(con: duckdb.DuckDBPyConnection, staged: Staged | None = None) -> None:
+    """Drop staged relations (all of them when `staged` is None): a refused build leaves nothing behind."""
+    names = [r for r, _ in staged.relations.values()] if staged else [
+        r[0] for r in con.execute(
+            "select table_name from duckdb_tables() where schema_name = 'main' and starts_with(table_name, ?) "
+            "union all select view_name from duckdb_views() where schema_name = 'main' and starts_with(view_name, ?)",
+            [STAGED_PREFIX, STAGED_PREFIX],
+        ).fetchall()
+    ]
+    for relation in names:
+        _drop_relation(con, relation)
 
 
-def materialise(con: duckdb.DuckDBPyConnection, model: Model) -> int | None:
-    """Create one model; returns its row count for tables."""
-    if model.kind == "python":
-        assert model.run is not None
-        frames = model.run(con)
-        for table in model.tables:
-            write_table(con, table, frames[table])
-        return sum(frames[t].height for t in model.tables)
-    assert model.sql is not None
-    body = _sql_body(model.sql)
-    if model.materialized == "view":
-        _drop_if_kind(con, model.name, "table")
-        con.execute(f"create or replace view {model.name} as {body}")
-        return None
-    _drop_if_kind(con, model.name, "view")
-    con.execute(f"create or replace table {model.name} as {body}")
-    return int(con.execute(f"select count(*) from {model.name}").fetchall()[0][0])
+def data_tests(con: duckdb.DuckDBPyConnection, staged: Staged, sample: int = 5) -> list[tuple[NodeResult, list]]:
+    """The project's dbt data tests (generic and singular) on the staged build, each with a sample of the rows
+    that break it."""
+    try:
+        results = dbt_runner.run(con, "test", project=staged.project)
+    except DbtError as exc:
+        raise BuildError(str(exc)) from exc
+    out: list[tuple[NodeResult, list]] = []
+    for r in results:
+        rows: list = []
+        if r.status != "pass" and r.compiled_sql:
+            cur = con.execute(f"select * from ({r.compiled_sql}) limit {int(sample)}")
+            cols = [d[0] for d in cur.description]
+            rows = [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+        out.append((r, rows))
+    return out
 
 
 def build_models(
@@ -312,124 +281,10 @@ def build_models(
     upset_threshold: float = 0.05,
     only: Iterable[str] | None = None,
 ) -> list[ModelRun]:
-    """Build every model (or those in `only` and what they need) in one transaction; roll back on error."""
-    sql_dir = sql_dir or default_sql_dir()
-    models = discover_models(sql_dir)
-    order = build_order(models)
-    if only is not None:
-        wanted = _with_upstream(models, set(only))
-        order = [m for m in order if m.name in wanted]
-    ensure_schema(con)
-    _ensure_runs_table(con)
-    runs: list[ModelRun] = []
-    # Row order inside a mart carries no meaning; letting DuckDB write tables in parallel halves some builds.
-    preserve = con.execute("select current_setting('preserve_insertion_order')").fetchall()[0][0]
-    con.execute("set preserve_insertion_order = false")
-    con.execute("begin transaction")
-    try:
-        con.execute(f"set variable upset_threshold = {float(upset_threshold)!r}")
-        run_macros(con, sql_dir)
-        write_table(con, "ref_prices", load_prices())
-        for model in order:
-            t0 = time.perf_counter()
-            try:
-                rows = materialise(con, model)
-            except duckdb.Error as exc:
-                raise BuildError(f"model {model.name} ({model.path or 'python'}) failed: {exc}") from exc
-            runs.append(
-                ModelRun(model.name, model.layer, model.kind, model.materialized, time.perf_counter() - t0, rows)
-            )
-        con.execute("commit")
-    except BaseException:
-        con.execute("rollback")
-        raise
-    finally:
-        con.execute(f"set preserve_insertion_order = {bool(preserve)}")
-    return runs
-
-
-def _ensure_runs_table(con: duckdb.DuckDBPyConnection) -> None:
-    """The run ledger is written by the runner (`landing.record_run`); an unrun warehouse gets it empty."""
-    from mafiabench.warehouse.landing import ensure_runs_table
-
-    ensure_runs_table(con)
-
-
-def _with_upstream(models: Mapping[str, Model], names: set[str]) -> set[str]:
-    produced = {t: m.name for m in models.values() for t in m.tables}
-    todo = [produced.get(n, n) for n in names]
-    seen: set[str] = set()
-    while todo:
-        n = todo.pop()
-        if n in seen or n not in models:
-            continue
-        seen.add(n)
-        todo.extend(produced[d] for d in models[n].depends_on if d in produced)
-    return seen
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
-
-
-def build_warehouse(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    sql_dir: Path | None = None,
-    validate: bool = True,
-    raise_on_failure: bool = True,
-    upset_threshold: float = 0.05,
-    max_unusable: float | None = None,
-) -> BuildResult:
-    """Rebuild every model, run the quality gate, store its results, and publish the build only if it passed.
-
-    Raises `quality.QualityGateError` (after storing the results) when an expectation fails and
-    `raise_on_failure` is set; the error names each failing expectation and shows failing rows.
-    """
-    from mafiabench.quality import gate as quality
-
-    t0 = time.perf_counter()
-    result = BuildResult(build_id=_new_build_id(), started_at=_now())
-    con.execute(f"create table if not exists build_runs ({BUILD_RUNS_SCHEMA})")
-    result.models = build_models(con, sql_dir=sql_dir, upset_threshold=upset_threshold)
-    if validate:
-        t1 = time.perf_counter()
-        result.validation = quality.run_suites(
-            con, sql_dir=sql_dir or default_sql_dir(),
-            max_unusable=quality.DEFAULT_MAX_UNUSABLE if max_unusable is None else max_unusable,
-        )
-        result.validation_seconds = time.perf_counter() - t1
-        result.validated = True
-        result.passed = all(r.success for r in result.validation)
-        quality.store_results(con, result.build_id, result.validation)
-    result.published = result.validated and result.passed
-    result.finished_at = _now()
-    result.seconds = time.perf_counter() - t0
-    message = quality.failure_message(result.build_id, result.validation) if result.failures else None
-    stats = con.execute("select count(*), max(landed_at) from raw_games").fetchall()[0]
-    con.execute(
-        "insert into build_runs values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            result.build_id,
-            result.started_at,
-            result.finished_at,
-            "passed" if result.published else ("failed" if result.validated else "unvalidated"),
-            result.published,
-            len(result.models),
-            len(result.validation),
-            len(result.failures),
-            stats[0],
-            stats[1],
-            message,
-        ],
-    )
-    if message and raise_on_failure:
-        raise quality.QualityGateError(message, result=result)
-    return result
-
-
-def _new_build_id() -> str:
-    return _now().strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8]
+    """Stage every model (or those in `only` and what they need) and publish them, without the gate."""
+    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, only=only)
+    publish(con, staged)
+    return staged.models
 
 
 __all__ = ["BUILD_RUNS_SCHEMA", "gate_passed", "latest_build"]  # re-exported: they moved to warehouse.builds

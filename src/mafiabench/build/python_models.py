@@ -1,7 +1,9 @@
 """Marts that SQL does badly: the top-down latent ability model, exact baselines, the consistency t-test.
 
 Each step reads finished SQL models, computes in numpy/scipy, and returns typed polars frames that the build writes
-as tables (registered in `PYTHON_MODELS`, ordered with the SQL models by their declared dependencies).
+as tables (registered in `PYTHON_MODELS`). They run after dbt, as a post-step of the same build (`build.marts.stage`):
+no SQL model reads them, several write two tables from one fit (a dbt Python model returns one), and the embedding
+model of the coherence step is loaded once per build in this process.
 
 The latent model (metrics.md §2): logit P(mafia wins | mafioso i, detective j, villager k) = c_k (a_i - b_j), with
 a_i the deceive, b_j the disclose and c_k = exp(g_k) the detect ability. It is identified up to a common shift of
@@ -23,7 +25,7 @@ The fit is per study and prompt version: a model must meet the others within one
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -35,7 +37,6 @@ from scipy import linalg, optimize, stats
 
 from mafiabench.build.coherence import coherence_tables
 from mafiabench.build.detector_marts import detector_tables, transcript_tables
-from mafiabench.build.marts import Model
 
 Z95 = 1.959963984540054
 DEFAULT_RIDGE = 1e-3  # kept for callers; the priors below are what keeps the fit finite
@@ -492,8 +493,28 @@ def consistency_tests(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]
 
 # -- registry -----------------------------------------------------------------------------------------------------
 
-PYTHON_MODELS: list[Model] = [
-    Model(
+
+@dataclass(frozen=True)
+class PythonModel:
+    """A step the build runs after dbt (`build.marts.stage`): reads finished models, writes `outputs` as tables."""
+
+    name: str
+    layer: str
+    kind: str
+    grain: str
+    purpose: str
+    materialized: str
+    outputs: tuple[str, ...]
+    run: Callable[[duckdb.DuckDBPyConnection], Mapping[str, pl.DataFrame]]
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return self.outputs
+
+
+PYTHON_MODELS: list[PythonModel] = [
+    PythonModel(
         name="mart_latent",
         layer="marts",
         kind="python",
@@ -507,7 +528,7 @@ PYTHON_MODELS: list[Model] = [
         outputs=("mart_latent_abilities", "mart_latent_fit"),
         run=latent_tables,
     ),
-    Model(
+    PythonModel(
         name="mart_baselines",
         layer="marts",
         kind="python",
@@ -517,7 +538,7 @@ PYTHON_MODELS: list[Model] = [
         outputs=("mart_baselines",),
         run=baseline_tables,
     ),
-    Model(
+    PythonModel(
         name="mart_consistency_tests",
         layer="marts",
         kind="python",
@@ -528,7 +549,7 @@ PYTHON_MODELS: list[Model] = [
         outputs=("mart_consistency_tests",),
         run=consistency_tests,
     ),
-    Model(
+    PythonModel(
         name="mart_coherence",
         layer="marts",
         kind="python",
@@ -541,7 +562,7 @@ PYTHON_MODELS: list[Model] = [
         outputs=("mart_semantic_coherence", "mart_coherence_summary"),
         run=coherence_tables,
     ),
-    Model(
+    PythonModel(
         name="mart_detector",
         layer="marts",
         kind="python",
@@ -555,7 +576,7 @@ PYTHON_MODELS: list[Model] = [
         outputs=("mart_detections", "mart_detector_accuracy"),
         run=detector_tables,
     ),
-    Model(
+    PythonModel(
         name="mart_detector_transcripts",
         layer="marts",
         kind="python",

@@ -1,4 +1,4 @@
-"""`mafiabench build`: rebuild the marts of a warehouse and run the quality gate."""
+"""`mafiabench build`: build the marts of a warehouse (dbt), run the quality gate, publish what passed."""
 
 from __future__ import annotations
 
@@ -16,17 +16,20 @@ def register(app: typer.Typer) -> None:
     command(
         app,
         "build",
-        short_help="build staging views and marts, then run the quality gate",
-        help="Rebuild every model in sql/ (and the Python marts) from the raw tables, validate raw tables "
-        "and marts, store the results in validation_results, and publish the build only if every expectation "
-        "passed. Exits 2 with the failing expectations and sample rows when the gate fails.",
+        short_help="build the marts (dbt), run the quality gate, publish what passed",
+        help="Build every model of the dbt project (./sql if it holds a dbt_project.yml, else the one shipped "
+        "with mafiabench) and the Python marts under staged names, run the dbt data tests and the Great "
+        "Expectations suites on them, store the results in validation_results, and publish the build (rename it "
+        "over the marts readers query) only if every expectation passed; otherwise the published marts stay as "
+        "they were. Exits 2 with the failing expectations and sample rows when the gate fails.",
     )(run)
 
 
 def run(
     warehouse: Annotated[Path, typer.Option(help="DuckDB file")] = DEFAULT_WAREHOUSE,
     no_validate: Annotated[
-        bool, typer.Option("--no-validate", help="build without the gate (the build is not published)")
+        bool, typer.Option("--no-validate", help="build without the gate (the build stays staged as __staged_*, "
+                           "unpublished)")
     ] = False,
     upset_threshold: Annotated[
         float, typer.Option(help="probability at or under which a game counts as an upset")
@@ -37,7 +40,8 @@ def run(
                      "(default: 0.5)", show_default=False),
     ] = None,
     sql_dir: Annotated[
-        Path | None, typer.Option(help="folder of SQL models (default: the checkout's sql/)", show_default=False)
+        Path | None, typer.Option(help="dbt project folder (default: ./sql if it has a dbt_project.yml, else the "
+                                  "packaged project)", show_default=False)
     ] = None,
 ) -> int:
     from mafiabench.publish import build

@@ -27,8 +27,9 @@ def register(app: typer.Typer) -> None:
     command(
         app,
         "catalogue",
-        short_help="write the catalogue of warehouse tables (grain, purpose, columns)",
-        help="Generate docs/catalogue.md from the models in sql/ and the Python marts.",
+        short_help="write the catalogue of warehouse tables (grain, purpose, every column's meaning)",
+        help="Generate docs/catalogue.md (in the working folder) from the dbt project's YAML: every source, model "
+        "and Python mart with its grain, purpose, lineage and each column's type and meaning, and the data tests.",
     )(run_catalogue)
 
 

@@ -1,4 +1,4 @@
-"""The data-quality gate: Great Expectations suites on raw tables and marts, plus the `sql/tests/assert_*.sql` rules.
+"""The data-quality gate: Great Expectations suites on raw tables and marts (the dbt data tests run beside it).
 
 GX 1.24 cannot validate DuckDB through SQLAlchemy (every expectation fails upstream), so each suite pulls a DataFrame
 with `con.sql(...).df()` and validates it through an ephemeral context (no files, no network). Checks that need
@@ -17,7 +17,6 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -453,42 +452,20 @@ class _Validator:
         return out
 
 
-def run_assert_files(con: duckdb.DuckDBPyConnection, sql_dir: Path) -> list[ExpectationResult]:
-    """Each `sql/tests/assert_*.sql` returns the rows that break its rule: zero rows passes."""
-    out: list[ExpectationResult] = []
-    for path in sorted((sql_dir / "tests").glob("assert_*.sql")):
-        text = path.read_text()
-        rule = next(
-            (ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.startswith("-- rule:")), path.stem
-        )
-        rel = con.sql(f"select * from ({text.strip().rstrip(';')}) limit {SAMPLE_ROWS}")
-        sample_df = rel.df()
-        n = int(con.sql(f"select count(*) from ({text.strip().rstrip(';')})").fetchall()[0][0])
-        out.append(
-            ExpectationResult(
-                suite="sql_asserts",
-                expectation=path.stem,
-                rule=rule,
-                kwargs={"file": f"sql/tests/{path.name}"},
-                success=n == 0,
-                element_count=n,
-                unexpected_count=n,
-                failing_rows=_rows(sample_df) if n else [],
-            )
-        )
-    return out
+def json_safe_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows (e.g. a dbt data test's violating rows) as JSON-safe dicts for `validation_results`."""
+    return [{k: _json_safe(v) for k, v in row.items()} for row in rows]
 
 
 def run_suites(
     con: duckdb.DuckDBPyConnection,
     *,
-    sql_dir: Path | None = None,
     suites: Sequence[Suite] | None = None,
     pull: Callable[[duckdb.DuckDBPyConnection, str], Any] | None = None,
     max_unusable: float = DEFAULT_MAX_UNUSABLE,
 ) -> list[ExpectationResult]:
-    """Run every GX suite (by default `SUITES` and the usable-data suites at `max_unusable`) and every SQL
-    assert; return one result per expectation."""
+    """Run every GX suite (by default `SUITES` and the usable-data suites at `max_unusable`); return one result per
+    expectation. (The dbt project's data tests run in the pipeline beside these: `mafiabench.publish`.)"""
     if suites is None:
         suites = (*usable_data_suites(max_unusable), *SUITES)
     validator = _Validator()
@@ -496,8 +473,6 @@ def run_suites(
     for suite in suites:
         df = pull(con, suite.query) if pull else con.sql(suite.query).df()
         results.extend(validator.validate(suite, df))
-    if sql_dir is not None:
-        results.extend(run_assert_files(con, sql_dir))
     return results
 
 

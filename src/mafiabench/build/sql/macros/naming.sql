@@ -1,0 +1,32 @@
+{#- Every model is built under a staged name (`__staged_<model>`) in the warehouse's main schema; the build
+    publishes it under its own name (a rename, in one transaction) only after the quality gate passed, so readers
+    never see an unvalidated mart (mafiabench.build.marts.publish). -#}
+{% macro generate_alias_name(custom_alias_name=none, node=none) -%}
+    {%- if node.resource_type in ('model', 'seed', 'snapshot') -%}
+        __staged_{{ custom_alias_name or node.name }}
+    {%- else -%}
+        {{ custom_alias_name or node.name }}
+    {%- endif -%}
+{%- endmacro %}
+
+{#- Everything lives in the warehouse's main schema. -#}
+{% macro generate_schema_name(custom_schema_name=none, node=none) -%}
+    {{ target.schema }}
+{%- endmacro %}
+
+{#- References without the catalog name (the DuckDB file's stem), so a view stays valid when the file is renamed. -#}
+{% macro ref() -%}
+    {%- set rel = builtins.ref(*varargs, **kwargs) -%}
+    {%- if rel is not none and rel.include is defined -%}
+        {%- do return(rel.include(database=false)) -%}
+    {%- endif -%}
+    {%- do return(rel) -%}
+{%- endmacro %}
+
+{% macro source() -%}
+    {%- set rel = builtins.source(*varargs, **kwargs) -%}
+    {%- if rel is not none and rel.include is defined -%}
+        {%- do return(rel.include(database=false)) -%}
+    {%- endif -%}
+    {%- do return(rel) -%}
+{%- endmacro %}

@@ -1,0 +1,28 @@
+{#- Win-rate statistics shared by every mart: one definition of the Laplace/Beta posterior and the Wilson interval,
+    so marts cannot disagree. Beta(k+1, n-k+1) is the posterior of a win rate under a uniform prior (the Mini-Mafia
+    study's estimator). Arguments are SQL expressions (strings); each is parenthesised where used. -#}
+
+{% macro laplace_mean(k, n) -%}
+(({{ k }}) + 1.0) / (({{ n }}) + 2.0)
+{%- endmacro %}
+
+{% macro beta_sd(k, n) -%}
+sqrt((({{ k }}) + 1.0) * (({{ n }}) - ({{ k }}) + 1.0) / ((({{ n }}) + 2.0) * (({{ n }}) + 2.0) * (({{ n }}) + 3.0)))
+{%- endmacro %}
+
+{#- Wilson score interval at 95% (z = 1.959963984540054); an empty group gets the uninformative [0, 1]. -#}
+{% macro wilson_low(k, n) -%}
+case when ({{ n }}) > 0 then greatest(0.0, (
+    (({{ k }}) * 1.0 / ({{ n }})) + 3.841458820694124 / (2.0 * ({{ n }}))
+    - 1.959963984540054 * sqrt((({{ k }}) * 1.0 / ({{ n }})) * (1.0 - ({{ k }}) * 1.0 / ({{ n }})) / ({{ n }})
+        + 3.841458820694124 / (4.0 * ({{ n }}) * ({{ n }})))
+) / (1.0 + 3.841458820694124 / ({{ n }}))) else 0.0 end
+{%- endmacro %}
+
+{% macro wilson_high(k, n) -%}
+case when ({{ n }}) > 0 then least(1.0, (
+    (({{ k }}) * 1.0 / ({{ n }})) + 3.841458820694124 / (2.0 * ({{ n }}))
+    + 1.959963984540054 * sqrt((({{ k }}) * 1.0 / ({{ n }})) * (1.0 - ({{ k }}) * 1.0 / ({{ n }})) / ({{ n }})
+        + 3.841458820694124 / (4.0 * ({{ n }}) * ({{ n }})))
+) / (1.0 + 3.841458820694124 / ({{ n }}))) else 1.0 end
+{%- endmacro %}

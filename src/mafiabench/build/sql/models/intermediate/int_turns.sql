@@ -1,0 +1,38 @@
+with turns as (
+    select
+        game_id,
+        seq,
+        round as day,
+        coalesce(discussion_round, 1) as discussion_round,
+        actor as speaker,
+        event_type,
+        text,
+        truncated,
+        format_failure
+    from {{ ref('stg_events') }}
+    where event_type in ('message', 'silence') and phase = 'day' and flag is null
+),
+
+last_turns as (
+    -- The last turn of the last day with discussion: the "last speaker" of the final round (seq grows with days).
+    select game_id, max(seq) as last_seq from turns group by game_id
+),
+
+final as (
+    select
+        game_id,
+        seq,
+        day,
+        discussion_round,
+        speaker,
+        event_type,
+        text,
+        truncated,
+        format_failure,
+        case when event_type = 'message' then len(string_split(trim(coalesce(text, '')), ' ')) else 0 end as words,
+        t.seq = l.last_seq as is_last_turn
+    from turns as t
+    inner join last_turns as l using (game_id)
+)
+
+select * from final

@@ -1,0 +1,59 @@
+with players as (
+    select * from {{ ref('int_player_games') }}
+),
+
+games as (
+    select
+        game_id, study, experiment, cell, has_communication, tie_decided, fallback_decided, last_speaker, status
+    from {{ ref('fct_games') }}
+),
+
+moments as (
+    -- When the first day started and when the game's last discussion turn was: who was still in the game then.
+    select
+        game_id,
+        min(seq) filter (where event_type = 'phase_start' and phase = 'day') as first_day_seq
+    from {{ ref('stg_events') }}
+    where event_type = 'phase_start'
+    group by game_id
+),
+
+last_turns as (
+    select game_id, max(seq) filter (where is_last_turn) as last_turn_seq from {{ ref('int_turns') }} group by game_id
+),
+
+final as (
+    select
+        p.game_id,
+        p.variant,
+        g.study,
+        g.experiment,
+        g.cell,
+        p.seat,
+        p.name,
+        p.role,
+        p.team,
+        p.agent,
+        p.provider,
+        p.model,
+        p.model_raw,
+        p.fate,
+        p.is_scored,
+        p.won,
+        g.tie_decided,
+        g.fallback_decided,
+        g.has_communication,
+        (g.last_speaker is not null and g.last_speaker = p.name) as spoke_last,
+        (g.last_speaker is not null) as had_discussion,
+        -- Per-player day analyses count only players who were in the game at that moment (the night victim of
+        -- Mini-Mafia never played the day): still active at the first day's start, and at the last turn.
+        (m.first_day_seq is not null and (p.out_seq is null or p.out_seq > m.first_day_seq)) as played_a_day,
+        (t.last_turn_seq is not null and (p.out_seq is null or p.out_seq > t.last_turn_seq))
+            as active_in_final_discussion
+    from players as p
+    inner join games as g on g.game_id = p.game_id
+    left join moments as m on m.game_id = p.game_id
+    left join last_turns as t on t.game_id = p.game_id
+)
+
+select * from final

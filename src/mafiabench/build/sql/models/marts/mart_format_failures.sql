@@ -1,0 +1,35 @@
+with decisions as (
+    select d.*, g.variant
+    from {{ ref('int_decisions') }} as d
+    inner join {{ ref('stg_games') }} as g on g.game_id = d.game_id
+),
+
+counted as (
+    select
+        variant,
+        coalesce(model, '(unknown)') as model,
+        coalesce(role, '(unknown)') as role,
+        action,
+        count(*) as n,
+        count(*) filter (where format_failure) as k
+    from decisions
+    group by all
+),
+
+final as (
+    select
+        variant,
+        model,
+        role,
+        action,
+        n as n_decisions,
+        k as n_format_failures,
+        k * 1.0 / n as rate,
+        {{ laplace_mean('k', 'n') }} as laplace_mean,
+        {{ beta_sd('k', 'n') }} as beta_sd,
+        {{ wilson_low('k', 'n') }} as wilson_low,
+        {{ wilson_high('k', 'n') }} as wilson_high
+    from counted
+)
+
+select * from final

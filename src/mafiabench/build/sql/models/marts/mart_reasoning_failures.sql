@@ -1,0 +1,37 @@
+with opportunities as (
+    select * from {{ ref('int_reasoning_opportunities') }}
+),
+
+counted as (
+    select
+        variant,
+        level,
+        model,
+        any_value(voter_role) as role,
+        count(*) as n,
+        count(*) filter (where failed) as k,
+        count(*) filter (where failed and random_fallback) as k_random_fallback,
+        count(distinct game_id) as n_games
+    from opportunities
+    group by variant, level, model
+),
+
+final as (
+    select
+        variant,
+        level,
+        model,
+        role,
+        n as n_opportunities,
+        k as n_failures,
+        k_random_fallback as n_failures_by_fallback,
+        n_games,
+        k * 1.0 / n as rate,
+        {{ laplace_mean('k', 'n') }} as laplace_mean,
+        {{ beta_sd('k', 'n') }} as beta_sd,
+        {{ wilson_low('k', 'n') }} as wilson_low,
+        {{ wilson_high('k', 'n') }} as wilson_high
+    from counted
+)
+
+select * from final

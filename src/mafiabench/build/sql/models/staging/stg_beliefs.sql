@@ -1,0 +1,19 @@
+with source as (
+    select * from {{ source('mafiabench', 'raw_beliefs') }}
+),
+
+final as (
+    select
+        game_id,
+        seq,
+        player,
+        phase,
+        round,
+        action,
+        candidate,
+        probability,
+        coalesce(uniform_fallback, false) as uniform_fallback
+    from source
+)
+
+select * from final
