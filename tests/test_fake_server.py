@@ -193,7 +193,9 @@ def test_latency_and_concurrency(srv: FakeModelServer) -> None:
     elapsed = time.perf_counter() - started
     assert [status for status, _ in results] == [200] * 256
     assert all(p["choices"][0]["message"]["content"].split("\n")[0] in {"Alice", "Bob", "Carol"} for _, p in results)
-    assert 0.3 <= elapsed < 2.0, elapsed
+    # About 0.5 s on a quiet machine; the bound is loose so a loaded CI machine passes, while the failure it guards
+    # against (requests served one after another: 256 × 0.3 s = 77 s) still fails it by far.
+    assert 0.3 <= elapsed < 10.0, elapsed
 
 
 def test_sdk_client_over_keep_alive(srv: FakeModelServer) -> None:
