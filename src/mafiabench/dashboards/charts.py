@@ -48,8 +48,40 @@ def _spec(chart: Any, rows: Rows) -> dict[str, Any]:
     data at every step, which cost seconds per page; the spec itself is still schema-validated.
     """
     spec: dict[str, Any] = chart.to_dict()
+    _title_layers(spec)
+    axis = spec.setdefault("config", {}).setdefault("axis", {})
+    for key, value in AXIS_LABELS.items():
+        axis.setdefault(key, value)
     spec["datasets"] = {"rows": [dict(r) for r in rows]}
     return spec
+
+
+# Every axis: labels that would overlap are thinned (Vega's greedy strategy) and long ones cut with an ellipsis,
+# so no two tick labels are ever drawn over each other; charts may set a wider limit on their own axes.
+AXIS_LABELS = {"labelOverlap": "greedy", "labelLimit": 240, "labelSeparation": 4}
+
+
+def _title_layers(node: Any) -> None:
+    """Give every layer's x/y encoding the title of the axis it shares with its sibling layers (an untitled layer
+    would otherwise add its field name, e.g. "lo", to the axis title)."""
+    if isinstance(node, dict):
+        layers = node.get("layer")
+        if isinstance(layers, list):
+            for channel in ("x", "y"):
+                encodings = [
+                    e for layer in layers if isinstance(layer, dict)
+                    for e in [layer.get("encoding", {}).get(channel)] if isinstance(e, dict)
+                ]
+                titles = [e["title"] for e in encodings if e.get("title")]
+                for e in encodings:
+                    if titles and not e.get("title") and ("field" in e or "aggregate" in e):
+                        e["title"] = titles[0]
+        for key, value in node.items():
+            if key != "datasets":
+                _title_layers(value)
+    elif isinstance(node, list):
+        for item in node:
+            _title_layers(item)
 
 
 def _dropdown(name: str, options: Sequence[Any], label: str, value: Any | None = None) -> alt.Parameter:
@@ -345,7 +377,7 @@ def surprise_chart(rows: Rows) -> dict[str, Any]:
             x=alt.X("surprise:Q", title="surprise = −ln p (higher is rarer)"),
             y=alt.Y(
                 "game_id:N",
-                title=None,
+                title="game (click a point for its transcript)",
                 sort=alt.EncodingSortField("surprise", op="max", order="descending"),
                 axis=alt.Axis(labelLimit=360),
             ),
