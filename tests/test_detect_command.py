@@ -120,6 +120,16 @@ def test_run_detects_after_landing_and_detect_reruns_land_nothing(tmp_path: Path
     (after,) = con.execute("select count(*) from raw_detections").fetchone()  # type: ignore[misc]
     con.close()
     assert fake >= 1 and after == n + fake
+    # The same model with another prompt file is another key: landed beside, never over, the v1 answers.
+    mine = tmp_path / "mine.txt"
+    mine.write_text("Players: $players. Exactly $k are mafia. Days 1-$cut:\n$transcript\nName them, one per line.")
+    assert cli(["detect", "--warehouse", "w.duckdb", "--model", "fake/d", "--prompt-file", str(mine),
+                "--source", "ibraheem2022-human", "--no-prefect"]) == 0
+    con = duckdb.connect("w.duckdb", read_only=True)
+    versions = dict(con.execute("select prompt_version, count(*) from raw_detections where detector = 'fake/d' "
+                                "group by all").fetchall())
+    con.close()
+    assert versions == {"v1": fake, "file:mine.txt": fake}
     # A source with no game (a typo, or not imported yet) is named, not silently empty.
     assert cli(["detect", "--warehouse", "w.duckdb", "--model", "policy/random", "--source", "ibraheem2022-humans",
                 "--no-prefect"]) == 0
@@ -135,6 +145,10 @@ def test_detect_command_refuses_what_it_cannot_run(tmp_path: Path, capsys: pytes
     assert "no [detector] section" in capsys.readouterr().err
     assert cli(["detect", "--model", "policy/oracle", "--warehouse", str(tmp_path / "w.duckdb")]) == 2
     assert "policy/oracle" in capsys.readouterr().err
+    (tmp_path / "bad.txt").write_text("Name the $k mafia among $players. $oops")
+    assert cli(["detect", "--model", "fake/d", "--prompt-file", str(tmp_path / "bad.txt"),
+                "--warehouse", str(tmp_path / "w.duckdb")]) == 2
+    assert "bad.txt" in (err := capsys.readouterr().err) and "$oops" in err
     assert cli(["detect", "--model", "policy/random", "--warehouse", str(tmp_path / "none.duckdb")]) == 2
     assert "none.duckdb not found" in capsys.readouterr().err and not (tmp_path / "none.duckdb").exists()
 

@@ -52,6 +52,10 @@ def main(
                      "llmafia, ... (default: all)", show_default=False),
     ] = None,
     prompt_version: Annotated[str, typer.Option(help="detector prompt version (with --model)")] = "v1",
+    prompt_file: Annotated[
+        Path | None,
+        typer.Option(help="your own detector prompt ($players $k $cut $transcript; with --model)", show_default=False),
+    ] = None,
     temperature: Annotated[float, typer.Option(help="detector temperature (with --model)")] = 0.0,
     max_cut: Annotated[
         int | None, typer.Option(help="cut after at most this many days (default: every day)", show_default=False)
@@ -75,15 +79,16 @@ def main(
     if model:
         try:
             spec = DetectorSpec(models=tuple(model), prompt_version=prompt_version, temperature=temperature,
+                                prompt_file=None if prompt_file is None else str(prompt_file),
                                 sources=tuple(source) if source else None, max_cut=max_cut,
                                 valid_only=not include_invalid)
         except ValueError as exc:
             raise UserError(f"mafiabench detect: {exc}") from None
     elif experiment is None:
         raise UserError("mafiabench detect: give an experiment file with a [detector] section, or --model")
-    elif source or max_cut is not None:
-        raise UserError("mafiabench detect: --source and --max-cut go with --model; with an experiment file, set "
-                        "them in its [detector] section (imported = [...], max_cut = N)")
+    elif source or max_cut is not None or prompt_file is not None:
+        raise UserError("mafiabench detect: --source, --max-cut and --prompt-file go with --model; with an experiment "
+                        "file, set them in its [detector] section (imported = [...], max_cut = N, prompt_file = ...)")
     from mafiabench.flows.pipeline import after_landing, detect, import_sources
     from mafiabench.study.spec import load_experiment
 
