@@ -50,7 +50,8 @@ def chart_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def accuracy_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Accuracy by day per source with Wilson 95% intervals; the exact random baseline of the same games dashed."""
+    """Accuracy by day per source with Wilson 95% intervals; the exact random baseline of the same games as a
+    short horizontal tick beside each point."""
     detectors = sorted({r["detector"] for r in rows})
     detector = _dropdown("detector", detectors, "Detector: ")
     metric = _dropdown("metric", list(METRICS.values()), "Accuracy: ")
@@ -58,7 +59,7 @@ def accuracy_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
         alt.Chart(DATA)
         .transform_filter("datum.detector == detector && datum.metric == metric")
         .encode(
-            x=alt.X("day:O", title="transcript cut after day"),
+            x=alt.X("day:O", title="transcript cut after day", axis=alt.Axis(labelAngle=0)),
             color=alt.Color("source:N", title="source", legend=alt.Legend(orient="bottom", labelLimit=400,
                                                                           direction="vertical")),
             xOffset=alt.XOffset("source:N"),
@@ -74,13 +75,13 @@ def accuracy_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     y = alt.Y("rate:Q", title="accuracy", scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%"))
     points = base.mark_point(filled=True, size=70).encode(y=y, tooltip=tooltip)
     bars = base.mark_rule(strokeWidth=2).encode(y=alt.Y("low:Q"), y2="high:Q", tooltip=tooltip)
-    baseline = base.mark_tick(strokeDash=[4, 3], thickness=2, size=18, opacity=0.9).encode(
+    baseline = base.mark_tick(thickness=3, size=22, opacity=0.85).encode(
         y=alt.Y("baseline:Q"), tooltip=tooltip
     )
     chart = (
         alt.layer(bars, points, baseline)
         .add_params(detector, metric)
-        .properties(width=WIDTH, height=260, title="Detector accuracy by day (ticks: exact random baseline)")
+        .properties(width=WIDTH, height=260, title="Detector accuracy by day (horizontal ticks: exact random baseline)")
     )
     return _spec(chart, rows)
 
@@ -119,8 +120,8 @@ def build(ctx: Context) -> Page:
             "accuracy",
             accuracy_chart(points),
             "Share of games in which the detector named at least one (single) or every (exact) mafioso, reading the "
-            "transcript cut after each day; bars: Wilson 95% intervals; dashed ticks: the exact random baseline "
-            "averaged over the same games.",
+            "transcript cut after each day; vertical bars: Wilson 95% intervals; horizontal ticks: the exact random "
+            "baseline averaged over the same games.",
         )
     read = games_read(m, ctx.max_rows)
     games = m.rows(
