@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mafiabench.build.marts import build_warehouse
+from mafiabench.publish import build_warehouse
 from mafiabench.cli import main
 from mafiabench.dashboards.pages.detector import cleansed_path
 from mafiabench.detect.run import DetectorSpec, run_detection
