@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from mafiabench.publish import build_warehouse
 from mafiabench.cli import main
 from mafiabench.dashboards.pages.detector import cleansed_path
 from mafiabench.detect.run import DetectorSpec, run_detection
 from mafiabench.importers.common import run_import
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
+from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import connect, load_records
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
