@@ -46,10 +46,10 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
     con.execute("checkpoint")
     # The dataset profile covers the async games beside the human ones (metrics.md §9).
     profile = {r[0]: r for r in con.execute(
-        "select source, games, participants_max, days_mean, utterances_per_game, words_per_utterance "
+        "select source, games, participants_max, days_mean, utterances_per_game, words_per_utterance, variants "
         "from mart_dataset_profile").fetchall()}
     sim = profile["simulation"]
-    assert sim[1] == 2 and sim[2] == 8 and sim[3] >= 1 and sim[4] > 5 and sim[5] > 1
+    assert sim[1] == 2 and sim[2] == 8 and sim[3] >= 1 and sim[4] > 5 and sim[5] > 1 and sim[6] == "async"
     assert profile["ibraheem2022-human"][1] >= 1
     con.close()
     assert main(["dashboards", "--warehouse", str(db), "--out", str(out)]) == 0

@@ -28,12 +28,14 @@ invalid as (
 ),
 
 sources as (
-    select distinct source from games
+    -- Which variants a source's games are (a warehouse may hold simulated Mini-Mafia and async games alike).
+    select source, string_agg(distinct variant, ', ' order by variant) as variants from games group by source
 ),
 
 final as (
     select
         s.source,
+        s.variants,
         coalesce(p.games, 0) as games,
         coalesce(i.invalid_games, 0) as invalid_games,
         p.participants_max,
