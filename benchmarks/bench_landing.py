@@ -1,0 +1,121 @@
+"""Landing shard files in bulk: N games' shard files into a fresh warehouse, as a resume (or a run) lands them.
+
+    .venv/bin/python benchmarks/bench_landing.py 1000000                 # land 1M games (written first, not timed)
+    .venv/bin/python benchmarks/bench_landing.py 1000000 --build         # then `mafiabench build` on the result
+
+Games: `--base` (default 20,000) Mini-Mafia games of policy players are played once with the engine, then copied
+under new game ids until there are N, written as shard files of 500 games (what `mafiabench run` writes), outside
+the timing. Timed, in a fresh process (so its peak RSS is the lander's alone): `landing.land_pending`, which reads
+every shard file, flattens its records into Arrow columns and inserts them, each file in its own transaction with
+its landed mark. `--build` then times `mafiabench build` (staging, marts and the quality gate) in another process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+LAND = """
+import sys, time
+from pathlib import Path
+from mafiabench.warehouse import landing
+from mafiabench.warehouse.raw import connect
+con = connect(sys.argv[1])
+t0, c0 = time.perf_counter(), time.process_time()
+r = landing.land_pending(con, Path(sys.argv[2]), "landing")
+con.close()
+print("LANDED", r.inserted, time.perf_counter() - t0, time.process_time() - c0)
+"""
+
+
+def write_shards(n: int, base: int, folder: Path) -> None:
+    from mafiabench.play.runner import BackendPool, play_game
+    from mafiabench.record import Provenance, encode_record
+    from mafiabench.study.design import iter_games
+    from mafiabench.study.spec import parse_experiment
+    from mafiabench.warehouse import landing
+
+    exp = parse_experiment(
+        {
+            "name": "landing",
+            "games_per_cell": base // 2,
+            "cells": [
+                {"name": "a", "agents": {"default": "policy/random"}},
+                {"name": "b", "agents": {"detective": "policy/informed", "default": "policy/random"}},
+            ],
+        }
+    )
+    models = exp.model_settings()
+    pool = BackendPool()
+    prov = Provenance(git_commit="bench")
+
+    async def play() -> list[bytes]:
+        return [encode_record(await play_game(g.spec(exp, models), pool, provenance=prov))[1] for g in iter_games(exp)]
+
+    lines = asyncio.run(play())
+    ids = [line.split(b'"game_id":"', 1)[1].split(b'"', 1)[0] for line in lines]
+    batch: list[bytes] = []
+    index = 0
+    for i in range(n):
+        k = i % len(lines)
+        copy = i // len(lines)
+        line = lines[k] if copy == 0 else lines[k].replace(ids[k], ids[k] + b"-c%d" % copy)
+        batch.append(line)
+        if len(batch) == 500:
+            landing.write_shard(batch, folder, index)
+            batch, index = [], index + 1
+    if batch:
+        landing.write_shard(batch, folder, index)
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[str, float, float, float]:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    out = proc.stdout.read() if proc.stdout else ""
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{cmd[:4]} failed: {(proc.stderr.read() if proc.stderr else '')[-2000:]}")
+    return out, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("games", type=int)
+    parser.add_argument("--base", type=int, default=20_000, help="games played with the engine, then copied")
+    parser.add_argument("--build", action="store_true", help="then time `mafiabench build`")
+    parser.add_argument("--src", type=Path, default=ROOT / "src")
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONPATH": str(args.src)}
+    with tempfile.TemporaryDirectory(prefix="bench-landing-") as tmp:
+        folder = Path(tmp) / "raw" / "landing"
+        t0 = time.perf_counter()
+        write_shards(args.games, min(args.base, args.games), folder)
+        size = sum(p.stat().st_size for p in folder.iterdir())
+        print(f"wrote {args.games:,} games in {len(list(folder.iterdir()))} shard files ({size / 1e9:.2f} GB) "
+              f"in {time.perf_counter() - t0:.1f} s (not timed below)", flush=True)
+        warehouse = Path(tmp) / "w.duckdb"
+        out, wall, _, rss = timed([sys.executable, "-c", LAND, str(warehouse), str(folder)], env)
+        inserted, inner, cpu = out.split()[-3:]
+        n = int(inserted)
+        print(f"land: {n:,} games in {float(inner):.1f} s ({n / float(inner):,.0f} games/s), CPU {float(cpu):.1f} s "
+              f"({n / float(cpu):,.0f} games per CPU s), process {wall:.1f} s, peak RSS {rss:.0f} MB, "
+              f"DuckDB file {warehouse.stat().st_size / 1e6:.0f} MB", flush=True)
+        if args.build:
+            _, wall, cpu, rss = timed(
+                [sys.executable, "-m", "mafiabench.cli", "build", "--warehouse", str(warehouse)], env
+            )
+            print(f"build: {wall:.1f} s, CPU {cpu:.1f} s (staging, marts, quality gate), peak RSS {rss:.0f} MB",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
