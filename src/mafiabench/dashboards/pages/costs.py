@@ -49,6 +49,7 @@ def build(ctx: Context) -> Page:
         return page
     totals = m.one(
         """select sum(n_calls) as calls, sum(n_failed_calls) as failed, sum(n_retried_calls) as retried,
+                  sum(n_replaced_calls) as replaced,
                   sum(input_tokens) as input_tokens, sum(output_tokens) as output_tokens,
                   sum(cached_tokens) as cached_tokens, sum(cost_usd) as cost, bool_and(fully_priced) as priced,
                   string_agg(distinct price_version, ', ') as price_versions
