@@ -129,3 +129,37 @@ def _find(node: Any, channel: str) -> dict[str, Any] | None:
             if (found := _find(item, channel)) is not None:
                 return found
     return None
+
+
+DETECTOR_ROW = {"detector": "d", "source": "s", "day": 1, "metric": "single", "rate": 0.5, "low": 0.3, "high": 0.7,
+                "baseline": 0.25, "n_games": 4, "baseline_fraction": "1/4"}
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        pytest.param(lambda: charts.strategema_chart([]), id="strategema"),
+        pytest.param(lambda: charts.fallback_share_chart([], variants=["classic"]), id="belief-fallbacks"),
+        pytest.param(lambda: charts.last_speaker_chart([], variants=["classic"]), id="last-speaker"),
+        pytest.param(lambda: charts.name_seat_chart([], variants=["classic"], settings=["name"], roles=["villager"]),
+                     id="name-seat"),
+        pytest.param(lambda: detector_page().accuracy_chart([DETECTOR_ROW]), id="detector"),
+    ],
+)
+def test_charts_of_pages_the_shared_study_leaves_empty_are_titled_too(build: Any) -> None:
+    """Pages whose marts the shared study leaves empty (the multi-night belief study, the detector) draw no chart
+    there; their builders are checked on their own (the encodings do not depend on the rows)."""
+    spec = build()
+    found = encodings(spec)
+    assert found
+    config = spec["config"]["axis"]
+    for path, channel, e in found:
+        axis = e.get("axis") or {}
+        assert (e.get("title") or axis.get("title")), f"{path} {channel} {e}"
+        assert any(k in axis or k in config for k in OVERLAP_KEYS)
+
+
+def detector_page() -> Any:
+    from mafiabench.dashboards.pages import detector
+
+    return detector
