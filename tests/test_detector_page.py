@@ -46,7 +46,7 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
     con.execute("checkpoint")
     # The dataset profile covers the async games beside the human ones (metrics.md §9).
     profile = {r[0]: r for r in con.execute(
-        "select source, games, participants_max, days_mean, utterances_per_game, words_per_utterance, variants "
+        "select source, games, participants_max, days_mean, utterances_per_game, words_per_utterance, variant "
         "from mart_dataset_profile").fetchall()}
     sim = profile["simulation"]
     assert sim[1] == 2 and sim[2] == 8 and sim[3] >= 1 and sim[4] > 5 and sim[5] > 1 and sim[6] == "async"

@@ -21,7 +21,19 @@ def test_profile_per_source() -> None:
     assert (sim["days_max"], sim["days_mean"], sim["days_min"], sim["share_at_most_3_days"]) == (1, 1.0, 1, 1.0)
     assert sim["utterances_per_game"] == 1.5  # the silence is not an utterance
     assert sim["words_per_utterance"] == 2.0  # (3 + 2 + 1) / 3
+    assert sim["variant"] == "mini-mafia"
     nac = one(c, "select * from mart_dataset_profile where source = 'naacl'")
     assert (nac["games"], nac["invalid_games"], nac["words_per_utterance"]) == (1, 3, 4.0)
     reasons = rows(c, "select source, invalid_reason, games from mart_dataset_invalid order by invalid_reason")
     assert [(r["invalid_reason"], r["games"]) for r in reasons] == [("no votes cast", 2), ("no winner recorded", 1)]
+
+
+def test_simulated_variants_are_profiled_apart() -> None:
+    """Async and Mini-Mafia games of one warehouse are two rows, so each sits beside the dataset it is compared
+    with (metrics.md §9)."""
+    async_game = mini_record("a1", messages=[("Alice", "x")])
+    async_game.variant = "async"  # the profile groups by the recorded variant; the rest of the game is irrelevant
+    c = landed([mini_record("m1", messages=[("Alice", "a b")]), async_game])
+    got = rows(c, "select source, variant, games from mart_dataset_profile order by variant")
+    assert [(r["source"], r["variant"], r["games"]) for r in got] == [("simulation", "async", 1),
+                                                                      ("simulation", "mini-mafia", 1)]

@@ -89,7 +89,9 @@ def accuracy_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def profile_rows(m: Marts, sources: list[str]) -> list[dict[str, Any]] | None:
     if not m.has("mart_dataset_profile"):
         return None
-    return m.rows("select * from mart_dataset_profile where source in (select unnest(?)) order by source", [sources])
+    return m.rows(
+        "select * from mart_dataset_profile where source in (select unnest(?)) order by source, variant", [sources]
+    )
 
 
 @register(

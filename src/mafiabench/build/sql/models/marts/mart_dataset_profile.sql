@@ -9,6 +9,7 @@ valid_games as (
 profile as (
     select
         source,
+        variant,
         count(*) as games,
         max(n_players) as participants_max,
         avg(n_players) as participants_mean,
@@ -20,22 +21,23 @@ profile as (
         avg(n_messages) as utterances_per_game,
         case when sum(n_messages) > 0 then sum(n_words) * 1.0 / sum(n_messages) end as words_per_utterance
     from valid_games
-    group by source
+    group by source, variant
 ),
 
 invalid as (
-    select source, count(*) as invalid_games from games where not valid group by source
+    select source, variant, count(*) as invalid_games from games where not valid group by source, variant
 ),
 
 sources as (
-    -- Which variants a source's games are (a warehouse may hold simulated Mini-Mafia and async games alike).
-    select source, string_agg(distinct variant, ', ' order by variant) as variants from games group by source
+    -- A row per variant of a source: a warehouse may hold simulated Mini-Mafia and async games alike, and each is
+    -- compared with a different dataset.
+    select distinct source, variant from games
 ),
 
 final as (
     select
         s.source,
-        s.variants,
+        s.variant,
         coalesce(p.games, 0) as games,
         coalesce(i.invalid_games, 0) as invalid_games,
         p.participants_max,
@@ -48,8 +50,8 @@ final as (
         p.utterances_per_game,
         p.words_per_utterance
     from sources as s
-    left join profile as p on p.source = s.source
-    left join invalid as i on i.source = s.source
+    left join profile as p on p.source = s.source and p.variant = s.variant
+    left join invalid as i on i.source = s.source and i.variant = s.variant
 )
 
 select * from final
