@@ -203,7 +203,7 @@ class RunSummary:
             lines.append("  per cell (this run):")
             for name, u in self._cell_rows(max_cells):
                 lines.append(
-                    f"    {name[:60]:<60} {u.games:>6} games {u.failed_games:>4} failed {u.calls:>7} calls "
+                    f"    {name[:60]:<60} {u.games:>6,} games {u.failed_games:>4,} failed {u.calls:>7,} calls "
                     f"{u.tokens:>10,} tokens ${u.cost_usd:,.4f}"
                 )
             if len(self.per_cell) > max_cells:
@@ -234,14 +234,14 @@ class RunSummary:
                 "",
                 "## Per model",
                 "",
-                "| model | calls | failed | format failures | input | cached | output | USD |",
+                "| model | model calls | failed | format failures | input tokens | cached | output tokens | USD |",
                 "|---|---:|---:|---:|---:|---:|---:|---:|",
             ]
             for name, u in sorted(self.per_model.items()):
                 usd = "unpriced" if u.unpriced else f"{u.cost_usd:.4f}"
                 out.append(
-                    f"| {esc(name)} | {u.calls} | {u.failed_calls} | {u.format_failures} | {u.input_tokens} | "
-                    f"{u.cached_tokens} | {u.output_tokens} | {usd} |"
+                    f"| {esc(name)} | {u.calls:,} | {u.failed_calls:,} | {u.format_failures:,} | {u.input_tokens:,} | "
+                    f"{u.cached_tokens:,} | {u.output_tokens:,} | {usd} |"
                 )
         if self.per_cell:
             out += [
@@ -253,7 +253,8 @@ class RunSummary:
             ]
             for name, u in self._cell_rows(max_cells):
                 out.append(
-                    f"| {esc(name)} | {u.games} | {u.failed_games} | {u.calls} | {u.tokens} | {u.cost_usd:.4f} |"
+                    f"| {esc(name)} | {u.games:,} | {u.failed_games:,} | {u.calls:,} | {u.tokens:,} "
+                    f"| {u.cost_usd:,.4f} |"
                 )
         if self.failures:
             out += ["", "## Failed games (first 20)", ""]
