@@ -14,11 +14,13 @@ from __future__ import annotations
 import atexit
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,10 @@ from mafiabench.errors import UserError
 PACKAGED_PROJECT = Path(__file__).resolve().parent / "sql"
 STAGED_PREFIX = "__staged_"  # models are built under this prefix and renamed on publish (macros/naming.sql)
 
-THREADS = int(os.environ.get("MAFIABENCH_DBT_THREADS", "4"))  # dbt models built at once (DuckDB cursors)
+# Models dbt builds at once. Small warehouses are bound by dbt's own per-model overhead, which 4 threads hide (a
+# 38-model build of a few games: 3.6 s instead of 5 s); large ones by DuckDB, which already uses every core per query,
+# and 4 big models at once only add memory (1M games: peak RSS 4.9 GB instead of 3.3 GB, and slower). BENCHMARKS.md.
+SMALL_THREADS, LARGE_THREADS, LARGE_GAMES = 4, 1, 50_000
 _LOCK = threading.Lock()
 _WORK: Path | None = None
 _MANIFESTS: dict[tuple[str, str, str], Any] = {}
@@ -100,25 +105,36 @@ def _project_digest(project: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def _profiles_dir(path: Path) -> Path:
-    key = hashlib.sha256(str(path).encode()).hexdigest()[:16]
+def threads_for(con: duckdb.DuckDBPyConnection) -> int:
+    """dbt threads for this warehouse: `$MAFIABENCH_DBT_THREADS`, else by its number of games."""
+    if os.environ.get("MAFIABENCH_DBT_THREADS"):
+        return max(1, int(os.environ["MAFIABENCH_DBT_THREADS"]))
+    try:
+        n = con.execute("select count(*) from main.raw_games").fetchall()[0][0]
+    except duckdb.Error:
+        n = 0
+    return LARGE_THREADS if n >= LARGE_GAMES else SMALL_THREADS
+
+
+def _profiles_dir(path: Path, threads: int = SMALL_THREADS) -> Path:
+    key = hashlib.sha256(f"{path}|{threads}".encode()).hexdigest()[:16]
     folder = _work_dir() / "profiles" / key
     folder.mkdir(parents=True, exist_ok=True)
     profile = {
         "mafiabench": {
             "target": "warehouse",
-            "outputs": {"warehouse": {"type": "duckdb", "path": str(path), "schema": "main", "threads": THREADS}},
+            "outputs": {"warehouse": {"type": "duckdb", "path": str(path), "schema": "main", "threads": threads}},
         }
     }
     (folder / "profiles.yml").write_text(json.dumps(profile))  # JSON is YAML
     return folder
 
 
-def _common_args(project: Path, path: Path) -> list[str]:
+def _common_args(project: Path, path: Path, threads: int = SMALL_THREADS) -> list[str]:
     work = _work_dir()
     return [
         "--project-dir", str(project),
-        "--profiles-dir", str(_profiles_dir(path)),
+        "--profiles-dir", str(_profiles_dir(path, threads)),
         "--target-path", str(work / "target" / _project_digest(project)),
         "--log-path", str(work / "logs"),
     ]
@@ -130,9 +146,31 @@ _GLOBAL_FLAGS = [
 ]
 
 
+@contextmanager
+def _root_logging_kept() -> Iterator[None]:
+    """dbt's tracker calls `logging.basicConfig()` on import: without this, every library's INFO lines (Great
+    Expectations' for one) would print for the rest of the process."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        yield
+    finally:
+        for handler in [h for h in root.handlers if h not in handlers]:
+            root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def _runner(manifest: Any = None) -> Any:
+    with _root_logging_kept():
+        from dbt.cli.main import dbtRunner
+
+        return dbtRunner(manifest=manifest)
+
+
 def _invoke(runner: Any, command: str, args: Sequence[str]) -> Any:
     os.environ.setdefault("DO_NOT_TRACK", "1")
-    return runner.invoke([*_GLOBAL_FLAGS, command, *args])
+    with _root_logging_kept():
+        return runner.invoke([*_GLOBAL_FLAGS, command, *args])
 
 
 def _close_dbt_connections() -> None:
@@ -149,12 +187,10 @@ def _close_dbt_connections() -> None:
 
 def manifest(project: Path, path: Path) -> Any:
     """The parsed project for this warehouse name (cached per process: dbt keeps the catalog name in each node)."""
-    from dbt.cli.main import dbtRunner
-
     key = (str(project), _project_digest(project), path.stem)
     with _LOCK:
         if key not in _MANIFESTS:
-            res = _invoke(dbtRunner(), "parse", [*_common_args(project, path), "--no-partial-parse"])
+            res = _invoke(_runner(), "parse", [*_common_args(project, path), "--no-partial-parse"])
             _close_dbt_connections()
             if not res.success:
                 raise DbtError(f"dbt could not parse {project}: {res.exception or _messages(res)}")
@@ -176,18 +212,16 @@ def run(
     variables: dict[str, Any] | None = None,
 ) -> list[NodeResult]:
     """`dbt run` (models) or `dbt test` (data tests) against the warehouse file behind `con`."""
-    from dbt.cli.main import dbtRunner
-
     path = warehouse_file(con)
     parsed = manifest(project, path)
-    args = [*_common_args(project, path), "--no-write-json", "--no-partial-parse"]
+    args = [*_common_args(project, path, threads_for(con)), "--no-write-json", "--no-partial-parse"]
     if variables:
         args += ["--vars", json.dumps(variables)]
     if select:
         args += ["--select", *select]
     with _LOCK:
         try:
-            res = _invoke(dbtRunner(manifest=parsed), command, args)
+            res = _invoke(_runner(parsed), command, args)
         finally:
             _close_dbt_connections()
     if res.exception is not None:
