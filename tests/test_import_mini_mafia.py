@@ -339,10 +339,10 @@ def test_records_are_written_once_when_asked(tmp_path: Path) -> None:
     con.close()
 
 
-def test_a_game_copied_from_another_batch_keeps_its_own_identity_and_is_not_counted_here(tmp_path: Path) -> None:
+def test_a_game_copied_from_another_batch_is_never_counted_in_the_folder_it_sits_in(tmp_path: Path) -> None:
     """The real `batch_20250821_150540_v4.1/game_00094.json` is, by its own game_id, game 5 of batch
     `batch_20250821_150011_v4.1`, played before this batch started: it must not join this batch's cell, and
-    importing both folders must count it once."""
+    importing both folders must count the game once (the original, valid), whichever folder is read first."""
     home = tmp_path / "batches" / B41
     shutil.copytree(FIXTURES / B41, home)
     other = tmp_path / "batches" / "batch_20250821_120000_v4.1"
@@ -354,7 +354,7 @@ def test_a_game_copied_from_another_batch_keeps_its_own_identity_and_is_not_coun
     games = {g.provenance.source_file: g for g in read_mini_mafia(tmp_path / "batches")
              if isinstance(g, GameRecord)}
     copied, original = games["batch_20250821_120000_v4.1/game_00094.json"], games[f"{B41}/game_0001.json"]
-    assert copied.game_id == original.game_id  # its own id, whichever folder it sits in
+    assert copied.game_id != original.game_id  # two records, never one overwriting or skipping the other
     assert copied.validity["valid"] is False and copied.validity["reason"] == "game from another batch"
     assert f"names batch '{B41}', not this folder's 'batch_20250821_120000_v4.1'" in copied.validity["details"][0]
     assert original.validity["valid"] is True
@@ -362,8 +362,10 @@ def test_a_game_copied_from_another_batch_keeps_its_own_identity_and_is_not_coun
     con = connect(wh)
     try:
         report = run_import("mini-mafia", tmp_path / "batches", con)
-        assert report.games_read == 4 and report.skipped == 1  # the copy and its original are one game
-        assert con.execute("select count(*) from raw_games").fetchone() == (len({g.game_id for g in games.values()}),)
-        assert con.execute("select count(*) from raw_games where game_id = ?", [original.game_id]).fetchone() == (1,)
+        assert report.games_read == 4 and report.skipped == 0
+        assert report.invalid.get("game from another batch") == 1
+        counted = con.execute("select count(*) from raw_games where valid and game_id in (?, ?)",
+                              [original.game_id, copied.game_id]).fetchone()
+        assert counted == (1,)  # the marts count valid games only: the game once
     finally:
         con.close()

@@ -382,9 +382,10 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     unknown = [f"{s.name}'s memory has an unrecognised line: {t[1]!r:.120}" for s in seats for t in s.tokens
                if t[0] == "info"]
 
-    # The game's own id names its batch (`<batch>_game_NNNN`): a file copied into another batch's folder keeps its
-    # own identity (so importing both folders counts it once) and is not counted in this folder's cell, whose
-    # models may not be the ones it was played with.
+    # The game's own id names its batch (`<batch>_game_NNNN`). A file copied into another batch's folder lands
+    # invalid under this folder's id: it is never counted in this folder's cell (whose models may not be the ones
+    # it was played with), and its original, imported from its own batch, lands valid under its own id whichever
+    # folder is read first.
     game_number = data.get("game_number", file_number)
     identity = str(data.get("game_id") or f"{batch.batch_id}_game_{file_number:04d}")
     home = _GAME_ID.match(identity)
@@ -392,6 +393,7 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     if foreign and home is not None:
         problems.insert(0, f"the file's game_id {identity!r} names batch {home['batch']!r}, not this folder's "
                            f"{batch.folder.name!r}: a game copied from another batch, whose models are not known here")
+        identity = f"{batch.batch_id}_game_{file_number:04d}"
 
     reasons = []
     if foreign:
