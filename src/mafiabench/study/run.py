@@ -451,7 +451,8 @@ class Study:
     # -- fan out --------------------------------------------------------------------------------------------------
     def shards_in_flight(self) -> int:
         """Enough shards to keep every game slot busy, plus slack for shards finishing their tail or landing."""
-        per = max(1, min(self.exp.shard_size, self.shards.games or 1))
+        known = self.exp.shard_size if self.rule is not None else self.shards.games  # waves: sized as they come
+        per = max(1, min(self.exp.shard_size, known or 1))
         return max(2, 2 * math.ceil(self.exp.concurrency.games / per))
 
     async def fan_out(
