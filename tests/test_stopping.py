@@ -140,3 +140,11 @@ def test_a_fixed_design_of_the_same_width_needs_fewer_games_than_the_looks_cost(
     from mafiabench.study.stopping import fixed_n_games
 
     assert fixed_n_games(0.08) == 160 < Rule(0.08, 60, 3000, 60).worst_case_games()
+
+
+def test_the_example_experiment_is_valid_and_previews_its_bound() -> None:
+    from mafiabench.study.spec import load_experiment
+
+    exp = load_experiment(Path(__file__).resolve().parents[1] / "experiments" / "adaptive_offline.toml")
+    assert exp.stopping is not None and exp.planned_games() == 3 * 2000
+    assert exp.stopping.rule().looks[:2] == [200, 400] and len(exp.stopping.rule().looks) == 10
