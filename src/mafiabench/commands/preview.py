@@ -43,6 +43,12 @@ def _usd(value: float, unpriced: set[str]) -> str:
     return "unpriced" if unpriced and value == 0 else f"${value:,.2f}" + ("+?" if unpriced else "")
 
 
+def _usage_line(spec: str, u: Any) -> str:
+    """One model's calls, tokens and cost, in the columns of the per-model and detector tables."""
+    return (f"  {spec:<50} {u.calls:>9,} calls {u.input_tokens:>13,} in {u.output_tokens:>11,} out "
+            f"{_usd(u.cost_usd, u.unpriced):>12}")
+
+
 def duration(seconds: float) -> str:
     """`45 s`, `12 min`, `3 h 05 min`, `2 d 04 h`: as precise as an estimate deserves."""
     s = round(seconds)
@@ -106,19 +112,11 @@ def render(est: Any, *, max_cells: int = 60) -> str:
     per_model = est.per_model()
     if per_model:
         lines.append("Per model:")
-        for spec, u in sorted(per_model.items()):
-            lines.append(
-                f"  {spec:<50} {u.calls:>9,} calls {u.input_tokens:>13,} in {u.output_tokens:>11,} out "
-                f"{_usd(u.cost_usd, u.unpriced):>12}"
-            )
+        lines += [_usage_line(spec, u) for spec, u in sorted(per_model.items())]
     detection = est.detection()
     if detection:
         lines.append("Detector, on the games to play (one call per day cut; imported games it reads not counted):")
-        for spec, u in sorted(detection.items()):
-            lines.append(
-                f"  {spec:<50} {u.calls:>9,} calls {u.input_tokens:>13,} in {u.output_tokens:>11,} out "
-                f"{_usd(u.cost_usd, u.unpriced):>12}"
-            )
+        lines += [_usage_line(spec, u) for spec, u in sorted(detection.items())]
     if total.unpriced:
         lines.append(f"Unpriced (no row in the price table): {', '.join(sorted(total.unpriced))}")
     b = exp.budget
