@@ -52,6 +52,12 @@ def secret_value(value: str | None) -> None:
             _values.add(value)
 
 
+def secret_env_names() -> tuple[str, ...]:
+    """The names registered with `secret_env` (for a worker process, which registers them again)."""
+    with _lock:
+        return tuple(sorted(_env_names))
+
+
 def known_secrets() -> list[str]:
     """Every known secret value, longest first (so a secret containing another is masked whole)."""
     with _lock:

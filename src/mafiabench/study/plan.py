@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mafiabench.errors import UserError
 from mafiabench.study.design import PlannedGame
-from mafiabench.warehouse.raw import Encoded
+from mafiabench.warehouse.raw import FlatBatch
 
 
 class Shard:
@@ -30,13 +30,14 @@ class Shard:
 
 
 class ShardResult:
-    """What a shard produced: its records (encoded, as written to its file), and what it did not play."""
+    """What a shard produced: its records (flattened for landing, as written to its file), and what it did not
+    play."""
 
-    __slots__ = ("entries", "index", "landed", "not_started", "path", "played", "reused", "wall_s")
+    __slots__ = ("batch", "index", "landed", "not_started", "path", "played", "reused", "wall_s")
 
     def __init__(self, index: int) -> None:
         self.index = index
-        self.entries: list[Encoded] = []  # (record dict, line); emptied once landed (`landed` keeps the count)
+        self.batch: FlatBatch | None = None  # the records to land; dropped once landed (`landed` keeps the count)
         self.path: Path | None = None  # the shard file, once written
         self.landed = 0
         self.played = 0
@@ -45,7 +46,8 @@ class ShardResult:
         self.wall_s = 0.0
 
     def __repr__(self) -> str:
-        return f"ShardResult({self.index}, {len(self.entries)} records, {self.not_started} not started)"
+        n = len(self.batch) if self.batch is not None else self.landed
+        return f"ShardResult({self.index}, {n} records, {self.not_started} not started)"
 
 
 class ShardPlan:

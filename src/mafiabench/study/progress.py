@@ -41,8 +41,8 @@ class GameProgress:
         live = sys.stderr is not stderr  # rich redirects stderr while the bar is live (on a terminal only)
         self._rerouted = _reroute_handlers(stderr, sys.stderr, console) if live else []
 
-    def advance(self, *, failed: int, tokens: int, usd: float) -> None:
-        self._progress.update(self._task, advance=1, status=status(failed, tokens, usd))
+    def advance(self, games: int = 1, *, failed: int, tokens: int, usd: float) -> None:
+        self._progress.update(self._task, advance=games, status=status(failed, tokens, usd))
 
     def show(self, *, failed: int, tokens: int, usd: float) -> None:
         """Set the totals shown (the run's own, at the end) without advancing."""

@@ -38,6 +38,7 @@ from mafiabench.errors import UserError
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
 from mafiabench.record import GameRecord, Provenance, encode_record, git_commit
+from mafiabench.redact import secret_env_names
 from mafiabench.study.budget import BudgetGuard
 from mafiabench.study.design import (
     Cell,
@@ -50,12 +51,18 @@ from mafiabench.study.design import (
     slug,
 )
 from mafiabench.study.plan import Shard, ShardPlan, ShardResult, chunk_shards, is_infrastructure_fault
-from mafiabench.study.spec import Experiment
+from mafiabench.study.shard_workers import (
+    AUTO_SHARD_WORKERS_MIN_GAMES,
+    ShardWorkerConfig,
+    ShardWorkerPool,
+    is_policy_only,
+)
+from mafiabench.study.spec import AUTO_PROCESSES_MAX, Experiment
 from mafiabench.study.stopping import CellLook, Rule, evaluate
 from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool
 from mafiabench.warehouse import landing
-from mafiabench.warehouse.raw import Encoded, LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
+from mafiabench.warehouse.raw import FlatBatch, LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
 
 # How long the lander waits for a reader (`mafiabench query`, a notebook) to release the warehouse file.
 LAND_WAIT_S = 300.0
@@ -152,6 +159,9 @@ class Study:
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._land_lock: asyncio.Lock | None = None
         self._workers: WorkerPool | None = None
+        self._shard_workers: ShardWorkerPool | None = None
+        self.policy_only = is_policy_only(experiment.agent_specs())
+        self.shard_processes = 1  # policy studies: processes playing whole shards (decided once the plan is known)
         self._busy_games_s = 0.0
         self._busy_calls_s = 0.0
         self._provenance = Provenance(git_commit=git_commit())
@@ -267,12 +277,26 @@ class Study:
         self.guard = BudgetGuard(exp.budget, self._landed_usage())
         s.budget_spent = self.guard.spent
         self.shards = ShardPlan(math.ceil(s.games_to_play / exp.shard_size), s.games_to_play, self._iter_shards)
+        self.shard_processes = self._shard_processes()
         landing.record_run(self.con, s.to_row())
         if self.progress is not False and (s.games_to_play or self.rule is not None):
             from mafiabench.study.progress import GameProgress
 
             self._bar = GameProgress(s.games_to_play, exp.name[:30], enabled=self.progress)
         return self.shards
+
+    def _shard_processes(self) -> int:
+        """Worker processes for whole shards of policy games: `concurrency.processes` when given, for `auto` one
+        per core (up to `AUTO_PROCESSES_MAX`) when the plan is large enough to pay for starting them."""
+        if not self.policy_only or self.dask_address is not None:
+            return 1
+        n = self.exp.concurrency.processes
+        if n != "auto":
+            return n
+        games = self.summary.games_planned if self.rule is not None else self.summary.games_to_play
+        if games < AUTO_SHARD_WORKERS_MIN_GAMES:
+            return 1
+        return max(1, min(os.cpu_count() or 1, AUTO_PROCESSES_MAX))
 
     def _iter_shards(self) -> Iterator[Shard]:
         todo = self._todo
@@ -316,7 +340,10 @@ class Study:
 
     async def play_shard(self, shard: Shard) -> ShardResult:
         """Play a shard's games concurrently, then write their records as one shard file. A retried shard (after an
-        infrastructure fault) reuses the games its earlier attempt finished: they are never played twice."""
+        infrastructure fault) reuses the games its earlier attempt finished: they are never played twice. Policy
+        shards may go whole to a worker process (`shard_processes`)."""
+        if self.shard_processes > 1:
+            return await self._play_shard_in_worker(shard)
         t0 = time.perf_counter()
         pool = self.pool()
         slots = self._slots[id(asyncio.get_running_loop())]
@@ -345,7 +372,7 @@ class Study:
         result.not_started = sum(1 for t in tasks if not t.result())
         played = [done[g.game_id] for g in shard.games if g.game_id in done]
         if played:
-            result.entries, result.path = await asyncio.to_thread(self._write_shard, played, shard.index)
+            result.batch, result.path = await asyncio.to_thread(self._write_shard, played, shard.index)
         del self._partial[shard.index]
         for p in played:
             self._account(p)
@@ -353,9 +380,59 @@ class Study:
         result.wall_s = time.perf_counter() - t0
         return result
 
-    def _write_shard(self, played: list[_Played], index: int) -> tuple[list[Encoded], Path]:
+    async def _play_shard_in_worker(self, shard: Shard) -> ShardResult:
+        """A shard of policy games played, written and flattened by a worker process; the ledger is kept here."""
+        assert self.guard is not None
+        t0 = time.perf_counter()
+        result = ShardResult(shard.index)
+        games = []
+        for g in shard.games:
+            if self.guard.try_start():
+                games.append(g)
+            else:
+                result.not_started += 1
+        if not games:
+            return result
+        if self._shard_workers is None:
+            self._shard_workers = ShardWorkerPool(
+                ShardWorkerConfig(self.exp, self.raw, self._provenance, secret_env_names()), self.shard_processes
+            )
+        try:
+            out = await self._shard_workers.play(shard.index, games)
+        except BaseException:
+            for _ in games:
+                self.guard.finish(None)
+            raise
+        s = self.summary
+        busy = out.busy_s / max(1, len(out.games))
+        for p in out.games:
+            usage = Usage(games=1, failed_games=int(p.failed))
+            self.guard.finish(usage)
+            self._live.add(usage)
+            s.usage.add(usage)
+            s.per_cell.setdefault(p.cell, Usage()).add(usage)
+            s.games_played += 1
+            if p.failed:
+                self._live_failed += 1
+                s.games_failed += 1
+                if len(s.failures) < 50:
+                    s.failures.append((p.game_id, p.error or "failed"))
+            else:
+                s.games_done += 1
+            self._busy_games_s += busy
+        if self._bar is not None:
+            self._bar.advance(
+                len(out.games), failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd
+            )
+        result.batch, result.path = out.batch, out.path
+        result.played = len(out.games)
+        result.wall_s = time.perf_counter() - t0
+        return result
+
+    def _write_shard(self, played: list[_Played], index: int) -> tuple[FlatBatch, Path]:
         entries = [encode_record(p.record) for p in played]
-        return entries, landing.write_shard([line for _, line in entries], self.raw, index)
+        path = landing.write_shard([line for _, line in entries], self.raw, index)
+        return FlatBatch.of(entries), path
 
     async def _play_one(
         self, g: PlannedGame, pool: BackendPool, slots: asyncio.Semaphore, done: dict[str, _Played]
@@ -410,6 +487,9 @@ class Study:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
+        if self._shard_workers is not None:
+            self._shard_workers.close()
+            self._shard_workers = None
 
     def _account(self, played: _Played) -> None:
         """Add a game to the run's ledger (after its shard file is written, so a retried shard counts it once)."""
@@ -443,14 +523,16 @@ class Study:
             return await asyncio.to_thread(self._land_sync, result)
 
     def _land_sync(self, result: ShardResult) -> LoadResult:
-        if result.path is None:  # nothing played (budget)
+        if result.path is None or result.batch is None:  # nothing played (budget)
             return LoadResult()
         with self.connection() as con:
-            return landing.land_shard(con, result.entries, result.path, self.exp.name)
+            return landing.land_shard(con, result.batch, result.path, self.exp.name)
 
     # -- fan out --------------------------------------------------------------------------------------------------
     def shards_in_flight(self) -> int:
         """Enough shards to keep every game slot busy, plus slack for shards finishing their tail or landing."""
+        if self.shard_processes > 1:  # a worker plays one shard at a time: two each, so none waits for the lander
+            return 2 * self.shard_processes
         known = self.exp.shard_size if self.rule is not None else self.shards.games  # waves: sized as they come
         per = max(1, min(self.exp.shard_size, known or 1))
         return max(2, 2 * math.ceil(self.exp.concurrency.games / per))
@@ -493,8 +575,8 @@ class Study:
             result = await play(self, shard)
             await land(self, result)
             # Landed: its records are in the raw folder and DuckDB; drop them (Prefect's task result is this object).
-            result.landed = len(result.entries)
-            result.entries = []
+            result.landed = len(result.batch) if result.batch is not None else 0
+            result.batch = None
             return result
 
         running: dict[asyncio.Future[ShardResult], Shard] = {}

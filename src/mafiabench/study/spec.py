@@ -202,7 +202,8 @@ class Concurrency(BaseModel):
         "auto",
         description="Worker processes playing games; above 1, each has its own event loop and model clients (one "
         "loop's CPU caps HTTP calls at a few hundred per second). `auto`: one per core (at most 8) when more than "
-        f"{AUTO_PROCESSES_ABOVE} games are in flight and some model is called over HTTP, else 1. `games` stays one "
+        f"{AUTO_PROCESSES_ABOVE} games are in flight and some model is called over HTTP, or when only policies play "
+        "5,000 games or more (whole shards per worker), else 1. `games` stays one "
         "limit over all of them; each provider's call limit is split evenly across them. The run itself still "
         "writes every record.",
     )

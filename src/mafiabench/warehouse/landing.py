@@ -26,7 +26,15 @@ import orjson
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, encode_record, record_from_line, write_bytes_atomic
-from mafiabench.warehouse.raw import Encoded, LoadResult, WarehouseBusyError, connect, load_encoded, load_records
+from mafiabench.warehouse.raw import (
+    Encoded,
+    FlatBatch,
+    LoadResult,
+    WarehouseBusyError,
+    connect,
+    load_flat,
+    load_records,
+)
 
 RAW_RUNS_COLUMNS = """
     run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,
@@ -276,18 +284,20 @@ def ensure_landed_files_table(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def land_shard(
-    con: duckdb.DuckDBPyConnection, entries: Sequence[Encoded], path: Path, experiment: str
+    con: duckdb.DuckDBPyConnection, records: FlatBatch | Sequence[Encoded], path: Path, experiment: str
 ) -> LoadResult:
-    """Load a shard file's records and mark the file landed, in one transaction (idempotent by game id)."""
+    """Load a shard file's records (flattened already, or encoded) and mark the file landed, in one transaction
+    (idempotent by game id)."""
     ensure_landed_files_table(con)
+    batch = records if isinstance(records, FlatBatch) else FlatBatch.of(records)
 
     def mark(c: duckdb.DuckDBPyConnection) -> None:
         c.execute(
             f"insert or replace into {LANDED_FILES} values ($e, $f, $n, now()::timestamp)",
-            {"e": experiment, "f": path.name, "n": len(entries)},
+            {"e": experiment, "f": path.name, "n": len(batch)},
         )
 
-    return load_encoded(con, entries, after=mark)
+    return load_flat(con, batch, after=mark)
 
 
 def land_pending(con: duckdb.DuckDBPyConnection, folder: Path, experiment: str) -> LoadResult:

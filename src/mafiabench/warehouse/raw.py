@@ -19,6 +19,7 @@ from typing import Any
 import duckdb
 import polars as pl
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, dumps, encode_record
@@ -217,7 +218,55 @@ def load_encoded(
     replace: bool = False,
     after: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> LoadResult:
-    """Land encoded records in one transaction, idempotent by game id.
+    """Land encoded records in one transaction, idempotent by game id (see `load_flat`)."""
+    return load_flat(con, FlatBatch.of(entries), replace=replace, after=after)
+
+
+class FlatBatch:
+    """Records ready to land: per record its game id and line checksum, and the raw tables' rows of all of them as
+    Arrow tables (`flatten_encoded`). Built where the records are written (a worker process, for policy games), so
+    the lander only decides what to keep and inserts. `legacy(i)` gives record i's pre-shard-file checksum, needed
+    only to recognise a failed game landed before shard files."""
+
+    __slots__ = ("_legacy", "frames", "ids", "shas")
+
+    def __init__(
+        self,
+        ids: list[str],
+        shas: list[str],
+        frames: dict[str, pa.Table],
+        legacy: Callable[[int], str] | None = None,
+    ) -> None:
+        self.ids = ids
+        self.shas = shas
+        self.frames = frames
+        self._legacy = legacy
+
+    @classmethod
+    def of(cls, entries: Sequence[Encoded]) -> FlatBatch:
+        entries = list(entries)
+        return cls(
+            [d["game_id"] for d, _ in entries],
+            [line_sha256(line) for _, line in entries],
+            flatten_encoded(entries) if entries else {},
+            lambda i: _legacy_sha256(entries[i][0]),
+        )
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def legacy_sha(self, i: int) -> str | None:
+        return self._legacy(i) if self._legacy is not None else None
+
+
+def load_flat(
+    con: duckdb.DuckDBPyConnection,
+    batch: FlatBatch,
+    *,
+    replace: bool = False,
+    after: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> LoadResult:
+    """Land a batch of records in one transaction, idempotent by game id.
 
     A game already landed is skipped unless it was failed (or `replace` is set), in which case the newer record
     replaces it, whatever its status: the warehouse holds the same latest record as the raw file. The replaced
@@ -225,23 +274,22 @@ def load_encoded(
     changes nothing. `after(con)` runs inside the same transaction (the lander marks a shard file landed there).
     """
     result = LoadResult()
-    if not entries:
+    if not len(batch):
         if after is not None:
             after(con)
         return result
-    ids = [d["game_id"] for d, _ in entries]
     existing = {
         g: (status, sha)
         for g, status, sha in con.execute(
             "select game_id, status, record_sha256 from raw_games where game_id in (select unnest($ids))",
-            {"ids": ids},
+            {"ids": batch.ids},
         ).fetchall()
     }
     seen: set[str] = set()
-    to_load: list[Encoded] = []
+    load_ids: list[str] = []
+    keep: list[int] = []
     replaced: list[str] = []
-    for d, line in entries:
-        gid = d["game_id"]
+    for i, (gid, line_sha) in enumerate(zip(batch.ids, batch.shas, strict=True)):
         if gid in seen:
             result.skipped += 1
             continue
@@ -249,19 +297,27 @@ def load_encoded(
         status, sha = existing.get(gid, (None, None))
         if status is None:
             result.inserted += 1
-        elif (replace or status == "failed") and sha != line_sha256(line) and sha != _legacy_sha256(d):
+        elif (replace or status == "failed") and sha != line_sha and sha != batch.legacy_sha(i):
             result.replaced += 1
             replaced.append(gid)
         else:
             result.skipped += 1
             continue
-        to_load.append((d, line))
-    if not to_load:
+        load_ids.append(gid)
+        keep.append(i)
+    if not load_ids:
         if after is not None:
             after(con)
         return result
-    frames = flatten_encoded(to_load)
-    load_ids = [d["game_id"] for d, _ in to_load]
+    frames = batch.frames
+    if len(keep) < len(batch):  # some skipped, or a game twice (its first record is the one landed)
+        frames = _keep(frames, keep)
+    now = pa.array([datetime.now(UTC).replace(tzinfo=None)], pa.timestamp("us"))
+    games = frames["raw_games"]
+    games = games.set_column(
+        games.schema.get_field_index("landed_at"), "landed_at", pa.repeat(now[0], games.num_rows)
+    )
+    frames = {**frames, "raw_games": games}
     con.execute("begin transaction")
     try:
         if replaced:
@@ -279,7 +335,7 @@ def load_encoded(
             frame = frames[table]
             if frame.num_rows:
                 con.register("_frame", frame)
-                cols = ", ".join(frame.column_names)
+                cols = ", ".join(_columns(table))
                 con.execute(f"insert into {table} ({cols}) select {cols} from _frame")
                 con.unregister("_frame")
         if after is not None:
@@ -289,6 +345,12 @@ def load_encoded(
         con.execute("rollback")
         raise
     return result
+
+
+def _keep(frames: dict[str, pa.Table], records: list[int]) -> dict[str, pa.Table]:
+    """The rows of the given records only (by the `_record` column `flatten_encoded` adds)."""
+    wanted = pa.array(records, pa.int32())
+    return {t: f.filter(pc.is_in(f.column(RECORD_COLUMN), value_set=wanted)) for t, f in frames.items()}
 
 
 def line_sha256(line: bytes) -> str:
@@ -368,7 +430,7 @@ def _provider(agent: str) -> str:
 def flatten(records: Sequence[GameRecord]) -> dict[str, pl.DataFrame]:
     """Records → one DataFrame per raw table (what `load_records` inserts)."""
     frames = flatten_encoded([encode_record(r) for r in records])
-    return {t: pl.from_arrow(f) for t, f in frames.items()}  # type: ignore[misc]
+    return {t: pl.from_arrow(f.drop_columns([RECORD_COLUMN])) for t, f in frames.items()}  # type: ignore[misc]
 
 
 def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
@@ -378,7 +440,8 @@ def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
     cols: dict[str, dict[str, list[Any]]] = {t: {c: [] for c in _columns(t)} for t in _GRAIN_TABLES}
     g, pl_, ev, ca, be = (cols[t] for t in _GRAIN_TABLES)
     dumps_sorted = _SORTED.encode
-    for d, line in entries:
+    records: dict[str, list[int]] = {t: [] for t in _GRAIN_TABLES}
+    for i, (d, line) in enumerate(entries):
         gid = d["game_id"]
         design = d.get("design") or {}
         prompt = d.get("prompt") or {}
@@ -456,7 +519,13 @@ def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
             ca["format_failure"].append(bool((c.get("parse") or {}).get("format_failure", False)))
             ca["response_text"].append(c.get("response"))
             ca["request_json"].append(dumps_sorted(c.get("request")))
-    return {t: pa.Table.from_pydict(cols[t], schema=_arrow_schema(t)) for t in _GRAIN_TABLES}
+        for t in _GRAIN_TABLES:
+            rows = records[t]
+            rows.extend([i] * (len(cols[t]["game_id"]) - len(rows)))
+    return {
+        t: pa.Table.from_pydict({**cols[t], RECORD_COLUMN: records[t]}, schema=_arrow_schema(t))
+        for t in _GRAIN_TABLES
+    }
 
 
 # json.dumps(x, sort_keys=True), as the columns have always held it (C encoder, compiled once).
@@ -485,9 +554,14 @@ def _columns(table: str) -> list[str]:
     return [col.split()[0] for col in RAW_SCHEMA[table].split(",")]
 
 
+# Which record of the batch a row came from (not a warehouse column: it lets the lander drop skipped records' rows).
+RECORD_COLUMN = "_record"
+
+
 @functools.cache
 def _arrow_schema(table: str) -> pa.Schema:
-    return pa.schema([(c.split()[0], _ARROW_TYPES[c.split()[1]]) for c in RAW_SCHEMA[table].split(",")])
+    fields = [(c.split()[0], _ARROW_TYPES[c.split()[1]]) for c in RAW_SCHEMA[table].split(",")]
+    return pa.schema([*fields, (RECORD_COLUMN, pa.int32())])
 
 
 _POLARS_TYPES = {

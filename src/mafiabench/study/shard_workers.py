@@ -1,0 +1,206 @@
+"""Policy games played a whole shard at a time in worker processes, for scripted studies at scale.
+
+A game of policy players (`policy/...` in every seat) makes no call: it is pure CPU (the engine, the record, its
+line, its rows), about half a millisecond, so one process tops out near 1,000 games/s end to end. Here each worker
+plays a whole shard, writes its shard file itself (atomically, as the run would) and flattens its records into the
+raw tables' Arrow columns; it sends back only those columns, the lines' checksums and what the ledger needs. The
+parent keeps the plan, the budget guard, the progress bar, the summary and DuckDB (one writer), and lands the
+columns as they come.
+
+A worker plays one shard at a time; the study keeps about two shards per worker in flight, so a worker never
+waits for the lander. A worker that dies fails its shard with `WorkerLost` (an infrastructure fault: the shard is
+retried, and a file it may have written is landed idempotently by game id); it is replaced on the next shard.
+Workers exit when the parent closes their pipe, or dies. Started with "spawn" (see `study.workers`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from mafiabench.play.runner import BackendPool, play_game
+from mafiabench.record import Provenance, encode_record
+from mafiabench.redact import secret_env
+from mafiabench.study.design import PlannedGame
+from mafiabench.study.spec import Experiment
+from mafiabench.study.workers import WorkerLost, _picklable
+from mafiabench.warehouse import landing
+from mafiabench.warehouse.raw import FlatBatch, flatten_encoded, line_sha256
+
+# Below this many games to play, `processes = "auto"` keeps policy games in the run's own process: starting a
+# worker (a fresh interpreter and its imports) costs about a second of CPU.
+AUTO_SHARD_WORKERS_MIN_GAMES = 5_000
+
+
+@dataclass(frozen=True)
+class ShardWorkerConfig:
+    """What a worker needs (pickled once, at spawn)."""
+
+    experiment: Experiment
+    raw: Path
+    provenance: Provenance
+    secret_envs: tuple[str, ...]  # names of the variables holding secrets: the worker scrubs their values too
+
+
+@dataclass
+class GamePlayed:
+    """What the parent's ledger needs of one game."""
+
+    game_id: str
+    cell: str
+    failed: bool
+    error: str | None
+
+
+@dataclass
+class ShardPlayed:
+    path: Path
+    games: list[GamePlayed]
+    batch: FlatBatch
+    busy_s: float
+
+
+def is_policy_only(specs: list[str]) -> bool:
+    return bool(specs) and all(s.startswith("policy/") for s in specs)
+
+
+# -- the worker's side ----------------------------------------------------------------------------------------------
+
+
+def _worker_main(conn: Connection, config: ShardWorkerConfig) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops sending shards
+    for name in config.secret_envs:
+        secret_env(name)
+    loop = asyncio.new_event_loop()
+    models = config.experiment.model_settings()
+    pool = BackendPool()
+    while True:
+        try:
+            index, games = conn.recv()
+        except (EOFError, OSError):  # the parent closed our pipe, or died
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", loop.run_until_complete(_play(config, models, pool, index, games)))
+        except Exception as exc:
+            reply = ("error", _picklable(exc))
+        try:
+            conn.send(reply)
+        except OSError:
+            return
+
+
+async def _play(
+    config: ShardWorkerConfig, models: dict[str, Any], pool: BackendPool, index: int, games: list[PlannedGame]
+) -> ShardPlayed:
+    t0 = time.perf_counter()
+    entries = []
+    played = []
+    for g in games:
+        rec = await play_game(g.spec(config.experiment, models), pool, provenance=config.provenance)
+        entries.append(encode_record(rec))
+        played.append(
+            GamePlayed(rec.game_id, (rec.design or {}).get("cell") or "?", rec.outcome.get("status") == "failed",
+                       rec.error)
+        )
+    busy = time.perf_counter() - t0
+    path = landing.write_shard([line for _, line in entries], config.raw, index)
+    batch = FlatBatch([d["game_id"] for d, _ in entries], [line_sha256(line) for _, line in entries],
+                      flatten_encoded(entries))
+    return ShardPlayed(path, played, batch, busy)
+
+
+# -- the parent's side ----------------------------------------------------------------------------------------------
+
+
+class _Worker:
+    def __init__(self, ctx: Any, config: ShardWorkerConfig, index: int) -> None:
+        self.conn, theirs = ctx.Pipe(duplex=True)
+        self.process = ctx.Process(
+            target=_worker_main, args=(theirs, config), name=f"mafiabench-shard-worker-{index}", daemon=True
+        )
+        self.process.start()
+        theirs.close()
+
+    def call(self, index: int, games: list[PlannedGame]) -> tuple[str, Any]:
+        """Play a shard (blocking: run in a thread): ("ok", ShardPlayed) or ("error", the exception)."""
+        try:
+            self.conn.send((index, games))
+            reply: tuple[str, Any] = self.conn.recv()
+        except (EOFError, OSError) as exc:
+            self.process.join(1.0)
+            raise WorkerLost(
+                f"{self.process.name} exited (code {self.process.exitcode}) while playing shard {index}"
+            ) from exc
+        return reply
+
+    def close(self, timeout: float = 10.0) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.close()
+        self.process.join(timeout)
+        if self.process.is_alive():
+            self.process.kill()
+            self.process.join()
+
+
+class ShardWorkerPool:
+    """`processes` spawned workers; `play(index, games)` plays a shard in an idle one (started on first use)."""
+
+    def __init__(self, config: ShardWorkerConfig, processes: int) -> None:
+        self.config = config
+        self.processes = processes
+        self._ctx = multiprocessing.get_context("spawn")
+        self._idle: list[_Worker] = []
+        self.started: list[_Worker] = []  # every worker started, live or not (for tests and diagnostics)
+        self._lock = threading.Lock()
+        self._free: asyncio.Semaphore | None = None
+        self._closed = False
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            worker = _Worker(self._ctx, self.config, len(self.started))
+            self.started.append(worker)
+            return worker
+
+    def _give_back(self, worker: _Worker, ok: bool) -> None:
+        with self._lock:
+            if ok and not self._closed:
+                self._idle.append(worker)
+                return
+        worker.close(timeout=1.0)
+
+    def _run(self, index: int, games: list[PlannedGame]) -> ShardPlayed:
+        worker = self._take()
+        try:
+            kind, payload = worker.call(index, games)
+        except BaseException:
+            self._give_back(worker, False)
+            raise
+        self._give_back(worker, True)
+        if kind == "ok":
+            return payload  # type: ignore[no-any-return]
+        raise payload
+
+    async def play(self, index: int, games: list[PlannedGame]) -> ShardPlayed:
+        if self._free is None:
+            self._free = asyncio.Semaphore(self.processes)
+        async with self._free:
+            # Not cancellable half way: a cancelled shard's worker finishes it (well under a second), and the file
+            # it writes is landed by the next run, idempotently.
+            return await asyncio.shield(asyncio.to_thread(self._run, index, games))
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for w in idle:
+            w.close()
