@@ -266,7 +266,7 @@ async def detect_warehouse(
     detectors = make_detectors(spec, endpoints, cache_dir)
     warehouse = Path(warehouse)
     with warehouse_lock(warehouse, what="detect"):
-        con = connect(warehouse)
+        con = connect(warehouse, landing=True)
         try:
             games = load_games(con, spec, game_ids)
             have = detection_keys(con)
@@ -301,7 +301,7 @@ async def detect_warehouse(
             rows.append(row_for(t, d, det))
             transcripts[(t.game_id, t.cut, t.sha256)] = t
         if rows:
-            con = connect(warehouse)
+            con = connect(warehouse, landing=True)
             try:
                 report.landed = load_detections(
                     con, rows, [transcript_row(t) for t in transcripts.values()]

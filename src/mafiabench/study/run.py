@@ -206,7 +206,7 @@ class Study:
         delay = 0.05
         while True:
             try:
-                self._con = connect(self.warehouse)
+                self._con = connect(self.warehouse, landing=True)
                 break
             except WarehouseBusyError:
                 if time.monotonic() > deadline:

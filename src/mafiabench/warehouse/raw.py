@@ -78,13 +78,40 @@ class WarehouseBusyError(UserError):
     """Another process holds the warehouse file (DuckDB allows one writer per file)."""
 
 
-def connect(path: Path | str = DEFAULT_WAREHOUSE, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """Open the warehouse; a clear error instead of DuckDB's lock message when another process has it."""
+# Row groups of the landing writer. Every landing ends in a checkpoint, which rewrites the table's last, partly
+# filled row group; with DuckDB's default (122,880 rows) and ~30 KB prompts in `raw_model_calls.request_json`, that
+# row group alone grows the checkpoint's peak towards 3.6 GB as a long run lands shard after shard. With 2,048 rows
+# it stays flat (benchmarks/bench_checkpoint_memory.py, BENCHMARKS.md).
+LANDING_ROW_GROUP_SIZE = 2048
+
+# Names DuckDB keeps for itself: a warehouse file with such a stem is opened directly (default row groups).
+_RESERVED_CATALOGS = frozenset({"memory", "system", "temp", "main"})
+
+
+def connect(
+    path: Path | str = DEFAULT_WAREHOUSE, *, read_only: bool = False, landing: bool = False
+) -> duckdb.DuckDBPyConnection:
+    """Open the warehouse; a clear error instead of DuckDB's lock message when another process has it.
+
+    `landing=True` is for writers that append raw rows step after step (runs, imports, detections): the file is
+    attached under its usual catalog name with small row groups, which keeps each checkpoint's memory bounded.
+    Builds open it directly, as dbt does in the same process."""
     path = Path(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
+        if landing and not read_only and path.stem.lower() not in _RESERVED_CATALOGS:
+            con = duckdb.connect()
+            try:
+                literal = str(path).replace("'", "''")
+                alias = path.stem.replace('"', '""')
+                con.execute(f"attach '{literal}' as \"{alias}\" (row_group_size {LANDING_ROW_GROUP_SIZE})")
+                con.execute(f'use "{alias}"')
+            except BaseException:
+                con.close()
+                raise
+        else:
+            con = duckdb.connect(str(path), read_only=read_only)
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():
             raise WarehouseBusyError(
