@@ -54,6 +54,7 @@ def land(path: Path, shards: int, row_group_size: int | None) -> list[tuple[int,
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--shards", type=int, default=150)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[2048], help="row group sizes to compare")
     parser.add_argument("--row-group-size", type=int, default=None, help=argparse.SUPPRESS)  # one child's setting
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -63,7 +64,7 @@ def main() -> int:
                 print(f"{shards} {peak}", flush=True)
         return 0
     results = {}
-    for label, size in (("default (122,880 rows)", None), ("2,048 rows", 2048)):
+    for label, size in (("default (122,880 rows)", None), *((f"{n:,} rows", n) for n in args.sizes)):
         cmd = [sys.executable, __file__, "--child", "--shards", str(args.shards)]
         if size is not None:
             cmd += ["--row-group-size", str(size)]

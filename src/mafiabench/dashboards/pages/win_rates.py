@@ -1,4 +1,5 @@
-"""Win rates by experiment, prompt version, cell and model in each role (`mart_win_rates`)."""
+"""Win rates by experiment, prompt version, cell and model in each role (`mart_win_rates`), and where each
+adaptive-sample-size cell stopped (`mart_stopping`)."""
 
 from __future__ import annotations
 
@@ -31,4 +32,18 @@ def build(ctx: Context) -> Page:
             "Win rates by the chosen grouping.",
         )
     page.data["rows"] = [r for r in rows if r["dimension"] in TABLE_DIMENSIONS]
+    page.data["stopping"] = stopping_rules(ctx)
     return page
+
+
+def stopping_rules(ctx: Context) -> list[dict[str, object]]:
+    """One block per experiment with a [stopping] rule: the rule in words and each cell where it stopped."""
+    m = ctx.marts
+    if not m.has("mart_stopping"):
+        return []
+    out: dict[str, dict[str, object]] = {}
+    for r in m.rows("select * from mart_stopping order by experiment, cell"):
+        block = out.setdefault(r["experiment"], {"experiment": r["experiment"], "rule": r["rule_description"],
+                                                 "run_id": r["run_id"], "cells": []})
+        block["cells"].append(r)  # type: ignore[attr-defined]
+    return list(out.values())
