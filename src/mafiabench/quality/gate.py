@@ -1,7 +1,9 @@
 """The data-quality gate: Great Expectations suites on raw tables and marts (the dbt data tests run beside it).
 
 GX 1.24 cannot validate DuckDB through SQLAlchemy (every expectation fails upstream), so each suite pulls a DataFrame
-with `con.sql(...).df()` and validates it through an ephemeral context (no files, no network). Checks that need
+with `con.sql(...).df()` and validates it through an ephemeral context (no files, no network). Only the rows a check
+could flag are pulled (`candidate_sql`: a SQL superset of each expectation's failing rows, GX decides on them), with
+the suite's full row count beside them: pulling every row of a million games into pandas cost minutes. Checks that need
 the event order (a vote by a player already dead) are computed in SQL first (`int_game_checks`, `int_votes`) and
 the suite expects zero violations. Every expectation's outcome is stored in `validation_results`; any failure
 fails the build, which then is not published (`warehouse.builds.gate_passed`).
@@ -55,11 +57,15 @@ class QualityGateError(UserError):
 
 @dataclass(frozen=True)
 class Check:
-    """One expectation of a suite: a GX expectation class name, its kwargs, and the rule it enforces."""
+    """One expectation of a suite: a GX expectation class name, its kwargs, and the rule it enforces.
+
+    `candidates` overrides the SQL predicate that selects the rows GX must see for this check (see `candidate_sql`);
+    it must hold for every row the expectation could flag."""
 
     expectation: str
     kwargs: dict[str, Any]
     rule: str
+    candidates: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +98,17 @@ def _not_null(column: str, rule: str) -> Check:
     return Check("ExpectColumnValuesToNotBeNull", {"column": column}, rule)
 
 
+def _ident(column: str) -> str:
+    return '"' + column.replace('"', '""') + '"'
+
+
+def _not_blank(column: str, rule: str) -> Check:
+    # RE2 (DuckDB) and Python disagree on what `\s` matches (Python's includes U+00A0, U+001C-U+001F, ...), so the
+    # SQL pre-filter keeps every value without a printable non-space ASCII character, and GX's regex decides.
+    return Check("ExpectColumnValuesToNotMatchRegex", {"column": column, "regex": r"^\s*$"}, rule,
+                 candidates=f"not coalesce(regexp_matches({_ident(column)}, '[!-~]'), false)")
+
+
 def _no_rows(rule: str) -> Check:
     return Check("ExpectTableRowCountToEqual", {"value": 0}, rule)
 
@@ -117,7 +134,7 @@ SUITES: tuple[Suite, ...] = (
                 "no duplicate game ids (a game's seats are landed once)",
             ),
             _not_null("model", "no empty model names"),
-            Check("ExpectColumnValuesToNotMatchRegex", {"column": "model", "regex": r"^\s*$"}, "no empty model names"),
+            _not_blank("model", "no empty model names"),
             _in("role", ["mafioso", "detective", "villager", "bystander", "doctor"], "roles are known"),
         ),
     ),
@@ -248,16 +265,33 @@ SUITES: tuple[Suite, ...] = (
         "copied_games",
         # A simulated game copied under another id: same seed, seats and event log (seeds differ between genuine
         # simulated games). Imported games have no seed; their importers are idempotent by source id instead.
-        """with fp as (
-               select g.game_id, g.variant, g.seed,
-                      (select string_agg(p.seat || ':' || p.name || ':' || p.role || ':' || coalesce(p.agent, ''),
-                                         ',' order by p.seat)
-                       from raw_players p where p.game_id = g.game_id) as seats,
-                      (select md5(string_agg(e.seq || '|' || e.type || '|' || coalesce(e.actor, '') || '|'
-                                             || coalesce(e.target, '') || '|' || coalesce(e.text, ''),
-                                             chr(30) order by e.seq))
-                       from raw_events e where e.game_id = g.game_id) as events_md5
-               from raw_games g
+        # Only games whose (variant, seed) occurs more than once can be copies: the event log is fingerprinted for
+        # those alone (fingerprinting every game cost about 80 s at a million games).
+        """with repeated as (
+               select variant, seed from raw_games where seed is not null group by all having count(*) > 1
+           ),
+           candidates as (
+               select g.game_id, g.variant, g.seed from raw_games g
+               semi join repeated r on r.variant is not distinct from g.variant and r.seed = g.seed
+           ),
+           seats as (
+               select p.game_id,
+                      string_agg(p.seat || ':' || p.name || ':' || p.role || ':' || coalesce(p.agent, ''), ','
+                                 order by p.seat) as seats
+               from raw_players p semi join candidates c on c.game_id = p.game_id
+               group by p.game_id
+           ),
+           logs as (
+               select e.game_id,
+                      md5(string_agg(e.seq || '|' || e.type || '|' || coalesce(e.actor, '') || '|'
+                                     || coalesce(e.target, '') || '|' || coalesce(e.text, ''), chr(30) order by e.seq))
+                        as events_md5
+               from raw_events e semi join candidates c on c.game_id = e.game_id
+               group by e.game_id
+           ),
+           fp as (
+               select c.game_id, c.variant, c.seed, s.seats, l.events_md5
+               from candidates c left join seats s on s.game_id = c.game_id left join logs l on l.game_id = c.game_id
            )
            select variant, seed, count(*) as n_copies, list(game_id order by game_id) as game_ids
            from fp where events_md5 is not null and seed is not null
@@ -328,7 +362,7 @@ SUITES: tuple[Suite, ...] = (
         "select model, n_games from dim_models",
         (
             _not_null("model", "no empty model names"),
-            Check("ExpectColumnValuesToNotMatchRegex", {"column": "model", "regex": r"^\s*$"}, "no empty model names"),
+            _not_blank("model", "no empty model names"),
         ),
     ),
 )
@@ -396,6 +430,72 @@ def _rows(df: Any, index: Sequence[Any] | None = None, limit: int = SAMPLE_ROWS)
     return [{k: _json_safe(v) for k, v in rec.items()} for rec in part.to_dict(orient="records")]
 
 
+def _literal(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _candidates(check: Check) -> str | None:
+    """A SQL predicate over the suite's rows that holds for every row `check` could flag (a superset: nulls and NaN
+    included wherever in doubt), or None when the check is not about single rows (it then needs every row)."""
+    if check.candidates is not None:
+        return check.candidates
+    kw = check.kwargs
+    kind = check.expectation
+    if kind == "ExpectColumnValuesToBeInSet":
+        values = ", ".join(_literal(v) for v in kw["value_set"])
+        return f"not coalesce({_ident(kw['column'])} in ({values}), false)" if values else "true"
+    if kind == "ExpectColumnValuesToBeBetween":
+        col = _ident(kw["column"])
+        bounds = []
+        if kw.get("min_value") is not None:
+            bounds.append(f"{col} >= {_literal(kw['min_value'])}")
+        if kw.get("max_value") is not None:
+            bounds.append(f"{col} <= {_literal(kw['max_value'])}")
+        # DuckDB orders NaN above every number; pandas treats it as missing: either way GX decides on the row.
+        return f"not coalesce({' and '.join(bounds)}, false)" if bounds else None
+    if kind == "ExpectColumnValuesToNotBeNull":
+        col = _ident(kw["column"])
+        return f"{col} is null or try_cast({col} as double) is not distinct from 'nan'::double"
+    return None
+
+
+def _unique_columns(check: Check) -> list[str] | None:
+    if check.expectation == "ExpectColumnValuesToBeUnique":
+        return [check.kwargs["column"]]
+    if check.expectation == "ExpectCompoundColumnsToBeUnique":
+        return list(check.kwargs["column_list"])
+    return None
+
+
+def candidate_sql(suite: Suite) -> str | None:
+    """The suite's query narrowed to the rows some check could flag, or None when a check needs every row
+    (a table-level expectation). GX still validates what this returns, so it decides each row and names it;
+    a clean million-game warehouse yields empty frames instead of tens of millions of rows pulled into pandas.
+    Duplicates for the uniqueness checks are every row whose key occurs more than once."""
+    parts: list[str] = []
+    dups: list[str] = []
+    for i, check in enumerate(suite.checks):
+        key = _unique_columns(check)
+        if key is not None:
+            cols = ", ".join(_ident(c) for c in key)
+            dups.append(f"__dup{i} as (select {cols} from __suite group by all having count(*) > 1)")
+            match = " and ".join(f"__dup{i}.{_ident(c)} is not distinct from __suite.{_ident(c)}" for c in key)
+            parts.append(f"exists (select 1 from __dup{i} where {match})")
+            continue
+        predicate = _candidates(check)
+        if predicate is None:
+            return None
+        parts.append(f"({predicate})")
+    if not parts:
+        return None
+    ctes = ",\n".join([f"__suite as ({suite.query})", *dups])
+    return f"with {ctes}\nselect * from __suite where {' or '.join(parts)}"
+
+
 class _Validator:
     """An ephemeral GX context with one pandas datasource; one asset per suite."""
 
@@ -409,7 +509,8 @@ class _Validator:
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
         self.source = self.context.data_sources.add_pandas("mafiabench")
 
-    def validate(self, suite: Suite, df: Any) -> list[ExpectationResult]:
+    def validate(self, suite: Suite, df: Any, element_count: int | None = None) -> list[ExpectationResult]:
+        """Validate `df`; `element_count` is the suite's full row count when `df` holds only its candidate rows."""
         gx = self.gx
         asset = self.source.add_dataframe_asset(name=suite.name)
         batch = asset.add_batch_definition_whole_dataframe(f"{suite.name}_all").get_batch(
@@ -444,7 +545,7 @@ class _Validator:
                     rule=check.rule,
                     kwargs=dict(check.kwargs),
                     success=bool(res.success),
-                    element_count=len(df),
+                    element_count=len(df) if element_count is None else element_count,
                     unexpected_count=unexpected,
                     failing_rows=sample,
                 )
@@ -470,9 +571,14 @@ def run_suites(
         suites = (*usable_data_suites(max_unusable), *SUITES)
     validator = _Validator()
     results: list[ExpectationResult] = []
+    fetch = pull or (lambda c, q: c.sql(q).df())
     for suite in suites:
-        df = pull(con, suite.query) if pull else con.sql(suite.query).df()
-        results.extend(validator.validate(suite, df))
+        narrowed = candidate_sql(suite)
+        if narrowed is None:
+            results.extend(validator.validate(suite, fetch(con, suite.query)))
+            continue
+        total = int(con.sql(f"select count(*) from ({suite.query})").fetchall()[0][0])
+        results.extend(validator.validate(suite, fetch(con, narrowed), element_count=total))
     return results
 
 
