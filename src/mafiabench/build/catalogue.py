@@ -18,7 +18,6 @@ import yaml  # type: ignore[import-untyped]
 from mafiabench.build import dbt_runner
 from mafiabench.build.marts import LAYERS, build_models
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, VALIDATION_RESULTS_SCHEMA
-from mafiabench.warehouse.landing import LANDED_FILES, LANDED_FILES_COLUMNS
 from mafiabench.warehouse.raw import connect
 
 DEFAULT_PATH = Path("docs") / "catalogue.md"  # in the working folder, never the installed package's
@@ -93,7 +92,6 @@ def generate(sql_dir: Path | None = None) -> str:
             build_models(con, sql_dir=project)
             con.execute(f"create table if not exists validation_results ({VALIDATION_RESULTS_SCHEMA})")
             con.execute(f"create table if not exists build_runs ({BUILD_RUNS_SCHEMA})")
-            con.execute(f"create table if not exists {LANDED_FILES} ({LANDED_FILES_COLUMNS})")
             types = {
                 name: [(r[0], r[1]) for r in con.execute(f'describe "{name}"').fetchall()]
                 for name in [*docs, *BOOKKEEPING]

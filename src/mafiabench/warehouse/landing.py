@@ -27,6 +27,8 @@ import orjson
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, encode_record, record_from_line, write_bytes_atomic
 from mafiabench.warehouse.raw import (
+    LANDED_FILES,
+    LANDED_FILES_COLUMNS,
     Encoded,
     FlatBatch,
     LoadResult,
@@ -167,10 +169,6 @@ def _read_holder(fd: int) -> str:
 # Folders written before shard files hold one `<game_id>.json` per game; they are still read.
 
 SHARD_SUFFIX = ".jsonl"
-LANDED_FILES = "raw_landed_files"
-LANDED_FILES_COLUMNS = (
-    "experiment VARCHAR, file VARCHAR, games INTEGER, landed_at TIMESTAMP, PRIMARY KEY (experiment, file)"
-)
 REPLACED_DIR = "replaced"  # legacy per-game folders kept a replayed game's earlier record here
 
 

@@ -138,7 +138,15 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
             con.execute(f"alter table {table} add column if not exists {name} {kind}")
     con.execute(f"create table if not exists {REPLACED_CALLS} ({REPLACED_CALLS_COLUMNS})")
     con.execute(f"create table if not exists {CELL_FINGERPRINTS} ({CELL_FINGERPRINTS_COLUMNS})")
+    con.execute(f"create table if not exists {LANDED_FILES} ({LANDED_FILES_COLUMNS})")
 
+
+# Which shard files of a raw folder reached the warehouse (mafiabench.warehouse.landing), in the same transaction as
+# their records.
+LANDED_FILES = "raw_landed_files"
+LANDED_FILES_COLUMNS = (
+    "experiment VARCHAR, file VARCHAR, games INTEGER, landed_at TIMESTAMP, PRIMARY KEY (experiment, file)"
+)
 
 # What each study cell's games are (design.cell_fingerprint), recorded when its first games are planned and checked
 # on every resume; `id_prefix` is the part of game ids shared by the cell's games.
