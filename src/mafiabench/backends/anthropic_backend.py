@@ -8,13 +8,13 @@ The raw usage block stays in `Completion.raw`.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
 from typing import Any
 
 import anthropic
+import httpx2
 
 from mafiabench.redact import secret_value, short_error
 
@@ -29,7 +29,16 @@ from .base import (
     register_provider,
     require_key,
 )
-from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
+from .retry import (
+    ClientGroup,
+    LoopLocal,
+    call_with_retries,
+    count,
+    dropped_connection,
+    parse_body,
+    sdk_http_client,
+    status_exception,
+)
 
 # Sent to servers that accept any key (`key_required = false`); never a secret.
 PLACEHOLDER_KEY = "not-needed"
@@ -47,7 +56,7 @@ def _url(exc: Exception) -> str:
 
 def map_anthropic_error(exc: Exception) -> Exception:
     """An SDK exception as the `TransientError`/`BackendError` our retry loop understands."""
-    if isinstance(exc, anthropic.APITimeoutError):
+    if isinstance(exc, anthropic.APITimeoutError) and not dropped_connection(exc):
         return TransientError("request timed out", error_class="timeout")
     if isinstance(exc, anthropic.APIConnectionError):  # name the URL: "endpoint down" must say which endpoint
         return TransientError(f"cannot reach {_url(exc)}: {short_error(exc)}", error_class="connection")
@@ -96,13 +105,36 @@ def build_request(messages: Sequence[Message]) -> tuple[str | list[dict[str, Any
     return system, out
 
 
+def read_message(body: dict[str, Any]) -> tuple[str, str | None, int, int, int, int]:
+    """(text, stop_reason, fresh input, output, cache read, cache written tokens) of a Messages body, read as
+    leniently as the SDK's own models read it: missing pieces are empty, not errors."""
+    content = body.get("content")
+    blocks = content if isinstance(content, list) else []
+    text = "".join(
+        b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+    )
+    reason = body.get("stop_reason")
+    usage = body.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return (
+        text,
+        reason if isinstance(reason, str) else None,
+        count(usage.get("input_tokens")),
+        count(usage.get("output_tokens")),
+        count(usage.get("cache_read_input_tokens")),
+        count(usage.get("cache_creation_input_tokens")),
+    )
+
+
 class AnthropicBackend:
-    """Messages through `anthropic.AsyncAnthropic` (SDK retries off; `call_with_retries` counts attempts)."""
+    """Messages through `anthropic.AsyncAnthropic` (SDK retries off; `call_with_retries` counts attempts), over
+    the SDK's aiohttp transport unless the endpoint says `options.transport = "httpx"`."""
 
     def __init__(self, model: str, endpoint: EndpointConfig) -> None:
         self.provider = endpoint.name
         self.model = model
         self.endpoint = endpoint
+        sdk_http_client(endpoint, lambda: None)  # a bad `options.transport` fails here, before any game
 
     def _api_key(self) -> str:
         env = self.endpoint.api_key_env
@@ -119,11 +151,17 @@ class AnthropicBackend:
         return _CLIENTS.get(
             (ep.name, ep.base_url, ep.api_key_env),
             lambda: ClientGroup(
-                lambda: anthropic.AsyncAnthropic(api_key=self._api_key(), base_url=ep.base_url, max_retries=0)
+                lambda: anthropic.AsyncAnthropic(
+                    api_key=self._api_key(),
+                    base_url=ep.base_url,
+                    max_retries=0,
+                    http_client=sdk_http_client(ep, anthropic.DefaultAioHttpClient),
+                )
             ),
         )
 
     def request_kwargs(self, messages: Sequence[Message], settings: GenerateSettings) -> dict[str, Any]:
+        """The request body, as `messages.create` would send it (provider defaults for what we do not set)."""
         system, body = build_request(messages)
         kwargs: dict[str, Any] = {
             "model": self.model,
@@ -135,8 +173,7 @@ class AnthropicBackend:
         if settings.reasoning_effort is not None:
             kwargs["output_config"] = {"effort": settings.reasoning_effort}
         if settings.temperature is not None:
-            # anthropic 2.x no longer types `temperature` on messages.create; the API still accepts it.
-            kwargs["extra_body"] = {"temperature": settings.temperature}
+            kwargs["temperature"] = settings.temperature  # the API accepts it (anthropic 2.x no longer types it)
         return kwargs
 
     async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion:
@@ -149,34 +186,31 @@ class AnthropicBackend:
         kwargs = self.request_kwargs(messages, settings)
         started = time.perf_counter()
 
-        async def once() -> Any:
+        async def once() -> dict[str, Any]:
             try:
-                return await client.messages.create(**kwargs, timeout=settings.timeout_s)
+                # The SDK's generic request path, as in the openai backend: the client's auth, version headers,
+                # timeout and typed errors on non-2xx statuses, without the params transform and the response
+                # model built (and dumped back) per call; we read the JSON once (benchmarks/bench_client_cpu.py).
+                response = await client.post(
+                    "/v1/messages", cast_to=httpx2.Response, body=kwargs, options={"timeout": settings.timeout_s}
+                )
+                return parse_body(response.content)
             except anthropic.AnthropicError as exc:
                 raise map_anthropic_error(exc) from exc
-            except json.JSONDecodeError as exc:  # a 200 whose body is cut or garbled (proxies do this)
-                raise TransientError(f"response is not JSON: {exc}", error_class="bad_response") from exc
 
-        response, attempts, last_error = await call_with_retries(once, settings)
+        body, attempts, last_error = await call_with_retries(once, settings)
         latency_ms = (time.perf_counter() - started) * 1000.0
-
-        text = "".join(
-            getattr(block, "text", "") for block in (response.content or []) if getattr(block, "type", "") == "text"
-        )
-        usage = response.usage
-        fresh = (usage.input_tokens or 0) if usage is not None else 0
-        read = (getattr(usage, "cache_read_input_tokens", None) or 0) if usage is not None else 0
-        written = (getattr(usage, "cache_creation_input_tokens", None) or 0) if usage is not None else 0
+        text, stop_reason, fresh, output, read, written = read_message(body)
         return Completion(
             text=text,
             input_tokens=fresh + read + written,
-            output_tokens=(usage.output_tokens or 0) if usage is not None else 0,
+            output_tokens=output,
             cached_tokens=read,
             latency_ms=latency_ms,
             attempts=attempts,
             error_class=last_error,
-            finish_reason=response.stop_reason,
-            raw=response.model_dump(mode="json", exclude_unset=True),  # what the server sent, no SDK defaults
+            finish_reason=stop_reason,
+            raw=body,  # what the server sent
         )
 
 

@@ -6,7 +6,6 @@ when the client is made and is never stored on the backend, put in an error mess
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Sequence
@@ -28,7 +27,16 @@ from .base import (
     register_provider,
     require_key,
 )
-from .retry import ClientGroup, LoopLocal, call_with_retries, status_exception
+from .retry import (
+    ClientGroup,
+    LoopLocal,
+    call_with_retries,
+    count,
+    dropped_connection,
+    parse_body,
+    sdk_http_client,
+    status_exception,
+)
 
 _CLIENTS: LoopLocal[ClientGroup[openai.AsyncOpenAI]] = LoopLocal()
 # Local servers (vLLM, Ollama, llama.cpp) accept any key; the SDK insists on one.
@@ -42,7 +50,7 @@ def _url(exc: Exception) -> str:
 
 def map_openai_error(exc: Exception) -> Exception:
     """An SDK exception as the `TransientError`/`BackendError` our retry loop understands."""
-    if isinstance(exc, openai.APITimeoutError):
+    if isinstance(exc, openai.APITimeoutError) and not dropped_connection(exc):
         return TransientError("request timed out", error_class="timeout")
     if isinstance(exc, openai.APIConnectionError):  # name the URL: "endpoint down" must say which endpoint
         return TransientError(f"cannot reach {_url(exc)}: {short_error(exc)}", error_class="connection")
@@ -53,17 +61,6 @@ def map_openai_error(exc: Exception) -> Exception:
     if isinstance(exc, openai.APIResponseValidationError):
         return TransientError(f"malformed response: {short_error(exc)}", error_class="bad_response")
     return BackendError(f"{type(exc).__name__}: {short_error(exc)}", error_class="internal", attempts=1)
-
-
-def parse_body(content: bytes) -> dict[str, Any]:
-    """A 200's body as a JSON object; anything else (cut, garbled, not an object) is a retryable bad response."""
-    try:
-        body = json.loads(content)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 whose body is cut or garbled (proxies do this)
-        raise TransientError(f"response is not JSON: {short_error(exc)}", error_class="bad_response") from exc
-    if not isinstance(body, dict):
-        raise TransientError(f"response is JSON but not an object ({type(body).__name__})", error_class="bad_response")
-    return body
 
 
 def read_completion(body: dict[str, Any]) -> tuple[str, str | None, int, int, int]:
@@ -81,22 +78,20 @@ def read_completion(body: dict[str, Any]) -> tuple[str, str | None, int, int, in
     usage = usage if isinstance(usage, dict) else {}
     details = usage.get("prompt_tokens_details")
     cached = details.get("cached_tokens") if isinstance(details, dict) else None
-    tokens_in, tokens_out = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    return text, finish_reason, tokens_in, tokens_out, _count(cached)
-
-
-def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    tokens_in, tokens_out = count(usage.get("prompt_tokens")), count(usage.get("completion_tokens"))
+    return text, finish_reason, tokens_in, tokens_out, count(cached)
 
 
 class OpenAIBackend:
-    """Chat completions through `openai.AsyncOpenAI` (SDK retries off; `call_with_retries` counts attempts)."""
+    """Chat completions through `openai.AsyncOpenAI` (SDK retries off; `call_with_retries` counts attempts), over
+    the SDK's aiohttp transport unless the endpoint says `options.transport = "httpx"`."""
 
     def __init__(self, model: str, endpoint: EndpointConfig) -> None:
         self.provider = endpoint.name
         self.model = model
         self.endpoint = endpoint
         self._max_tokens_field = str(endpoint.options.get("max_tokens_field", "max_tokens"))
+        sdk_http_client(endpoint, lambda: None)  # a bad `options.transport` fails here, before any game
 
     def _api_key(self) -> str:
         env = self.endpoint.api_key_env
@@ -113,7 +108,12 @@ class OpenAIBackend:
         return _CLIENTS.get(
             (ep.name, ep.base_url, ep.api_key_env),
             lambda: ClientGroup(
-                lambda: openai.AsyncOpenAI(api_key=self._api_key(), base_url=ep.base_url, max_retries=0)
+                lambda: openai.AsyncOpenAI(
+                    api_key=self._api_key(),
+                    base_url=ep.base_url,
+                    max_retries=0,
+                    http_client=sdk_http_client(ep, openai.DefaultAioHttpClient),
+                )
             ),
         )
 

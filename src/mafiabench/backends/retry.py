@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import email.utils
+import json
+import sys
 import threading
 import time
 import weakref
@@ -22,7 +24,9 @@ from typing import Any, Generic, TypeVar, cast
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_base, wait_random_exponential
 
-from .base import BackendError, GenerateSettings, TransientError
+from mafiabench.redact import short_error
+
+from .base import BackendError, ConfigError, GenerateSettings, TransientError
 
 T = TypeVar("T")
 C = TypeVar("C")
@@ -183,6 +187,63 @@ def status_exception(status: int, message: str, headers: Mapping[str, str] | Non
     if transient:
         return TransientError(message, error_class=error_class, retry_after_s=parse_retry_after(headers))
     return BackendError(message, error_class=error_class, attempts=1)
+
+
+def parse_body(content: bytes) -> dict[str, Any]:
+    """A 200's body as a JSON object; anything else (cut, garbled, not an object) is a retryable bad response."""
+    try:
+        body = json.loads(content)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:  # a 200 whose body is cut or garbled (proxies do this)
+        raise TransientError(f"response is not JSON: {short_error(exc)}", error_class="bad_response") from exc
+    if not isinstance(body, dict):
+        raise TransientError(f"response is JSON but not an object ({type(body).__name__})", error_class="bad_response")
+    return body
+
+
+def count(value: Any) -> int:
+    """A token count from a response body: a non-negative int, else 0 (as lenient as the SDKs' models)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+# --- the SDK clients' HTTP transport ---------------------------------------------------------------------------
+
+TRANSPORTS = ("aiohttp", "httpx")
+
+
+def sdk_http_client(endpoint: Any, aiohttp_client: Callable[[], Any]) -> Any | None:
+    """The `http_client` to give an SDK client: its own `DefaultAioHttpClient` (the SDKs' documented aiohttp
+    transport, `openai[aiohttp]`) unless the endpoint's `options.transport` is "httpx" (None: the SDK's default).
+
+    Why aiohttp by default: the SDK's httpx transport (httpcore's pool on anyio streams) costs about 0.55 ms more
+    client CPU per call (benchmarks/bench_client_cpu.py), which caps the calls one core can carry. Requests, auth,
+    headers, timeouts and typed errors stay the SDK's either way; only the bytes move differently.
+    """
+    transport = endpoint.options.get("transport", "aiohttp")
+    if transport not in TRANSPORTS:
+        raise ConfigError(
+            f"endpoint {endpoint.name!r}: options.transport must be one of {list(TRANSPORTS)}, got {transport!r}"
+        )
+    return aiohttp_client() if transport == "aiohttp" else None
+
+
+def dropped_connection(exc: BaseException) -> bool:
+    """Whether an SDK "timeout" was really a refused or dropped connection.
+
+    The SDKs' vendored aiohttp transport maps every aiohttp connection error, a server closing the connection or
+    refusing it included, to httpx's `ConnectTimeout`, so the SDK raises `APITimeoutError`; the aiohttp exception
+    is still in the chain, and only aiohttp's read and connect timeouts are `TimeoutError`s.
+    """
+    aiohttp = sys.modules.get("aiohttp")  # not imported: no aiohttp exception can be in the chain
+    if aiohttp is None:
+        return False
+    seen: set[int] = set()
+    cause = exc.__cause__ or exc.__context__
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, aiohttp.ClientConnectionError) and not isinstance(cause, TimeoutError):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
 
 
 # --- one SDK client per event loop -----------------------------------------------------------------------------

@@ -5,6 +5,10 @@ accounting) runs without a network or a key. Faults are scripted (a queue consum
 at fixed rates from a seeded generator; a fixed latency makes throughput measurable. Every request is recorded with
 its authorization header reduced to "had auth", so a test can assert what was sent and that no key was echoed.
 
+It is one asyncio event loop on a background thread with a minimal HTTP/1.1 (keep-alive, Content-Length) reader:
+a held request is a timer, not a thread, so hundreds of requests in flight cost the machine little CPU (it shares
+the cores with the client it measures: benchmarks/bench_throughput.py reports its CPU per call).
+
     with FakeModelServer(latency_s=0.0) as srv:
         srv.push_faults(["429", "timeout"])
         client = openai.AsyncOpenAI(base_url=srv.base_url_openai, api_key="x")
@@ -12,19 +16,21 @@ its authorization header reduced to "had auth", so a test can assert what was se
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import contextlib
 import hashlib
-import json
+import itertools
 import random
-import socket
+import secrets
 import threading
 import time
-import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http import HTTPStatus
+from typing import Any, cast
+
+import orjson
 
 from mafiabench.backends.base import Message
 from mafiabench.backends.fake import MALFORMED_ANSWER, FakeBrain, estimate_tokens
@@ -70,65 +76,120 @@ class Fault:
         return cls(str(spec))
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
-    request_queue_size = 1024  # the default backlog of 5 drops connections when hundreds of games start at once
-    owner: FakeModelServer
+_REASONS = {429: "Too Many Requests", 529: "Overloaded"}
+_MAX_HEAD = 64 * 1024  # request line and headers; more is refused
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"  # keep-alive: the SDKs' connection pools reuse connections
-    disable_nagle_algorithm = True  # otherwise every response waits about 40 ms for a delayed ACK
-    server: _Server
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return _REASONS.get(status, "Unknown")
 
-    def setup(self) -> None:
-        super().setup()
-        self.server.owner._track(self.connection, add=True)
 
-    def finish(self) -> None:
+class _Connection(asyncio.Protocol):
+    """One client connection: reads requests one after another (keep-alive), hands each to the server, and writes
+    its response when the server answers (after the latency, on the loop's timer)."""
+
+    def __init__(self, owner: FakeModelServer) -> None:
+        self.owner = owner
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.busy = False  # a request is being answered: later bytes wait in the buffer (no pipelining)
+        self.keep_alive = True
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+        self.owner._track(self, add=True)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        self.owner._track(self, add=False)
+        self.transport = None
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if not self.busy:
+            self._next_request()
+
+    def _next_request(self) -> None:
+        head_end = self.buffer.find(b"\r\n\r\n")
+        if head_end < 0:
+            if len(self.buffer) > _MAX_HEAD:
+                self.keep_alive = False
+                self.send_json(431, {"error": {"message": "request head too large", "type": "invalid_request"}})
+            return
         try:
-            super().finish()
-        finally:
-            self.server.owner._track(self.connection, add=False)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # quiet: hundreds of requests per second in benchmarks
-
-    def do_GET(self) -> None:
-        if self.path.rstrip("/") in ("", "/health"):
-            self._send_json(200, {"ok": True})
-        else:
-            self._send_json(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        try:
-            body: Any = json.loads(raw or b"{}")
+            lines = bytes(self.buffer[:head_end]).decode("latin-1").split("\r\n")
+            method, target, version = lines[0].split(" ")
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            length = int(headers.get("content-length") or 0)
+            if length < 0 or "chunked" in headers.get("transfer-encoding", "").lower():
+                raise ValueError("chunked or negative length")
         except ValueError:
-            body = None
-        self.server.owner._handle(self, body)
+            self.keep_alive = False
+            self.send_json(400, {"error": {"message": "malformed request", "type": "invalid_request"}})
+            return
+        if len(self.buffer) < head_end + 4 + length:
+            return  # the body is still coming
+        body = bytes(self.buffer[head_end + 4 : head_end + 4 + length])
+        del self.buffer[: head_end + 4 + length]
+        connection = headers.get("connection", "").lower()
+        self.keep_alive = connection != "close" and (version == "HTTP/1.1" or connection == "keep-alive")
+        self.busy = True
+        self.owner._dispatch(self, method, target, headers, body)
 
-    def _send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-        self._send_bytes(status, json.dumps(payload).encode("utf-8"), headers)
+    def later(self, delay: float, callback: Callable[[], None]) -> None:
+        """Run `callback` after `delay` seconds unless the connection is closed first."""
+        if self.transport is None:
+            return
+        loop = asyncio.get_running_loop()
+        if delay <= 0:
+            callback()
+            return
 
-    def _send_bytes(self, status: int, data: bytes, headers: Mapping[str, str] | None = None) -> None:
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for k, v in (headers or {}).items():
-                self.send_header(k, v)
-            self.end_headers()
-            self.wfile.write(data)
-        except OSError:
-            self.close_connection = True  # the client gave up (e.g. timed out); nothing to do
+        def fire() -> None:
+            self.timer = None
+            callback()
+
+        self.timer = loop.call_later(delay, fire)
+
+    def send_json(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+        self.send_bytes(status, orjson.dumps(payload), headers)
+
+    def send_bytes(self, status: int, data: bytes, headers: Mapping[str, str] | None = None) -> None:
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return  # the client gave up (e.g. timed out); nothing to do
+        head = [f"HTTP/1.1 {status} {_reason(status)}", "Content-Type: application/json"]
+        head.append(f"Content-Length: {len(data)}")
+        head.extend(f"{k}: {v}" for k, v in (headers or {}).items())
+        if not self.keep_alive:
+            head.append("Connection: close")
+        transport.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + data)
+        if not self.keep_alive:
+            transport.close()
+            return
+        self.busy = False
+        if self.buffer:
+            self._next_request()
+
+    def close(self) -> None:
+        """Close without an answer (a dropped or hung-up connection)."""
+        self.keep_alive = False
+        if self.transport is not None:
+            self.transport.close()
 
 
 class FakeModelServer:
-    """OpenAI (`POST /v1/chat/completions`) and Anthropic (`POST /v1/messages`) on 127.0.0.1, one thread per
-    connection. Runtime knobs: `latency_s`, `push_faults(...)`, `set_rates(...)`, `hang_s`."""
+    """OpenAI (`POST /v1/chat/completions`) and Anthropic (`POST /v1/messages`) on 127.0.0.1, served by one event
+    loop on a background thread. Runtime knobs: `latency_s`, `push_faults(...)`, `set_rates(...)`, `hang_s`."""
 
     def __init__(
         self,
@@ -158,10 +219,12 @@ class FakeModelServer:
         self._faults: collections.deque[Fault] = collections.deque()
         self._records: collections.deque[dict[str, Any]] = collections.deque(maxlen=max_records)
         self._seen_prefixes: set[bytes] = set()
-        self._connections: set[socket.socket] = set()
-        self._stop = threading.Event()
-        self._server: _Server | None = None
+        self._connections: set[_Connection] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
+        self._ids = itertools.count(1)
+        self._id_prefix = secrets.token_hex(6)  # ids unique across restarts too
         self.request_count = 0
         self.connections_opened = 0  # with keep-alive, far fewer than requests
         self.brain_seed = seed
@@ -171,35 +234,49 @@ class FakeModelServer:
     # --- lifecycle -------------------------------------------------------------------------------------------
 
     def start(self) -> FakeModelServer:
+        """Listen (an `OSError` if the address is taken) and serve on a background thread."""
         if self._server is not None:
             return self
-        self._stop.clear()
-        server = _Server((self._host, self._port), _Handler)
-        server.owner = self
-        self._server = server
-        self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-model-server", daemon=True
-        )
+        loop = asyncio.new_event_loop()
+        try:
+            server = loop.run_until_complete(
+                loop.create_server(
+                    lambda: _Connection(self),
+                    self._host,
+                    self._port,
+                    backlog=1024,  # a small backlog drops connections when hundreds of games start at once
+                    reuse_address=True,
+                )
+            )
+        except BaseException:
+            loop.close()
+            raise
+        self._loop, self._server = loop, server
+        self._thread = threading.Thread(target=loop.run_forever, name="fake-model-server", daemon=True)
         self._thread.start()
         return self
 
     def stop(self) -> None:
-        """Stop accepting, wake held requests, close open keep-alive connections and release the port."""
-        server = self._server
-        if server is None:
+        """Stop accepting, drop held requests, close open keep-alive connections and release the port."""
+        loop, server, thread = self._loop, self._server, self._thread
+        if loop is None or server is None:
             return
-        self._stop.set()
-        server.shutdown()
-        with self._lock:
-            conns = list(self._connections)
-        for conn in conns:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
-        server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = None
-        self._thread = None
+
+        async def shutdown() -> None:
+            server.close()
+            for conn in list(self._connections):
+                if conn.transport is not None:
+                    conn.transport.abort()
+            await server.wait_closed()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        if thread is not None:
+            thread.join(timeout=5)
+        if not loop.is_running():
+            loop.close()
+        self._loop = self._server = self._thread = None
 
     def __enter__(self) -> FakeModelServer:
         return self.start()
@@ -211,7 +288,7 @@ class FakeModelServer:
     def port(self) -> int:
         if self._server is None:
             raise RuntimeError("server not started")
-        return int(self._server.server_address[1])
+        return int(self._server.sockets[0].getsockname()[1])
 
     @property
     def url(self) -> str:
@@ -260,9 +337,9 @@ class FakeModelServer:
         with self._lock:
             return list(self._records)
 
-    # --- request handling (runs on the connection's thread) --------------------------------------------------
+    # --- request handling (runs on the server's event loop) ---------------------------------------------------
 
-    def _track(self, conn: socket.socket, *, add: bool) -> None:
+    def _track(self, conn: _Connection, *, add: bool) -> None:
         with self._lock:
             if add:
                 self._connections.add(conn)
@@ -284,9 +361,21 @@ class FakeModelServer:
                         return Fault(kind)
         return None
 
-    def _handle(self, h: _Handler, body: Any) -> None:
-        path = h.path.split("?", 1)[0].rstrip("/")
-        headers = {k.lower(): v for k, v in h.headers.items()}
+    def _dispatch(self, conn: _Connection, method: str, target: str, headers: dict[str, str], raw: bytes) -> None:
+        path = target.split("?", 1)[0].rstrip("/")
+        if method == "GET":
+            if path in ("", "/health"):
+                conn.send_json(200, {"ok": True})
+            else:
+                conn.send_json(404, {"error": {"message": f"no route {target}", "type": "not_found"}})
+            return
+        if method != "POST":
+            conn.send_json(501, {"error": {"message": f"unsupported method {method}", "type": "not_implemented"}})
+            return
+        try:
+            body: Any = orjson.loads(raw or b"{}")
+        except orjson.JSONDecodeError:
+            body = None
         had_auth = any(headers.get(k) for k in _REDACTED_HEADERS)
         entry: dict[str, Any] = {
             "path": path,
@@ -306,36 +395,36 @@ class FakeModelServer:
         if self.record:
             with self._lock:
                 self._records.append(entry)
+        conn.later(self.latency_s, lambda: self._respond(conn, path, body, fault, echo, entry))
 
-        if self.latency_s > 0 and self._stop.wait(self.latency_s):
-            h.close_connection = True
-            return
+    def _respond(
+        self, conn: _Connection, path: str, body: Any, fault: Fault | None, echo: str, entry: dict[str, Any]
+    ) -> None:
         if path.endswith("/chat/completions"):
             api = "openai"
         elif path.endswith("/messages"):
             api = "anthropic"
         else:
             entry["status"] = 404
-            h._send_json(404, _error_body("openai", 404, f"no route {path}"))
+            conn.send_json(404, _error_body("openai", 404, f"no route {path}"))
             return
         if not isinstance(body, dict):
             entry["status"] = 400
-            h._send_json(400, _error_body(api, 400, "request body is not a JSON object"))
+            conn.send_json(400, _error_body(api, 400, "request body is not a JSON object"))
             return
 
         if fault is not None:
             if fault.kind == "timeout":
-                self._stop.wait(self.hang_s)
                 entry["status"] = "hung"
-                h.close_connection = True
+                conn.later(self.hang_s, conn.close)
                 return
             if fault.kind == "disconnect":
                 entry["status"] = "disconnected"
-                h.close_connection = True
+                conn.close()
                 return
             if fault.kind == "bad_json":
                 entry["status"] = 200
-                h._send_bytes(200, b'{"id": "broken", "choices": [')
+                conn.send_bytes(200, b'{"id": "broken", "choices": [')
                 return
             if fault.kind.isdigit():
                 status = int(fault.kind)
@@ -346,7 +435,7 @@ class FakeModelServer:
                 message = self.error_message or f"injected {status}"
                 if echo:
                     message += f" (you sent {echo})"
-                h._send_json(status, _error_body(api, status, message), extra)
+                conn.send_json(status, _error_body(api, status, message), extra)
                 return
 
         override: str | None = None
@@ -358,11 +447,14 @@ class FakeModelServer:
             response = self._openai(body, override, echo) if api == "openai" else self._anthropic(body, override, echo)
         except (KeyError, TypeError, ValueError) as exc:
             entry["status"] = 400
-            h._send_json(400, _error_body(api, 400, f"bad request: {exc}"))
+            conn.send_json(400, _error_body(api, 400, f"bad request: {exc}"))
             return
         entry["status"] = 200
         entry["response"] = response
-        h._send_json(200, response)
+        conn.send_json(200, response)
+
+    def _new_id(self) -> str:
+        return f"{self._id_prefix}{next(self._ids):012x}"
 
     def _answer(self, model: str, messages: list[Message], override: str | None, echo: str = "") -> str:
         text = override if override is not None else FakeBrain(model, seed=self.brain_seed).answer(messages)
@@ -394,7 +486,7 @@ class FakeModelServer:
         completion_tokens = estimate_tokens(text)
         cached = min(read_chars // 4, prompt_tokens)
         return {
-            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "id": f"chatcmpl-{self._new_id()}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": model,
@@ -447,7 +539,7 @@ class FakeModelServer:
         read_tokens = min(read_chars // 4, total)
         written_tokens = min(written_chars // 4, total - read_tokens)
         return {
-            "id": f"msg_{uuid.uuid4().hex[:24]}",
+            "id": f"msg_{self._new_id()}",
             "type": "message",
             "role": "assistant",
             "model": model,
