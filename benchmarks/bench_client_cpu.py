@@ -1,14 +1,19 @@
-"""The client's CPU per model call through the openai SDK, before and after the raw-response path, side by side.
+"""The client's CPU per model call through the openai and anthropic SDKs, the paths replaced and the one kept.
 
-Both variants speak to the same local fake OpenAI-compatible server (its own process, so its CPU is not ours) through
-the same `OpenAIBackend` and client pools; they differ only in how a reply is read:
+Every variant speaks to the same local fake server (its own process, so its CPU is not ours) through the same
+backends and client pools (`ClientGroup`); they differ in how a request is sent and a reply read:
 
-- before: `client.chat.completions.create(...)` (the SDK constructs a `ChatCompletion` model) and
-  `model_dump(mode="json", exclude_unset=True)` for the record;
-- after: `client.chat.completions.with_raw_response.create(...)` and the JSON body read once (`parse_body`).
+- openai, `create()`: `client.chat.completions.create(...)`, the SDK's `ChatCompletion` model per call and
+  `model_dump(mode="json", exclude_unset=True)` for the record (the first path);
+- openai, `post()` on httpx: `client.post("/chat/completions", cast_to=httpx2.Response, body=...)` over the SDK's
+  default httpx transport, the JSON body read once (the second);
+- openai, kept: the same `post()` with the body encoded once by orjson (`content=`), over the SDK's own aiohttp
+  transport (`openai.DefaultAioHttpClient`);
+- anthropic, `create()`: `client.messages.create(...)`, the SDK's `Message` model and `model_dump` (replaced);
+- anthropic, kept: `client.post("/v1/messages", cast_to=httpx2.Response, content=...)` over aiohttp.
 
 CPU per call is this process's `time.process_time()` over the calls (user + system, every thread), divided by the
-number of calls; the variants alternate in rounds so that machine noise falls on both.
+number of calls; the variants alternate in rounds so that machine noise falls on all of them.
 
     .venv/bin/python benchmarks/bench_client_cpu.py                       # 2,000 calls × 3 rounds, 64 in flight
     .venv/bin/python benchmarks/bench_client_cpu.py --calls 4000 --concurrency 256
@@ -25,12 +30,17 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anthropic
+import httpx2
 import openai
 
+from mafiabench.backends import anthropic_backend, openai_backend
+from mafiabench.backends.anthropic_backend import AnthropicBackend, map_anthropic_error
 from mafiabench.backends.base import Completion, EndpointConfig, GenerateSettings, Message, TransientError
-from mafiabench.backends.openai_backend import OpenAIBackend, aclose, map_openai_error
+from mafiabench.backends.openai_backend import OpenAIBackend, map_openai_error, parse_body, read_completion
 from mafiabench.backends.retry import call_with_retries
 
 SERVER = """
@@ -44,7 +54,7 @@ srv.stop()
 
 
 class ModelBackend(OpenAIBackend):
-    """The replaced path: the SDK's response model per call, dumped back to a dict for the record."""
+    """openai's first path: the SDK's response model per call, dumped back to a dict for the record."""
 
     async def _generate(self, client: Any, messages: Any, settings: GenerateSettings) -> Completion:
         kwargs = self.request_kwargs(messages, settings)
@@ -69,19 +79,18 @@ class ModelBackend(OpenAIBackend):
         )
 
 
-class RawResponseBackend(OpenAIBackend):
-    """`with_raw_response`: the SDK still transforms the request parameters, the body is read once."""
+class PostBackend(OpenAIBackend):
+    """openai's second path: the generic `post()` with the SDK encoding the body (run over httpx here)."""
 
     async def _generate(self, client: Any, messages: Any, settings: GenerateSettings) -> Completion:
-        from mafiabench.backends.openai_backend import parse_body, read_completion
-
         kwargs = self.request_kwargs(messages, settings)
         started = time.perf_counter()
 
         async def once() -> Any:
             try:
-                raw = await client.chat.completions.with_raw_response.create(**kwargs, timeout=settings.timeout_s)
-                return parse_body(raw.http_response.content)
+                response = await client.post("/chat/completions", cast_to=httpx2.Response, body=kwargs,
+                                             options={"timeout": settings.timeout_s})
+                return parse_body(response.content)
             except openai.OpenAIError as exc:
                 raise map_openai_error(exc) from exc
 
@@ -92,7 +101,35 @@ class RawResponseBackend(OpenAIBackend):
                           error_class=last_error, finish_reason=finish, raw=body)
 
 
-async def run(backend: OpenAIBackend, calls: int, concurrency: int) -> tuple[float, float]:
+class AnthropicModelBackend(AnthropicBackend):
+    """anthropic's replaced path: `messages.create()`, the SDK's `Message` model, `model_dump` for the record."""
+
+    async def _generate(self, client: Any, messages: Any, settings: GenerateSettings) -> Completion:
+        kwargs = self.request_kwargs(messages, settings)
+        started = time.perf_counter()
+
+        async def once() -> Any:
+            try:
+                return await client.messages.create(**kwargs, timeout=settings.timeout_s)
+            except anthropic.AnthropicError as exc:
+                raise map_anthropic_error(exc) from exc
+            except json.JSONDecodeError as exc:
+                raise TransientError(f"response is not JSON: {exc}", error_class="bad_response") from exc
+
+        response, attempts, last_error = await call_with_retries(once, settings)
+        text = "".join(getattr(b, "text", "") for b in (response.content or []) if getattr(b, "type", "") == "text")
+        usage = response.usage
+        read = usage.cache_read_input_tokens or 0
+        written = usage.cache_creation_input_tokens or 0
+        return Completion(
+            text=text, input_tokens=usage.input_tokens + read + written, output_tokens=usage.output_tokens,
+            cached_tokens=read, latency_ms=(time.perf_counter() - started) * 1000.0, attempts=attempts,
+            error_class=last_error, finish_reason=response.stop_reason,
+            raw=response.model_dump(mode="json", exclude_unset=True),
+        )
+
+
+async def run(backend: Any, calls: int, concurrency: int) -> tuple[float, float]:
     """(CPU seconds, wall seconds) for `calls` calls, `concurrency` at a time."""
     settings = GenerateSettings(max_tokens=50, timeout_s=60, max_attempts=3)
     prompt = [Message("user", "You're Alice, the villager. " * 60 + "Who do you vote for?")]
@@ -120,18 +157,31 @@ def main() -> int:
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     port = int(proc.stdout.readline())
-    endpoint = EndpointConfig("local", "openai", base_url=f"http://127.0.0.1:{port}/v1", key_required=False)
-    results: dict[str, list[float]] = {"before: create() + response model + model_dump": [],
-                                       "with_raw_response.create()": [],
-                                       "after: client.post(cast_to=httpx2.Response)": []}
+
+    def endpoint(kind: str, transport: str) -> EndpointConfig:
+        base = f"http://127.0.0.1:{port}" + ("/v1" if kind == "openai" else "")
+        return EndpointConfig(f"local-{kind}-{transport}", kind, base_url=base, key_required=False,
+                              options={"transport": transport})
+
+    close: dict[str, Callable[[], Awaitable[None]]] = {"openai": openai_backend.aclose,
+                                                       "anthropic": anthropic_backend.aclose}
+    variants: list[tuple[str, type[Any], str, str]] = [
+        ("openai, before: create() + response model + model_dump (httpx)", ModelBackend, "openai", "httpx"),
+        ("openai, post(body=), httpx transport", PostBackend, "openai", "httpx"),
+        ("openai, after: post(content=orjson), aiohttp transport", OpenAIBackend, "openai", "aiohttp"),
+        ("anthropic, before: messages.create() + response model + model_dump (httpx)", AnthropicModelBackend,
+         "anthropic", "httpx"),
+        ("anthropic, after: post(content=orjson), aiohttp transport", AnthropicBackend, "anthropic", "aiohttp"),
+    ]
+    results: dict[str, list[float]] = {label: [] for label, *_ in variants}
     try:
         for _ in range(args.rounds):
-            for label, cls in zip(results, (ModelBackend, RawResponseBackend, OpenAIBackend), strict=True):
-                async def measure(cls: type[OpenAIBackend] = cls) -> tuple[float, float]:
+            for label, cls, kind, transport in variants:
+                async def measure(cls: type[Any] = cls, kind: str = kind, how: str = transport) -> tuple[float, float]:
                     try:
-                        return await run(cls("fake-model", endpoint), args.calls, args.concurrency)
+                        return await run(cls("fake-model", endpoint(kind, how)), args.calls, args.concurrency)
                     finally:
-                        await aclose()
+                        await close[kind]()
 
                 cpu, wall = asyncio.run(measure())
                 results[label].append(cpu / args.calls * 1000)
@@ -142,7 +192,8 @@ def main() -> int:
         proc.stdin.close()
         proc.wait(10)
     print(f"\nClient CPU per call, {args.calls} calls × {args.rounds} rounds, {args.concurrency} in flight, "
-          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, openai {openai.__version__}")
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, openai {openai.__version__}, "
+          f"anthropic {anthropic.__version__}, load average {os.getloadavg()[0]:.1f}")
     print("| path | CPU per call (median) | range |\n| --- | ---: | ---: |")
     for label, values in results.items():
         print(f"| {label} | {statistics.median(values):.2f} ms | {min(values):.2f}-{max(values):.2f} ms |")

@@ -103,7 +103,8 @@ def throughput(
     rows = []
     try:
         # warm up (imports, first clients) so that the CPU per call below is the steady state's
-        asyncio.run(run_study(experiment("warm", port, 2, 2, 2, workdir / "warm" / "w.duckdb", processes), progress=False))
+        warm = experiment("warm", port, 2, 2, 2, workdir / "warm" / "w.duckdb", processes)
+        asyncio.run(run_study(warm, progress=False))
         for c in levels:
             games = max(2, rounds * c)
             shard = max(1, min(50, games))

@@ -15,6 +15,7 @@ from typing import Any
 
 import anthropic
 import httpx2
+import orjson
 
 from mafiabench.redact import secret_value, short_error
 
@@ -183,7 +184,8 @@ class AnthropicBackend:
     async def _generate(
         self, client: anthropic.AsyncAnthropic, messages: Sequence[Message], settings: GenerateSettings
     ) -> Completion:
-        kwargs = self.request_kwargs(messages, settings)
+        # encoded once for all tries, by orjson: the same compact UTF-8 JSON as the SDK's encoder, in a tenth the time
+        content = orjson.dumps(self.request_kwargs(messages, settings))
         started = time.perf_counter()
 
         async def once() -> dict[str, Any]:
@@ -192,7 +194,7 @@ class AnthropicBackend:
                 # timeout and typed errors on non-2xx statuses, without the params transform and the response
                 # model built (and dumped back) per call; we read the JSON once (benchmarks/bench_client_cpu.py).
                 response = await client.post(
-                    "/v1/messages", cast_to=httpx2.Response, body=kwargs, options={"timeout": settings.timeout_s}
+                    "/v1/messages", cast_to=httpx2.Response, content=content, options={"timeout": settings.timeout_s}
                 )
                 return parse_body(response.content)
             except anthropic.AnthropicError as exc:

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx2
 import openai
+import orjson
 
 from mafiabench.redact import secret_value, short_error
 
@@ -140,7 +141,8 @@ class OpenAIBackend:
     async def _generate(
         self, client: openai.AsyncOpenAI, messages: Sequence[Message], settings: GenerateSettings
     ) -> Completion:
-        kwargs = self.request_kwargs(messages, settings)
+        # encoded once for all tries, by orjson: the same compact UTF-8 JSON as the SDK's encoder, in a tenth the time
+        content = orjson.dumps(self.request_kwargs(messages, settings))
         started = time.perf_counter()
 
         async def once() -> dict[str, Any]:
@@ -150,7 +152,9 @@ class OpenAIBackend:
                 # of the parameters and no response model built (and dumped back) per call; we read the JSON once.
                 # benchmarks/bench_client_cpu.py measures the CPU per call of each path.
                 response = await client.post(
-                    "/chat/completions", cast_to=httpx2.Response, body=kwargs,
+                    "/chat/completions",
+                    cast_to=httpx2.Response,
+                    content=content,
                     options={"timeout": settings.timeout_s},
                 )
                 return parse_body(response.content)
