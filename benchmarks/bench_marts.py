@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_marts.py 100000 1000000         # synthetic raw rows, then build + gate
     .venv/bin/python benchmarks/bench_marts.py 2000 --engine           # real engine games through load_records
+    .venv/bin/python benchmarks/bench_marts.py 1000000 --src /tmp/before/src   # another checkout's code
 
 Two generators:
 - `synthetic` (default): a vectorised numpy/polars generator that writes the same raw rows a scripted Mini-Mafia
@@ -29,6 +30,9 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
+if "--src" in sys.argv[:-1]:  # measure another checkout's code (before/after side by side): its src/ goes first
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--src") + 1]).resolve()))
+
 from mafiabench.build.marts import publish, stage, staged_views
 from mafiabench.warehouse import raw as warehouse
 from mafiabench.warehouse.raw import _schema, connect
@@ -41,6 +45,13 @@ FAILURE_RATE = 0.05
 
 def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def cpu_s() -> float:
+    """User + system CPU of the process so far (DuckDB's threads included): steadier than wall time on a shared
+    machine."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def _frame(table: str, columns: dict[str, object]) -> pl.DataFrame:
@@ -231,38 +242,42 @@ def run(n: int, *, engine: bool, gate: bool, chunk: int) -> None:
                 t_land += time.perf_counter() - t1
                 del frames
         rss_land = peak_rss_mb()
+        c2 = cpu_s()
         t2 = time.perf_counter()
         staged = stage(con)  # the dbt models and the Python models, under staged names
         runs = staged.models
         t_build = time.perf_counter() - t2
+        c_build = cpu_s() - c2
         rss_build = peak_rss_mb()
         slowest = sorted(runs, key=lambda r: -r.seconds)[:5]
-        t_gate = float("nan")
+        t_gate = c_gate = float("nan")
         passed = None
         if gate:
             from mafiabench.publish import dbt_test_results
             from mafiabench.quality.gate import run_suites
 
             # The gate runs on the staged build (dbt data tests + GX), as `mafiabench build` does.
-            t3 = time.perf_counter()
+            t3, c3 = time.perf_counter(), cpu_s()
             results = dbt_test_results(con, staged)
             with staged_views(con, staged) as cur:
                 results += run_suites(cur)
-            t_gate = time.perf_counter() - t3
+            t_gate, c_gate = time.perf_counter() - t3, cpu_s() - c3
             passed = all(r.success for r in results)
             for r in results:
                 if not r.success:
                     print(f"  FAILED {r.describe()}: {r.failing_rows[:2]}", file=sys.stderr)
-        t4 = time.perf_counter()
+        t4, c4 = time.perf_counter(), cpu_s()
         publish(con, staged)  # renames, in one transaction
         t_build += time.perf_counter() - t4
+        c_build += cpu_s() - c4
         con.close()
         size_mb = path.stat().st_size / 2**20
     print(
         f"{'engine' if engine else 'synthetic'} n={n:,}: generate {t_gen:.1f}s, land {landed_rows:,} rows in "
-        f"{t_land:.1f}s ({landed_rows / max(t_land, 1e-9):,.0f} rows/s), build {len(runs)} models in {t_build:.1f}s, "
-        f"gate {t_gate:.1f}s (passed={passed}), peak RSS after landing {rss_land:,.0f} MB, after build "
-        f"{rss_build:,.0f} MB, file {size_mb:,.0f} MB"
+        f"{t_land:.1f}s ({landed_rows / max(t_land, 1e-9):,.0f} rows/s), build {len(runs)} models in {t_build:.1f}s "
+        f"({c_build:.1f} CPU s), gate {t_gate:.1f}s ({c_gate:.1f} CPU s, passed={passed}), peak RSS after landing "
+        f"{rss_land:,.0f} MB, after build {rss_build:,.0f} MB, after gate {peak_rss_mb():,.0f} MB, "
+        f"file {size_mb:,.0f} MB"
     )
     print("  slowest models: " + ", ".join(f"{r.name} {r.seconds:.1f}s" for r in slowest))
     sys.stdout.flush()
@@ -273,6 +288,7 @@ def main() -> None:
     parser.add_argument("sizes", nargs="*", type=int, default=[100_000])
     parser.add_argument("--engine", action="store_true", help="play games through the engine and load_records")
     parser.add_argument("--no-gate", action="store_true", help="skip the quality gate")
+    parser.add_argument("--src", type=Path, help="import mafiabench (and its dbt project) from this src/ folder")
     parser.add_argument("--chunk", type=int, default=250_000, help="synthetic games generated per landing batch")
     args = parser.parse_args()
     for n in args.sizes:

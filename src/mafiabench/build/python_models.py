@@ -84,7 +84,10 @@ class LatentFit:
         ok = np.isfinite(var) & (np.sqrt(np.clip(var, 0.0, None)) <= MAX_SE)
         return ok if self.separated is None else ok & ~self.separated
 
-    def predict(self, mafioso: Sequence[str], detective: Sequence[str], villager: Sequence[str]) -> np.ndarray:
+    def predict(
+        self, mafioso: Sequence[str] | pl.Series, detective: Sequence[str] | pl.Series,
+        villager: Sequence[str] | pl.Series,
+    ) -> np.ndarray:
         """P(mafia wins); a model unseen in a role gets the neutral value (a = b = 0, c = 1)."""
         a = _lookup(self.mafiosos, self.a, mafioso)
         b = _lookup(self.detectives, self.b, detective)
@@ -92,25 +95,28 @@ class LatentFit:
         return _sigmoid(np.exp(g) * (a - b))
 
 
-def _lookup(names: list[str], values: np.ndarray, keys: Sequence[str]) -> np.ndarray:
-    index = {n: i for i, n in enumerate(names)}
-    return np.array([values[index[k]] if k in index else 0.0 for k in keys], dtype=float)
+def _lookup(names: list[str], values: np.ndarray, keys: Sequence[str] | pl.Series) -> np.ndarray:
+    known = pl.Series(names, dtype=pl.Utf8)
+    series = pl.Series(keys, dtype=pl.Utf8)
+    # A join-like replace in polars: per-key dict lookups in Python cost seconds per fold at a million games.
+    return series.replace_strict(known, pl.Series(values, dtype=pl.Float64), default=0.0).to_numpy()
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
-def _codes(values: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    names = sorted(set(values))
-    index = {n: i for i, n in enumerate(names)}
-    return names, np.array([index[v] for v in values], dtype=np.int64)
+def _codes(values: Sequence[str] | pl.Series) -> tuple[list[str], np.ndarray]:
+    """Sorted distinct names and each value's index among them (polars sorts strings by code point, as `sorted`)."""
+    series = pl.Series(values, dtype=pl.Utf8)
+    names = series.unique().sort().to_list()
+    return names, series.cast(pl.Enum(names)).to_physical().to_numpy().astype(np.int64)
 
 
 def fit_latent(
-    mafioso: Sequence[str],
-    detective: Sequence[str],
-    villager: Sequence[str],
+    mafioso: Sequence[str] | pl.Series,
+    detective: Sequence[str] | pl.Series,
+    villager: Sequence[str] | pl.Series,
     mafia_won: Sequence[bool] | np.ndarray,
     *,
     ridge: float = DEFAULT_RIDGE,
@@ -125,9 +131,12 @@ def fit_latent(
     nm, nd, nv = len(mnames), len(dnames), len(vnames)
     # Aggregate games into (i, j, k) cells: n games, w mafia wins.
     key = (mi * nd + dj) * nv + vk
-    cells, inverse = np.unique(key, return_inverse=True)
-    n = np.bincount(inverse).astype(float)
-    w = np.bincount(inverse, weights=y)
+    # The key space is small (models per role cubed): counting into it beats sorting a million keys.
+    size = nm * nd * nv
+    counts = np.bincount(key, minlength=size)
+    cells = np.flatnonzero(counts)
+    n = counts[cells].astype(float)
+    w = np.bincount(key, weights=y, minlength=size)[cells]
     ci = cells // (nd * nv)
     cj = (cells // nv) % nd
     ck = cells % nv
@@ -212,9 +221,9 @@ def _numeric_hessian(grad: Any, x: np.ndarray, eps: float = 1e-5) -> np.ndarray:
 
 
 def cross_validated_brier(
-    mafioso: Sequence[str],
-    detective: Sequence[str],
-    villager: Sequence[str],
+    mafioso: Sequence[str] | pl.Series,
+    detective: Sequence[str] | pl.Series,
+    villager: Sequence[str] | pl.Series,
     mafia_won: Sequence[bool] | np.ndarray,
     *,
     folds: int = 5,
@@ -223,7 +232,7 @@ def cross_validated_brier(
 ) -> tuple[float, float]:
     """(Brier of the latent model, Brier of a constant rate), both on held-out games of a k-fold split."""
     y = np.asarray(mafia_won, dtype=float)
-    m, d, v = np.asarray(mafioso, dtype=object), np.asarray(detective, dtype=object), np.asarray(villager, dtype=object)
+    m, d, v = (pl.Series(x, dtype=pl.Utf8) for x in (mafioso, detective, villager))
     n = len(y)
     order = np.random.default_rng(seed).permutation(n)
     fold_of = np.empty(n, dtype=np.int64)
@@ -235,8 +244,8 @@ def cross_validated_brier(
         train = ~test
         if not test.any() or not train.any():
             continue
-        fit = fit_latent(list(m[train]), list(d[train]), list(v[train]), y[train], ridge=ridge)
-        pred = fit.predict(list(m[test]), list(d[test]), list(v[test]))
+        fit = fit_latent(m.filter(train), d.filter(train), v.filter(train), y[train], ridge=ridge)
+        pred = fit.predict(m.filter(test), d.filter(test), v.filter(test))
         model_sq += float(np.sum((pred - y[test]) ** 2))
         const_sq += float(np.sum((y[train].mean() - y[test]) ** 2))
     return model_sq / n, const_sq / n
@@ -296,9 +305,7 @@ def latent_tables(
     abilities: list[dict[str, Any]] = []
     fits: list[dict[str, Any]] = []
     for (study, version), part in games.group_by(["study", "prompt_version"], maintain_order=True):
-        m = part["mafioso_model"].to_list()
-        d = part["detective_model"].to_list()
-        v = part["villager_model"].to_list()
+        m, d, v = part["mafioso_model"], part["detective_model"], part["villager_model"]
         y = part["mafia_won"].to_numpy().astype(float)
         fit = fit_latent(m, d, v, y, ridge=ridge)
         se = fit.se()

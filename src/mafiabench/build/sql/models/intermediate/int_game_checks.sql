@@ -27,9 +27,10 @@ players as (
     select
         game_id,
         count(*) as n_seats,
-        count(distinct name) as n_distinct_names,
+        -- list_distinct drops nulls as count(distinct) does, at a fraction of its cost over millions of seats.
+        len(list_distinct(list(name))) as n_distinct_names,
         count(seat) as n_known_seats,
-        count(distinct seat) as n_distinct_seats,
+        len(list_distinct(list(seat))) as n_distinct_seats,
         count(*) filter (where role = 'mafioso') as n_mafioso,
         count(*) filter (where role = 'detective') as n_detective,
         count(*) filter (where role = 'villager') as n_villager,

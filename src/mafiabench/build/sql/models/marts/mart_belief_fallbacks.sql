@@ -7,7 +7,8 @@ calls as (
     -- the last call made for each (player, phase, round, action): a re-prompt replaces the first answer
     select *
     from {{ ref('stg_model_calls') }}
-    where not replaced
+    -- Only games with belief answers: the window below then ranks their calls alone, not every call landed.
+    where not replaced and game_id in (select game_id from beliefs)
     qualify row_number() over (
         partition by game_id, player, phase, round, action order by call_index desc
     ) = 1
