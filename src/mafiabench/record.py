@@ -23,7 +23,7 @@ import orjson
 from mafiabench import __version__
 from mafiabench.engine.core import ROLE_TEAM, GameEngine, Outcome
 from mafiabench.engine.events import Event
-from mafiabench.redact import scrub_json
+from mafiabench.redact import known_secrets, scrub_json
 
 RECORD_VERSION = 1
 
@@ -122,7 +122,8 @@ class GameRecord:
     validity: dict[str, Any] = field(default_factory=lambda: {"valid": True, "reason": None})
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, events: bool = True) -> dict[str, Any]:
+        """The record as plain data; with `events=False` the events stay `Event` objects (for orjson)."""
         return {
             "record_version": RECORD_VERSION,
             "game_id": self.game_id,
@@ -136,7 +137,7 @@ class GameRecord:
             "outcome": self.outcome,
             "validity": self.validity,
             "error": self.error,
-            "events": [e.to_dict() for e in self.events],
+            "events": [e.to_dict() for e in self.events] if events else list(self.events),
             "calls": self.calls,
         }
 
@@ -192,7 +193,13 @@ def _dumps_line(obj: Any) -> bytes:
     try:
         return orjson.dumps(obj, option=orjson.OPT_NON_STR_KEYS)
     except (TypeError, orjson.JSONEncodeError):  # an integer past 64 bits, say: the standard library takes it
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=_event_dict).encode()
+
+
+def _event_dict(obj: Any) -> dict[str, Any]:
+    if isinstance(obj, Event):
+        return obj.to_dict()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
 def encode_record(record: GameRecord) -> tuple[dict[str, Any], bytes]:
@@ -200,14 +207,17 @@ def encode_record(record: GameRecord) -> tuple[dict[str, Any], bytes]:
 
     The line holds exactly the dict `to_dict` gives, so `record_from_line(line).to_json()` is byte for byte the
     record's `to_json()` (tests/test_golden.py pins that). Serialised with orjson: about 30 times faster than the
-    indented `to_json`, which matters when a run writes thousands of games a second."""
-    d = record.to_dict()
+    indented `to_json`, which matters when a run writes thousands of games a second. The events stay `Event`
+    objects in the dict (orjson writes a dataclass's fields in order, as `Event.to_dict` does, without building
+    the dicts; `vars(event)` is that dict); where a secret had to be scrubbed, the dict is the line read back."""
+    d = record.to_dict(events=False)
     line = _dumps_line(d)
-    text = line.decode()
-    clean = scrub_json(text)
-    if clean != text:  # safety net: a known secret inside a record never reaches a file or a table
-        line = clean.encode()
-        d = orjson.loads(line)
+    if known_secrets():  # safety net: a known secret inside a record never reaches a file or a table
+        text = line.decode()
+        clean = scrub_json(text)
+        if clean != text:
+            line = clean.encode()
+            d = orjson.loads(line)
     return d, line
 
 

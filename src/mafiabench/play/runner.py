@@ -165,6 +165,7 @@ async def play_game(
     error: str | None = None
     abandoned: str | None = None
     has_human = any(isinstance(a, HumanAgent) for a in agents.values())
+    blind: dict[str, PlayerView] = {}
     try:
         while not game.done:
             batch = game.pending()
@@ -175,7 +176,10 @@ async def play_game(
                 for d in batch:
                     policy = agents[d.player]
                     assert isinstance(policy, PolicyAgent)
-                    v = _view(game, d.player, truth, policy=True, memory=policy.reads_events)
+                    if policy.reads_events:
+                        v = _view(game, d.player, truth, policy=True)
+                    elif (v := blind.get(d.player)) is None:  # no memory: the same view all game long
+                        v = blind[d.player] = _view(game, d.player, truth, policy=True, memory=False)
                     results.append(AgentTurn(policy.decide(d, v)))
             else:
                 views = [_view(game, d.player, truth, policy=is_policy(specs[d.player])) for d in batch]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import orjson
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -284,7 +285,7 @@ class FlatBatch:
             [d["game_id"] for d, _ in entries],
             [line_sha256(line) for _, line in entries],
             flatten_encoded(entries) if entries else {},
-            lambda i: _legacy_sha256(entries[i][0]),
+            lambda i: _legacy_sha256(orjson.loads(entries[i][1])),
         )
 
     def __len__(self) -> int:
@@ -512,7 +513,7 @@ def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
             ("source", prov.get("source")),
             ("source_file", prov.get("source_file")),
             ("source_sha256", prov.get("source_sha256")),
-            ("rules_json", dumps_sorted(d.get("rules") or {})),
+            ("rules_json", _sorted_json(d.get("rules") or {})),
             ("record_sha256", line_sha256(line)),
             ("landed_at", now),
             ("batch_id", design.get("batch_id")),
@@ -529,11 +530,13 @@ def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
             pl_["model"].append(p["model"])
             pl_["model_raw"].append(p["model_raw"] if p.get("model_raw") is not None else p["model"])
         for e in d.get("events") or ():
+            if type(e) is not dict:  # an `Event` (record.encode_record): its fields, as its to_dict() names them
+                e = vars(e)
             data = e.get("data") or {}
             ev["game_id"].append(gid)
             for k in _EVENT_FIELDS:
                 ev[k].append(e.get(k))
-            ev["data_json"].append(dumps_sorted(data) if data else None)
+            ev["data_json"].append(_sorted_json(data) if data else None)
             if e["type"] == "belief":
                 for cand, prob in (data.get("probability") or {}).items():
                     be["game_id"].append(gid)
@@ -565,6 +568,24 @@ def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
 
 # json.dumps(x, sort_keys=True), as the columns have always held it (C encoder, compiled once).
 _SORTED = json.JSONEncoder(sort_keys=True)
+_SORTED_CACHE: dict[bytes, str] = {}
+_SORTED_CACHE_MAX = 100_000
+
+
+def _sorted_json(value: Any) -> str:
+    """`json.dumps(value, sort_keys=True)`, remembered by the value's orjson bytes: events' data repeat a lot
+    (a scripted game's twenty are drawn from a few thousand distinct ones), and orjson's bytes cost a tenth of the
+    standard encoder's sorted text. Equal bytes mean equal values, so the text is the same as computing it."""
+    try:
+        key = orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):  # non-string keys, an integer past 64 bits: no shortcut
+        return _SORTED.encode(value)
+    text = _SORTED_CACHE.get(key)
+    if text is None:
+        if len(_SORTED_CACHE) >= _SORTED_CACHE_MAX:
+            _SORTED_CACHE.clear()
+        text = _SORTED_CACHE[key] = _SORTED.encode(value)
+    return text
 _EVENT_FIELDS = (
     "seq", "phase", "round", "type", "actor", "target", "text", "visibility", "format_failure", "random_fallback",
     "truncated", "tie_break",
