@@ -178,7 +178,9 @@ async def play_game(
                     assert isinstance(policy, PolicyAgent)
                     if policy.reads_events:
                         v = _view(game, d.player, truth, policy=True)
-                    elif (v := blind.get(d.player)) is None:  # no memory: the same view all game long
+                    elif d.player in blind:  # no memory: the same view all game long
+                        v = blind[d.player]
+                    else:
                         v = blind[d.player] = _view(game, d.player, truth, policy=True, memory=False)
                     results.append(AgentTurn(policy.decide(d, v)))
             else:
