@@ -481,6 +481,7 @@ class Study:
             cache_dir=self.exp.cache_dir,
             provenance=self._provenance,
             processes=processes,
+            warm=tuple(s for s in self.exp.agent_specs() if "/" in s),
         )
 
     def _close_workers(self) -> None:
@@ -546,6 +547,10 @@ class Study:
         the summary; the others go on."""
         play = play or _play_with_local_retries
         land = land or _land_direct
+        if self.processes > 1 and self.dask_address is None and self._workers is None:
+            # workers spawned and their SDKs imported before the first game, not while games wait for them
+            self._workers = WorkerPool(self._worker_config(self.processes))
+            await asyncio.to_thread(self._workers.start)
         t0 = time.perf_counter()
         results: list[ShardResult] = []
         try:

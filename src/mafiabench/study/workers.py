@@ -13,6 +13,9 @@ to the worker with the fewest in flight, so each carries about games / N. Each p
 `default_provider`) is split evenly: a limit of 64 over 3 workers gives 22, 21 and 21 (at least 1 each), so the
 run never has more calls in flight to a provider than the experiment allows.
 
+A run starts its workers before its first game (`WorkerPool.start`) and waits until each has imported the provider
+modules of the study's models (about a second of CPU each for the SDKs), so the games do not queue behind imports.
+
 A worker that dies fails the games it had in flight with `WorkerLost`, a `ConnectionError`, so their shard is
 retried like any infrastructure fault; the dead worker is replaced on the next game. A worker exits when the parent
 closes its pipe, or when the parent dies (the kernel closes it), so a killed run leaves no worker behind.
@@ -30,11 +33,12 @@ import multiprocessing
 import pickle
 import signal
 import threading
+import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from mafiabench.backends.registry import EndpointConfig, aclose_clients
+from mafiabench.backends.registry import EndpointConfig, aclose_clients, check_backend
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord, Provenance
 
@@ -58,6 +62,7 @@ class WorkerConfig:
     cache_dir: str | None
     provenance: Provenance
     processes: int
+    warm: tuple[str, ...] = ()  # model specs whose provider modules a worker imports before it says it is ready
 
     def pool(self, index: int) -> BackendPool:
         n = self.processes
@@ -72,8 +77,16 @@ class WorkerConfig:
 # -- the worker's side ----------------------------------------------------------------------------------------------
 
 
+READY = -1  # the request id of the message a worker sends once it can take games
+
+
 def _worker_main(inbox: Connection, outbox: Connection, config: WorkerConfig, index: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it cancels our games
+    for spec in config.warm:
+        with contextlib.suppress(Exception):  # the parent has checked the specs; a game reports any problem
+            check_backend(spec, config.endpoints)  # imports the provider's module (the SDK), makes no client
+    with contextlib.suppress(OSError):
+        outbox.send((READY, "ready", None))
     asyncio.run(_serve(inbox, outbox, config.pool(index), config.provenance))
 
 
@@ -142,6 +155,7 @@ class _Worker:
         their_inbox.close()
         their_outbox.close()
         self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[tuple[str, Any]]]] = {}
+        self.ready = threading.Event()  # set when the worker can take games, or has died
         self.alive = True
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name=f"mafiabench-worker-{index}-replies", daemon=True)
@@ -165,6 +179,9 @@ class _Worker:
         try:
             while True:
                 req, kind, payload = self._inbox.recv()
+                if req == READY:
+                    self.ready.set()
+                    continue
                 with self._lock:
                     waiter = self.pending.pop(req, None)
                 if waiter is not None:
@@ -175,6 +192,7 @@ class _Worker:
         with self._lock:
             self.alive = False
             orphans, self.pending = list(self.pending.values()), {}
+        self.ready.set()
         lost = ("lost", WorkerLost(f"{self.process.name} exited (code {self.process.exitcode}) with games in flight"))
         for loop, fut in orphans:
             with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
@@ -208,14 +226,24 @@ class WorkerPool:
         self._ids = itertools.count()
         self._lock = threading.Lock()
 
-    def _pick(self) -> _Worker:
+    def _spawn_missing(self) -> list[_Worker]:
         with self._lock:
             for i, w in enumerate(self._workers):
                 if w is None or not w.alive:
                     if w is not None:
                         w.close(timeout=1.0)
                     self._workers[i] = _Worker(self._ctx, self.config, i)
-            return min((w for w in self._workers if w is not None), key=lambda w: len(w.pending))
+            return [w for w in self._workers if w is not None]
+
+    def start(self, timeout: float = 120.0) -> None:
+        """Spawn every worker and wait until each is ready (its imports done) or dead, at most `timeout` seconds.
+        Blocking: call it from a thread (`asyncio.to_thread`)."""
+        deadline = time.monotonic() + timeout
+        for w in self._spawn_missing():
+            w.ready.wait(max(0.0, deadline - time.monotonic()))
+
+    def _pick(self) -> _Worker:
+        return min(self._spawn_missing(), key=lambda w: len(w.pending))
 
     async def play(self, spec: GameSpec) -> GameRecord:
         loop = asyncio.get_running_loop()
