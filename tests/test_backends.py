@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,7 @@ def test_anthropic_success_token_counts_and_cache_control(
     assert blocks[0] == {"type": "text", "text": shared, "cache_control": {"type": "ephemeral"}}
     assert blocks[1] == {"type": "text", "text": "memory 2\n" + VOTE[1].content}
     assert sent["had_auth"] is True
+    assert c.raw == sent["response"]  # what the server sent, read once (no SDK model, no defaults added)
 
 
 def test_anthropic_request_building_edges() -> None:
@@ -182,6 +184,49 @@ def test_transient_then_success(
     assert (c.attempts, c.error_class) == (2, error_class)
     assert c.text.split("\n")[0] in NAMES
     assert len(srv.requests) == 2  # exactly one retry: the SDK's own retries are off
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
+def test_both_transports_send_and_classify_faults_alike(
+    srv: FakeModelServer, endpoints: dict[str, EndpointConfig], provider: str, transport: str
+) -> None:
+    """The SDK's aiohttp transport (the default) and its httpx one: same answers, and a dropped or refused
+    connection is a "connection" error naming the URL, a hung request a "timeout" (the SDKs' aiohttp adapter
+    reports all three as timeouts; `dropped_connection` tells them apart)."""
+    ep = replace(endpoints[provider], options={"transport": transport})
+    backend = resolve_backend(f"{provider}/m", {provider: ep})
+    settings = GenerateSettings(timeout_s=0.3, max_attempts=2, backoff_base_s=0.001, backoff_max_s=0.01)
+
+    async def call() -> tuple[Completion, str]:
+        try:
+            c = await backend.generate(VOTE, settings)
+            http_client = backend._clients().clients[0]._client  # type: ignore[attr-defined]
+            return c, type(http_client).__name__
+        finally:
+            await aclose_clients()
+
+    c, client_class = asyncio.run(call())
+    assert c.text.split("\n")[0] in NAMES and c.attempts == 1
+    assert ("Aio" in client_class) == (transport == "aiohttp"), client_class
+    srv.push_faults(["disconnect"])
+    assert generate(backend, settings=settings).error_class == "connection"
+    srv.push_faults(["timeout"])
+    assert generate(backend, settings=settings).error_class == "timeout"
+    with socket.socket() as s:  # a port nobody listens on: the endpoint is down
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    base = f"http://127.0.0.1:{port}" + ("/v1" if provider == "srv-openai" else "")
+    down = resolve_backend(f"{provider}/m", {provider: replace(ep, base_url=base)})
+    err = generate_error(down, settings)
+    assert err.error_class == "connection" and f"127.0.0.1:{port}" in str(err)
+
+
+def test_transport_option_validated() -> None:
+    ep = EndpointConfig("box", "openai", base_url="http://127.0.0.1:9/v1", key_required=False,
+                        options={"transport": "curl"})
+    with pytest.raises(ConfigError, match=r"box.*transport.*'curl'"):
+        resolve_backend("box/m", {"box": ep})
 
 
 @pytest.mark.parametrize("provider", PROVIDERS)
@@ -449,6 +494,32 @@ def test_fake_endpoint_options_validated() -> None:
     flaky = resolve_backend("flaky/m", {"flaky": EndpointConfig("flaky", "fake", options={"p_timeout": 1.0})})
     assert flaky.provider == "flaky"
     assert generate_error(flaky).error_class == "timeout"
+
+
+def test_brain_line_scan_equals_regex() -> None:
+    """The fake's regexes run only over lines holding their key words: the same matches as over the whole text, on
+    texts built to trip it (keys in any case, several on a line, at the ends, non-ASCII letters that fold)."""
+    import random
+
+    from mafiabench.backends import fake
+
+    parts = ["players", "Players", "OTHER PLAYERS are", "names:", "Names", "participants", "from:", "FROM: ",
+             "your name is", "Your Name Is ", "Ann", "Ben 2", "Cy", ", ", " and ", ": ", " are ", "\n", "\n\n",
+             "x" * 45, "ſ", "PLAYERſ", "é", "\t", ".", ";", "vote ", "alive players (3):", "from:Ann"]
+    rng = random.Random(7)
+    cases = [
+        (fake._CHOICES_RE, fake._CHOICES_KEYS),
+        (fake._LIST_RE, fake._LIST_KEYS),
+        (fake._SELF_RE, fake._SELF_KEYS),
+    ]
+    hits = 0
+    for _ in range(3000):
+        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 30)))
+        for regex, keys in cases:
+            expected = regex.findall(text)
+            assert fake._findall(regex, text, keys) == expected, (regex.pattern, text)
+            hits += bool(expected)
+    assert hits > 1000  # the texts do match, often
 
 
 def brain(prompt: str, key: str = "k") -> str:

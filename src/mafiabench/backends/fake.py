@@ -43,6 +43,33 @@ _LIST_RE = re.compile(
 )
 _SELF_RE = re.compile(r"\b(?i:your name is)[ \t]+([A-Z][\w'-]*(?:[ \t]\d+)?)")
 _CAPITALISED_RE = re.compile(r"\b[A-Z][a-z][\w'-]*\b")
+# Words one of whose (lower-cased) forms every match of the regex above contains, on the match's own line.
+_CHOICES_KEYS = ("from:",)
+_LIST_KEYS = ("players", "names", "participants")
+_SELF_KEYS = ("your name is",)
+
+
+def _findall(regex: re.Pattern[str], text: str, keys: tuple[str, ...]) -> list[Any]:
+    """`regex.findall(text)` for a regex whose matches never cross a line and contain one of `keys` (ignoring
+    case), run only over the lines that hold a key: the same result about ten times faster on long prompts, where
+    a case-insensitive regex would otherwise try every position (the fake server answers hundreds of calls a
+    second on the cores its client needs). Text that is not ASCII, where lower-casing may change lengths or case
+    folding may match other letters, goes to the regex whole."""
+    if not text.isascii():
+        return regex.findall(text)
+    low = text.lower()
+    lines: set[tuple[int, int]] = set()
+    for key in keys:
+        i = low.find(key)
+        while i >= 0:
+            end = low.find("\n", i)
+            end = len(low) if end < 0 else end
+            lines.add((low.rfind("\n", 0, i) + 1, end))
+            i = low.find(key, end)
+    out: list[Any] = []
+    for start, end in sorted(lines):
+        out += regex.findall(text[start:end])
+    return out
 
 _SHORT_MESSAGES = (
     "I think {name} is acting suspicious.",
@@ -97,7 +124,7 @@ def _split_list(raw: str) -> list[str]:
 
 def find_choices(prompt: str) -> list[str]:
     """The valid choices a decision prompt offers: its last `from: A, B, C` line."""
-    matches = _CHOICES_RE.findall(prompt)
+    matches = _findall(_CHOICES_RE, prompt, _CHOICES_KEYS)
     for raw in reversed(matches):
         names = _split_list(raw)
         if names:
@@ -108,10 +135,10 @@ def find_choices(prompt: str) -> list[str]:
 def find_names(prompt: str) -> list[str]:
     """Player names a discussion prompt mentions, the speaker's own name excluded: an explicit list when there is
     one, otherwise capitalised words that are not common prompt vocabulary."""
-    me = {m.strip() for m in _SELF_RE.findall(prompt)}
+    me = {m.strip() for m in _findall(_SELF_RE, prompt, _SELF_KEYS)}
     names = find_choices(prompt)
     if not names:
-        for raw in reversed(_LIST_RE.findall(prompt)):
+        for raw in reversed(_findall(_LIST_RE, prompt, _LIST_KEYS)):
             names = _split_list(raw)
             if names:
                 break
