@@ -1,7 +1,8 @@
 """Games played in worker processes (`concurrency.processes > 1`), for when one event loop's CPU is the limit.
 
-Over HTTP, the model SDK costs about 1.4 ms of CPU per call (the request path's share; benchmarks/bench_client_cpu.py),
-plus our own work per call, so one event loop tops out at a few hundred calls/s whatever the concurrency
+Over HTTP, the model SDK costs about 0.8-1 ms of CPU per call (its request path over aiohttp;
+benchmarks/bench_client_cpu.py), plus our own work per call (about as much again in a whole study), so one event loop
+tops out at a few hundred calls/s whatever the concurrency
 (`concurrency.processes = "auto"` sizes the workers to the cores when many games are in flight over HTTP).
 With `processes = N` the study spawns N workers, each with its own event loop and its own
 `BackendPool` (SDK clients are loop-bound), and hands them games one at a time. The parent keeps everything else:
