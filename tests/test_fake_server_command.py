@@ -71,6 +71,20 @@ def test_a_game_plays_against_the_fake_server_which_stops_cleanly_on_sigterm(
     assert port_is_free(url)
 
 
+def test_play_command_closes_its_sdk_clients(tmp_path: Path) -> None:
+    """`mafiabench play` in its own process: no "Unclosed client session" on stderr at exit (the SDK's aiohttp
+    transport complains about a client left open)."""
+    with fake_server() as (proc, url, _):
+        game = tmp_path / "game.toml"
+        game.write_text(f'seed = 2\n[agents]\nmafioso = "box/m"\ndefault = "policy/random"\n'
+                        f'[endpoints.box]\nkind = "openai"\nbase_url = "{url}/v1"\nkey_required = false\n')
+        run = subprocess.run([sys.executable, "-m", "mafiabench.cli", "play", "--config", str(game), "--quiet"],
+                             capture_output=True, text=True, timeout=120)
+        stop_with(proc, signal.SIGTERM)
+    assert run.returncode == 0, run.stderr
+    assert "Unclosed" not in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
 def test_injected_faults_and_ctrl_c() -> None:
     with fake_server("--faults", "503=1") as (proc, url, first):
         request = urllib.request.Request(url + "/v1/chat/completions", data=b'{"model": "m", "messages": []}',

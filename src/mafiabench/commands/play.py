@@ -9,12 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
+from mafiabench.backends.registry import aclose_clients
 from mafiabench.commands import command
 from mafiabench.errors import UserError
 from mafiabench.play.config import GameConfig, endpoints_from, load_game_config, validate
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.play.transcript import format_transcript
-from mafiabench.record import write_record_atomic
+from mafiabench.record import GameRecord, write_record_atomic
 
 RANDOM_SEAT = "policy/random"  # a seat given neither on the command line nor in the file
 
@@ -125,7 +126,7 @@ def run(
         prompt_version=cfg.prompt_choice[0],
         prompt_file=cfg.prompt_choice[1],
     )
-    record = asyncio.run(play_game(spec, pool))
+    record = asyncio.run(_play_and_close(spec, pool))
     if not quiet:
         print(format_transcript(record))
     if record.outcome.get("status") == "abandoned":
@@ -134,3 +135,11 @@ def run(
         write_record_atomic(record, out)
         print(f"record written to {out}")
     return 1 if record.error or record.outcome.get("status") == "abandoned" else 0
+
+
+async def _play_and_close(spec: GameSpec, pool: BackendPool) -> GameRecord:
+    """Play, then close the SDK clients on this loop (an aiohttp session left open warns when collected)."""
+    try:
+        return await play_game(spec, pool)
+    finally:
+        await aclose_clients()
