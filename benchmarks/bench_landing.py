@@ -2,12 +2,15 @@
 
     .venv/bin/python benchmarks/bench_landing.py 1000000                 # land 1M games (written first, not timed)
     .venv/bin/python benchmarks/bench_landing.py 1000000 --build         # then `mafiabench build` on the result
+    .venv/bin/python benchmarks/bench_landing.py 200000 --src /tmp/before/src --src src   # versions side by side
 
 Games: `--base` (default 20,000) Mini-Mafia games of policy players are played once with the engine, then copied
 under new game ids until there are N, written as shard files of 500 games (what `mafiabench run` writes), outside
 the timing. Timed, in a fresh process (so its peak RSS is the lander's alone): `landing.land_pending`, which reads
 every shard file, flattens its records into Arrow columns and inserts them, each file in its own transaction with
-its landed mark. `--build` then times `mafiabench build` (staging, marts and the quality gate) in another process.
+its landed mark (since issue 13: files parsed and flattened in one worker process per core, the lander inserting).
+CPU time includes those workers (reaped children). `--build` then times `mafiabench build` (staging, marts and the
+quality gate) in another process. With several `--src`, the same files are landed by each version in turn.
 """
 
 from __future__ import annotations
@@ -92,9 +95,9 @@ def main() -> None:
     parser.add_argument("games", type=int)
     parser.add_argument("--base", type=int, default=20_000, help="games played with the engine, then copied")
     parser.add_argument("--build", action="store_true", help="then time `mafiabench build`")
-    parser.add_argument("--src", type=Path, default=ROOT / "src")
+    parser.add_argument("--src", type=Path, action="append", help="package sources (repeat to compare)")
     args = parser.parse_args()
-    env = {**os.environ, "PYTHONPATH": str(args.src)}
+    srcs = args.src or [ROOT / "src"]
     with tempfile.TemporaryDirectory(prefix="bench-landing-") as tmp:
         folder = Path(tmp) / "raw" / "landing"
         t0 = time.perf_counter()
@@ -102,19 +105,22 @@ def main() -> None:
         size = sum(p.stat().st_size for p in folder.iterdir())
         print(f"wrote {args.games:,} games in {len(list(folder.iterdir()))} shard files ({size / 1e9:.2f} GB) "
               f"in {time.perf_counter() - t0:.1f} s (not timed below)", flush=True)
-        warehouse = Path(tmp) / "w.duckdb"
-        out, wall, _, rss = timed([sys.executable, "-c", LAND, str(warehouse), str(folder)], env)
-        inserted, inner, cpu = out.split()[-3:]
-        n = int(inserted)
-        print(f"land: {n:,} games in {float(inner):.1f} s ({n / float(inner):,.0f} games/s), CPU {float(cpu):.1f} s "
-              f"({n / float(cpu):,.0f} games per CPU s), process {wall:.1f} s, peak RSS {rss:.0f} MB, "
-              f"DuckDB file {warehouse.stat().st_size / 1e6:.0f} MB", flush=True)
-        if args.build:
-            _, wall, cpu, rss = timed(
-                [sys.executable, "-m", "mafiabench.cli", "build", "--warehouse", str(warehouse)], env
-            )
-            print(f"build: {wall:.1f} s, CPU {cpu:.1f} s (staging, marts, quality gate), peak RSS {rss:.0f} MB",
-                  flush=True)
+        for k, src in enumerate(srcs):
+            env = {**os.environ, "PYTHONPATH": str(src)}
+            warehouse = Path(tmp) / f"w{k}.duckdb"
+            out, wall, cpu, rss = timed([sys.executable, "-c", LAND, str(warehouse), str(folder)], env)
+            inserted, inner, _ = out.split()[-3:]
+            n = int(inserted)
+            print(f"{str(src)[-28:]}: land {n:,} games in {float(inner):.1f} s ({n / float(inner):,.0f} games/s), "
+                  f"CPU {cpu:.1f} s ({n / cpu:,.0f} games per CPU s), process {wall:.1f} s, peak RSS {rss:.0f} MB, "
+                  f"DuckDB file {warehouse.stat().st_size / 1e6:.0f} MB", flush=True)
+            if args.build:
+                _, wall, cpu, rss = timed(
+                    [sys.executable, "-m", "mafiabench.cli", "build", "--warehouse", str(warehouse)], env
+                )
+                print(f"build: {wall:.1f} s, CPU {cpu:.1f} s (staging, marts, quality gate), peak RSS {rss:.0f} MB",
+                      flush=True)
+            warehouse.unlink()
 
 
 if __name__ == "__main__":

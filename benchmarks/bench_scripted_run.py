@@ -6,9 +6,11 @@
 
 Each run is a fresh warehouse and a fresh `mafiabench run --no-prefect` process playing Mini-Mafia games with policy
 players (`policy/random`, and `policy/informed` detectives in the second cell: no model, what "scripted games" means
-in issue 13) in shards of 500 with 256 games in flight. Reported: wall time of the whole command (Python start and
-imports included), games per second, and the process's CPU time (user + system, its threads and DuckDB's included),
-which is what a shared machine does not distort.
+in issue 13) in shards of 500 with 256 games in flight, `concurrency.processes` as given (default `auto`: each
+version's own choice; policy shards go to one worker per core since issue 13's shard workers). Reported: wall time
+of the whole command (Python start and imports included), games per second, and the process's CPU time (user +
+system, its threads, DuckDB's and its worker processes' included: they are reaped children), which is what a shared
+machine does not distort. Note the load average (`uptime`) with the figures: other work inflates the wall time.
 """
 
 from __future__ import annotations
@@ -39,11 +41,16 @@ agents = {{ detective = "policy/informed", default = "{agents}" }}
 games = 256
 processes = {processes}
 """
+# `auto` (the default) lets each version choose: one process before shard workers existed, one worker per core after.
 
 
-def run_once(games: int, src: Path, agents: str, shard: int, processes: int) -> tuple[float, float, float]:
+def run_once(games: int, src: Path, agents: str, shard: int, processes: str) -> tuple[float, float, float]:
     text = EXPERIMENT.format(
-        per_cell=games // 2, warehouse="{warehouse}", agents=agents, shard=shard, processes=processes
+        per_cell=games // 2,
+        warehouse="{warehouse}",
+        agents=agents,
+        shard=shard,
+        processes=processes if processes != "auto" else '"auto"',
     )
     return run_mafiabench(text, src)
 
@@ -54,7 +61,7 @@ def main() -> None:
     parser.add_argument("--src", type=Path, action="append", help="package sources to run (repeat to compare)")
     parser.add_argument("--agents", default="policy/random", help="agent of every other seat")
     parser.add_argument("--shard", type=int, default=500)
-    parser.add_argument("--processes", type=int, default=1)
+    parser.add_argument("--processes", default="auto", help='worker processes: a number, or "auto" (default)')
     parser.add_argument("--rounds", type=int, default=1, help="alternate the sources this many times")
     args = parser.parse_args()
     srcs = args.src or [ROOT / "src"]

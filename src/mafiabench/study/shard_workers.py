@@ -33,7 +33,7 @@ from mafiabench.study.design import PlannedGame
 from mafiabench.study.spec import Experiment
 from mafiabench.study.workers import WorkerLost, _picklable
 from mafiabench.warehouse import landing
-from mafiabench.warehouse.raw import FlatBatch, flatten_encoded, line_sha256
+from mafiabench.warehouse.raw import FlatBatch
 
 # Below this many games to play, `processes = "auto"` keeps policy games in the run's own process: starting a
 # worker (a fresh interpreter and its imports) costs about a second of CPU.
@@ -112,9 +112,7 @@ async def _play(
         )
     busy = time.perf_counter() - t0
     path = landing.write_shard([line for _, line in entries], config.raw, index)
-    batch = FlatBatch([d["game_id"] for d, _ in entries], [line_sha256(line) for _, line in entries],
-                      flatten_encoded(entries))
-    return ShardPlayed(path, played, batch, busy)
+    return ShardPlayed(path, played, FlatBatch.of(entries, path=path, keep_lines=False), busy)
 
 
 # -- the parent's side ----------------------------------------------------------------------------------------------

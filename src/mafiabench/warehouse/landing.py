@@ -15,6 +15,7 @@ import json
 import os
 import socket
 import time
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,6 +37,7 @@ from mafiabench.warehouse.raw import (
     connect,
     load_flat,
     load_records,
+    shard_lines,
 )
 
 RAW_RUNS_COLUMNS = """
@@ -209,7 +211,7 @@ def legacy_files(folder: Path) -> dict[str, Path]:
 
 
 def read_shard(path: Path) -> list[bytes]:
-    return [line for line in path.read_bytes().split(b"\n") if line]
+    return shard_lines(path)
 
 
 def raw_history(folder: Path) -> Iterator[tuple[str, bytes]]:
@@ -298,9 +300,12 @@ def land_shard(
     return load_flat(con, batch, after=mark)
 
 
-def land_pending(con: duckdb.DuckDBPyConnection, folder: Path, experiment: str) -> LoadResult:
+def land_pending(
+    con: duckdb.DuckDBPyConnection, folder: Path, experiment: str, *, processes: int | str = "auto"
+) -> LoadResult:
     """Land what reached the raw folder but not DuckDB (a crash between the two): shard files not marked landed,
-    oldest first, and legacy per-game files of games not landed as finished."""
+    oldest first, each in its own transaction with its mark, and legacy per-game files of games not landed as
+    finished. A large backlog is read in `processes` worker processes (`read_batches`)."""
     total = LoadResult()
     ensure_landed_files_table(con)
     rows = con.execute(f"select file from {LANDED_FILES} where experiment = $e", {"e": experiment}).fetchall()
@@ -309,12 +314,42 @@ def land_pending(con: duckdb.DuckDBPyConnection, folder: Path, experiment: str) 
     if legacy:
         done = landing_state(con, list(legacy)).finished
         _add(total, land_files(con, [p for g, p in sorted(legacy.items()) if g not in done]))
-    for path in shard_files(folder):
-        if path.name in landed:
-            continue
-        entries = [(orjson.loads(line), line) for line in read_shard(path)]
-        _add(total, land_shard(con, entries, path, experiment))
+    todo = [p for p in shard_files(folder) if p.name not in landed]
+    for path, batch in read_batches(todo, processes):
+        _add(total, land_shard(con, batch, path, experiment))
     return total
+
+
+# A backlog of at least this many shard files is read in worker processes (`land_pending`, processes="auto").
+AUTO_READERS_MIN_FILES = 16
+
+
+def read_batches(paths: Sequence[Path], processes: int | str = "auto") -> Iterator[tuple[Path, FlatBatch]]:
+    """Each shard file's records, flattened, in order. With several processes, files are parsed and flattened in
+    worker processes (JSON parsing and Arrow columns in Python are the cost; DuckDB's insert is a tenth of it),
+    a bounded number ahead of the lander, so the lander's memory stays flat however long the backlog."""
+    if processes == "auto":
+        processes = min(os.cpu_count() or 1, 8) if len(paths) >= AUTO_READERS_MIN_FILES else 1
+    if int(processes) <= 1 or len(paths) < 2:
+        for path in paths:
+            yield path, FlatBatch.read(path)
+        return
+    import multiprocessing
+    from concurrent.futures import Future, ProcessPoolExecutor
+
+    with ProcessPoolExecutor(int(processes), mp_context=multiprocessing.get_context("spawn")) as pool:
+        ahead: deque[tuple[Path, Future[FlatBatch]]] = deque()
+        it = iter(paths)
+        for path in it:
+            ahead.append((path, pool.submit(FlatBatch.read, path)))
+            if len(ahead) >= 2 * int(processes):
+                break
+        while ahead:
+            path, fut = ahead.popleft()
+            nxt = next(it, None)
+            if nxt is not None:
+                ahead.append((nxt, pool.submit(FlatBatch.read, nxt)))
+            yield path, fut.result()
 
 
 def _add(total: LoadResult, r: LoadResult) -> None:
