@@ -158,7 +158,7 @@ class ShardWorkerPool:
         self._idle: list[_Worker] = []
         self.started: list[_Worker] = []  # every worker started, live or not (for tests and diagnostics)
         self._lock = threading.Lock()
-        self._free: asyncio.Semaphore | None = None
+        self._free: dict[int, asyncio.Semaphore] = {}  # per event loop (a semaphore is loop-bound)
         self._closed = False
 
     def _take(self) -> _Worker:
@@ -189,9 +189,8 @@ class ShardWorkerPool:
         raise payload
 
     async def play(self, index: int, games: list[PlannedGame]) -> ShardPlayed:
-        if self._free is None:
-            self._free = asyncio.Semaphore(self.processes)
-        async with self._free:
+        free = self._free.setdefault(id(asyncio.get_running_loop()), asyncio.Semaphore(self.processes))
+        async with free:
             # Not cancellable half way: a cancelled shard's worker finishes it (well under a second), and the file
             # it writes is landed by the next run, idempotently.
             return await asyncio.shield(asyncio.to_thread(self._run, index, games))
