@@ -154,8 +154,8 @@ class CellSpec(BaseModel):
         return v
 
 
-# Measured (BENCHMARKS.md): one event loop keeps ~96% of the ideal rate at 64 games in flight over HTTP, and falls to
-# ~60% at 256, CPU-bound in the SDK; worker processes pay off above this.
+# Measured (BENCHMARKS.md): one event loop keeps ~100% of the ideal rate at 64 games in flight over HTTP; at 256 it
+# needs ~2.3 ms of CPU per call (most of it the SDK's request path), about a whole core: worker processes pay off above.
 AUTO_PROCESSES_ABOVE = 64
 AUTO_PROCESSES_MAX = 8
 
