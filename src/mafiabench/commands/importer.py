@@ -70,7 +70,7 @@ def run(
     if not path.exists():
         raise UserError(f"{path}: no such file or directory (the {format} dataset to import)")
     with warehouse_lock(warehouse, what=f"import {format}"):
-        con = connect(warehouse, landing=True)
+        con = connect(warehouse)
         try:
             report = run_import(format, path, con, records_dir=records, study=study)
         finally:

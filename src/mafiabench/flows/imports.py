@@ -18,7 +18,7 @@ from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE, connect
 def import_dataset(fmt: str, path: str, warehouse: str, records: str | None, study: str | None = None
                    ) -> dict[str, Any]:
     with warehouse_lock(Path(warehouse), what=f"import {fmt}"):
-        con = connect(warehouse, landing=True)
+        con = connect(warehouse)
         try:
             report = run_import(fmt, Path(path), con, records_dir=Path(records) if records else None, study=study)
         finally:

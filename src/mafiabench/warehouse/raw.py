@@ -95,9 +95,11 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """Open the warehouse; a clear error instead of DuckDB's lock message when another process has it.
 
-    `landing=True` is for writers that append raw rows step after step (runs, imports, detections): the file is
-    attached under its usual catalog name with small row groups, which keeps each checkpoint's memory bounded.
-    Builds open it directly, as dbt does in the same process."""
+    `landing=True` is for writers that append large texts step after step (runs with model calls, whose prompts
+    are ~30 KB a call; the detector's transcripts): the file is attached under its usual catalog name with small
+    row groups, which keeps each checkpoint's memory bounded. The price is for readers: the marts build takes about
+    a quarter more CPU over such tables (benchmarks/bench_row_groups.py), so policy runs, imports and builds open the
+    file directly (dbt does too, in the same process)."""
     path = Path(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
