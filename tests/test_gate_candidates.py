@@ -70,3 +70,57 @@ def test_every_row_wise_suite_is_narrowed_and_table_level_ones_are_not() -> None
     for suite in SUITES:
         table_level = any(c.expectation == "ExpectTableRowCountToEqual" for c in suite.checks)
         assert (candidate_sql(suite) is None) == table_level, suite.name
+
+
+# The copy check as first written: every game's seats and event log fingerprinted (the gate's query narrows first).
+COPIES_REFERENCE = """
+    with fp as (
+        select g.game_id, g.variant, g.seed,
+               (select string_agg(p.seat || ':' || p.name || ':' || p.role || ':' || coalesce(p.agent, ''), ','
+                                  order by p.seat) from raw_players p where p.game_id = g.game_id) as seats,
+               (select md5(string_agg(e.seq || '|' || e.type || '|' || coalesce(e.actor, '') || '|'
+                                      || coalesce(e.target, '') || '|' || coalesce(e.text, ''), chr(30) order by e.seq))
+                from raw_events e where e.game_id = g.game_id) as events_md5
+        from raw_games g
+    )
+    select variant, seed, count(*) as n_copies, list(game_id order by game_id) as game_ids
+    from fp where events_md5 is not null and seed is not null
+    group by variant, seed, seats, events_md5 having count(*) > 1"""
+
+
+def test_the_copy_check_finds_what_fingerprinting_every_game_finds() -> None:
+    con = duckdb.connect()
+    con.execute("create table raw_games (game_id varchar, variant varchar, seed ubigint)")
+    con.execute("create table raw_players (game_id varchar, seat integer, name varchar, role varchar, agent varchar)")
+    con.execute("create table raw_events (game_id varchar, seq integer, type varchar, actor varchar, target varchar, "
+                "text varchar)")
+    games = {
+        # id: (variant, seed, agents, last event's text)
+        "a": ("mini", 1, ("x", "y"), "bye"),
+        "a-copy": ("mini", 1, ("x", "y"), "bye"),  # a copy
+        "a-copy-2": ("mini", 1, ("x", "y"), "bye"),  # and another
+        "b": ("mini", 1, ("x", "z"), "bye"),  # same seed, other seats
+        "c": ("mini", 1, ("x", "y"), "other"),  # same seed and seats, another log
+        "d": ("classic", 1, ("x", "y"), "bye"),  # another variant
+        "e": ("mini", 2, ("x", None), "bye"),  # a null agent reads as '' in the fingerprint ...
+        "e-copy": ("mini", 2, ("x", ""), "bye"),  # ... so this is a copy
+        "f": ("mini", None, ("x", "y"), "bye"),  # no seed: never a copy
+        "f-copy": ("mini", None, ("x", "y"), "bye"),
+        "g": ("mini", 3, ("x", "y"), None),  # no events: never a copy
+        "g-copy": ("mini", 3, ("x", "y"), None),
+        "h": ("mini", 4, ("x", "y"), "bye"),  # an extra seat with a null name does not change the seats
+        "h-copy": ("mini", 4, ("x", "y"), "bye"),
+    }
+    for gid, (variant, seed, agents, text) in games.items():
+        con.execute("insert into raw_games values (?, ?, ?)", [gid, variant, seed])
+        for seat, agent in enumerate(agents):
+            con.execute("insert into raw_players values (?, ?, ?, 'villager', ?)", [gid, seat, f"p{seat}", agent])
+        if gid == "h":
+            con.execute("insert into raw_players values ('h', 9, null, 'villager', 'x')")
+        if text is not None:
+            con.execute("insert into raw_events values (?, 0, 'message', 'p0', null, 'hi'), (?, 1, 'message', 'p1', "
+                        "null, ?)", [gid, gid, text])
+    query = next(s for s in SUITES if s.name == "copied_games").query
+    found = sorted(con.sql(query).fetchall(), key=str)
+    assert found == sorted(con.sql(COPIES_REFERENCE).fetchall(), key=str)
+    assert sorted(ids for *_, ids in found) == [["a", "a-copy", "a-copy-2"], ["e", "e-copy"], ["h", "h-copy"]]
