@@ -10,7 +10,8 @@ backends and client pools (`ClientGroup`); they differ in how a request is sent 
 - openai, kept: the same `post()` with the body encoded once by orjson (`content=`), over the SDK's own aiohttp
   transport (`openai.DefaultAioHttpClient`);
 - anthropic, `create()`: `client.messages.create(...)`, the SDK's `Message` model and `model_dump` (replaced);
-- anthropic, kept: `client.post("/v1/messages", cast_to=httpx2.Response, content=...)` over aiohttp.
+- anthropic, kept: `client.post("/v1/messages", cast_to=httpx2.Response, content=...)` over aiohttp;
+- each kept path again inside `lean_gc()` (what a study over HTTP runs its games in: study/workers.py).
 
 CPU per call is this process's `time.process_time()` over the calls (user + system, every thread), divided by the
 number of calls; the variants alternate in rounds so that machine noise falls on all of them.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import platform
@@ -42,6 +44,7 @@ from mafiabench.backends.anthropic_backend import AnthropicBackend, map_anthropi
 from mafiabench.backends.base import Completion, EndpointConfig, GenerateSettings, Message, TransientError
 from mafiabench.backends.openai_backend import OpenAIBackend, map_openai_error, parse_body, read_completion
 from mafiabench.backends.retry import call_with_retries
+from mafiabench.study.workers import lean_gc
 
 SERVER = """
 import sys
@@ -165,25 +168,28 @@ def main() -> int:
 
     close: dict[str, Callable[[], Awaitable[None]]] = {"openai": openai_backend.aclose,
                                                        "anthropic": anthropic_backend.aclose}
-    variants: list[tuple[str, type[Any], str, str]] = [
-        ("openai, before: create() + response model + model_dump (httpx)", ModelBackend, "openai", "httpx"),
-        ("openai, post(body=), httpx transport", PostBackend, "openai", "httpx"),
-        ("openai, after: post(content=orjson), aiohttp transport", OpenAIBackend, "openai", "aiohttp"),
+    variants: list[tuple[str, type[Any], str, str, bool]] = [
+        ("openai, before: create() + response model + model_dump (httpx)", ModelBackend, "openai", "httpx", False),
+        ("openai, post(body=), httpx transport", PostBackend, "openai", "httpx", False),
+        ("openai, after: post(content=orjson), aiohttp transport", OpenAIBackend, "openai", "aiohttp", False),
+        ("openai, after, with the run's lean_gc()", OpenAIBackend, "openai", "aiohttp", True),
         ("anthropic, before: messages.create() + response model + model_dump (httpx)", AnthropicModelBackend,
-         "anthropic", "httpx"),
-        ("anthropic, after: post(content=orjson), aiohttp transport", AnthropicBackend, "anthropic", "aiohttp"),
+         "anthropic", "httpx", False),
+        ("anthropic, after: post(content=orjson), aiohttp transport", AnthropicBackend, "anthropic", "aiohttp", False),
+        ("anthropic, after, with the run's lean_gc()", AnthropicBackend, "anthropic", "aiohttp", True),
     ]
     results: dict[str, list[float]] = {label: [] for label, *_ in variants}
     try:
         for _ in range(args.rounds):
-            for label, cls, kind, transport in variants:
+            for label, cls, kind, transport, lean in variants:
                 async def measure(cls: type[Any] = cls, kind: str = kind, how: str = transport) -> tuple[float, float]:
                     try:
                         return await run(cls("fake-model", endpoint(kind, how)), args.calls, args.concurrency)
                     finally:
                         await close[kind]()
 
-                cpu, wall = asyncio.run(measure())
+                with lean_gc() if lean else contextlib.nullcontext():
+                    cpu, wall = asyncio.run(measure())
                 results[label].append(cpu / args.calls * 1000)
                 print(f"  {label}: {cpu / args.calls * 1000:.2f} ms CPU/call, {args.calls / wall:.0f} calls/s",
                       flush=True)

@@ -4,6 +4,7 @@ same study played on one event loop."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import re
 import signal
@@ -15,7 +16,7 @@ import duckdb
 from mafiabench.study.design import expand
 from mafiabench.study.run import Study, run_study
 from mafiabench.study.spec import Experiment, parse_experiment
-from mafiabench.study.workers import split_limit
+from mafiabench.study.workers import GC_GEN0_THRESHOLD, lean_gc, split_limit
 from mafiabench.warehouse import landing
 
 FAULTS = {"p_rate_limit": 0.1, "p_server_error": 0.1, "p_timeout": 0.03, "p_malformed": 0.06, "p_empty": 0.02}
@@ -139,3 +140,17 @@ def test_processes_auto_or_a_number_anything_else_is_named(tmp_path: Path) -> No
             assert "exp.toml" in str(exc) and "processes" in str(exc), exc
         else:
             raise AssertionError(f"processes = {bad!r} was accepted")
+
+
+def test_lean_gc_while_playing_then_restored() -> None:
+    """Games over HTTP run with what was alive frozen out of the collector and a larger young generation; the
+    process's settings come back afterwards, even when the block fails."""
+    before = gc.get_threshold()
+    try:
+        with lean_gc():
+            assert gc.get_threshold() == (GC_GEN0_THRESHOLD, *before[1:])
+            assert gc.get_freeze_count() > 1000  # the imported modules' objects
+            raise RuntimeError("a game failed")
+    except RuntimeError:
+        pass
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0

@@ -60,7 +60,7 @@ from mafiabench.study.shard_workers import (
 from mafiabench.study.spec import AUTO_PROCESSES_MAX, Experiment
 from mafiabench.study.stopping import CellLook, Rule, evaluate
 from mafiabench.study.summary import RunSummary
-from mafiabench.study.workers import WorkerConfig, WorkerPool
+from mafiabench.study.workers import WorkerConfig, WorkerPool, lean_gc
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import FlatBatch, LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
 
@@ -127,7 +127,8 @@ class Study:
         base = prices or load_prices()
         self.prices = base.with_overrides(experiment.prices, free_providers_of(self.endpoints))
         self.models = experiment.model_settings()
-        self.processes = experiment.concurrency.worker_processes(uses_http(experiment.agent_specs(), self.endpoints))
+        self.uses_http = uses_http(experiment.agent_specs(), self.endpoints)
+        self.processes = experiment.concurrency.worker_processes(self.uses_http)
         self.summary = RunSummary(
             run_id=f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
             experiment=experiment.name,
@@ -555,21 +556,23 @@ class Study:
             await asyncio.to_thread(self._workers.start)
         t0 = time.perf_counter()
         results: list[ShardResult] = []
-        try:
-            if self.rule is None or shards is not None:
-                results = await self._fan(self.shards if shards is None else shards, play, land)
-            else:
-                while (wave := self._next_wave()) is not None:
-                    results += await self._fan(wave, play, land)
-                    if self.summary.shard_errors or (self.guard is not None and self.guard.stopped):
-                        break
-        finally:
-            self.summary.play_wall_s = time.perf_counter() - t0
-            await aclose_clients()
-            await asyncio.to_thread(self._close_workers)
-            if self._dask is not None:
-                dask, self._dask = self._dask, None
-                await dask.close()
+        # calls over HTTP allocate much and briefly: a lean collector while they run (workers.lean_gc)
+        with lean_gc() if self.uses_http else contextlib.nullcontext():
+            try:
+                if self.rule is None or shards is not None:
+                    results = await self._fan(self.shards if shards is None else shards, play, land)
+                else:
+                    while (wave := self._next_wave()) is not None:
+                        results += await self._fan(wave, play, land)
+                        if self.summary.shard_errors or (self.guard is not None and self.guard.stopped):
+                            break
+            finally:
+                self.summary.play_wall_s = time.perf_counter() - t0
+                await aclose_clients()
+                await asyncio.to_thread(self._close_workers)
+                if self._dask is not None:
+                    dask, self._dask = self._dask, None
+                    await dask.close()
         if self.guard is not None and self.guard.stopped:
             self.summary.budget_stopped = True
         results.sort(key=lambda r: r.index)
