@@ -77,6 +77,7 @@ def is_policy_only(specs: list[str]) -> bool:
 
 def _worker_main(conn: Connection, config: ShardWorkerConfig) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops sending shards
+    landing.batch_gc()
     for name in config.secret_envs:
         secret_env(name)
     loop = asyncio.new_event_loop()

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import json
 import os
 import socket
@@ -320,16 +321,30 @@ def land_pending(
     return total
 
 
-# A backlog of at least this many shard files is read in worker processes (`land_pending`, processes="auto").
+# The garbage collector's thresholds in a worker process that builds or reads records by the thousand: a shard
+# makes millions of short-lived objects (none in cycles), and at the default threshold (700) the collector's passes
+# over the process's heap (the imported libraries) cost about a fifth of a policy game's CPU (BENCHMARKS.md).
+BATCH_GC_THRESHOLDS = (20_000, 20, 100)
+
+
+def batch_gc() -> None:
+    """Collect garbage less often in a worker process that only plays, writes or reads records in bulk."""
+    gc.set_threshold(*BATCH_GC_THRESHOLDS)
+
+
+# A backlog of at least this many shard files is read in worker processes (`land_pending`, processes="auto"), on a
+# machine with at least this many cores.
 AUTO_READERS_MIN_FILES = 16
+AUTO_READERS_MIN_CORES = 4
 
 
 def read_batches(paths: Sequence[Path], processes: int | str = "auto") -> Iterator[tuple[Path, FlatBatch]]:
     """Each shard file's records, flattened, in order. With several processes, files are parsed and flattened in
     worker processes (JSON parsing and Arrow columns in Python are the cost; DuckDB's insert is a tenth of it),
     a bounded number ahead of the lander, so the lander's memory stays flat however long the backlog."""
-    if processes == "auto":
-        processes = min(os.cpu_count() or 1, 8) if len(paths) >= AUTO_READERS_MIN_FILES else 1
+    if processes == "auto":  # on 2 shared cores readers did not pay (BENCHMARKS.md): only from 4 cores up
+        cores = os.cpu_count() or 1
+        processes = min(cores, 8) if cores >= AUTO_READERS_MIN_CORES and len(paths) >= AUTO_READERS_MIN_FILES else 1
     if int(processes) <= 1 or len(paths) < 2:
         for path in paths:
             yield path, FlatBatch.read(path)
@@ -337,7 +352,9 @@ def read_batches(paths: Sequence[Path], processes: int | str = "auto") -> Iterat
     import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 
-    with ProcessPoolExecutor(int(processes), mp_context=multiprocessing.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(
+        int(processes), mp_context=multiprocessing.get_context("spawn"), initializer=batch_gc
+    ) as pool:
         ahead: deque[tuple[Path, Future[FlatBatch]]] = deque()
         it = iter(paths)
         for path in it:
