@@ -8,9 +8,8 @@ Games: `--base` (default 20,000) Mini-Mafia games of policy players are played o
 under new game ids until there are N, written as shard files of 500 games (what `mafiabench run` writes), outside
 the timing. Timed, in a fresh process (so its peak RSS is the lander's alone): `landing.land_pending`, which reads
 every shard file, flattens its records into Arrow columns and inserts them, each file in its own transaction with
-its landed mark (since issue 13: files parsed and flattened in one worker process per core, the lander inserting).
-CPU time includes those workers (reaped children). `--build` then times `mafiabench build` (staging, marts and the
-quality gate) in another process. With several `--src`, the same files are landed by each version in turn.
+its landed mark. `--build` then times `mafiabench build` (staging, marts and the quality gate) in another process.
+With several `--src`, the same files are landed by each version in turn.
 """
 
 from __future__ import annotations

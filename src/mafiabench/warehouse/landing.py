@@ -16,7 +16,6 @@ import json
 import os
 import socket
 import time
-from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -301,12 +300,11 @@ def land_shard(
     return load_flat(con, batch, after=mark)
 
 
-def land_pending(
-    con: duckdb.DuckDBPyConnection, folder: Path, experiment: str, *, processes: int | str = "auto"
-) -> LoadResult:
+def land_pending(con: duckdb.DuckDBPyConnection, folder: Path, experiment: str) -> LoadResult:
     """Land what reached the raw folder but not DuckDB (a crash between the two): shard files not marked landed,
     oldest first, each in its own transaction with its mark, and legacy per-game files of games not landed as
-    finished. A large backlog is read in `processes` worker processes (`read_batches`)."""
+    finished. (Reading a backlog in worker processes was tried: on 2 shared cores it cost 20% more CPU and no wall
+    time, BENCHMARKS.md.)"""
     total = LoadResult()
     ensure_landed_files_table(con)
     rows = con.execute(f"select file from {LANDED_FILES} where experiment = $e", {"e": experiment}).fetchall()
@@ -315,9 +313,14 @@ def land_pending(
     if legacy:
         done = landing_state(con, list(legacy)).finished
         _add(total, land_files(con, [p for g, p in sorted(legacy.items()) if g not in done]))
-    todo = [p for p in shard_files(folder) if p.name not in landed]
-    for path, batch in read_batches(todo, processes):
-        _add(total, land_shard(con, batch, path, experiment))
+    previous = gc.get_threshold()
+    batch_gc()  # a backlog is read and flattened in bulk: see BATCH_GC_THRESHOLDS
+    try:
+        for path in shard_files(folder):
+            if path.name not in landed:
+                _add(total, land_shard(con, FlatBatch.read(path), path, experiment))
+    finally:
+        gc.set_threshold(*previous)
     return total
 
 
@@ -332,41 +335,6 @@ def batch_gc() -> None:
     gc.set_threshold(*BATCH_GC_THRESHOLDS)
 
 
-# A backlog of at least this many shard files is read in worker processes (`land_pending`, processes="auto"), on a
-# machine with at least this many cores.
-AUTO_READERS_MIN_FILES = 16
-AUTO_READERS_MIN_CORES = 4
-
-
-def read_batches(paths: Sequence[Path], processes: int | str = "auto") -> Iterator[tuple[Path, FlatBatch]]:
-    """Each shard file's records, flattened, in order. With several processes, files are parsed and flattened in
-    worker processes (JSON parsing and Arrow columns in Python are the cost; DuckDB's insert is a tenth of it),
-    a bounded number ahead of the lander, so the lander's memory stays flat however long the backlog."""
-    if processes == "auto":  # on 2 shared cores readers did not pay (BENCHMARKS.md): only from 4 cores up
-        cores = os.cpu_count() or 1
-        processes = min(cores, 8) if cores >= AUTO_READERS_MIN_CORES and len(paths) >= AUTO_READERS_MIN_FILES else 1
-    if int(processes) <= 1 or len(paths) < 2:
-        for path in paths:
-            yield path, FlatBatch.read(path)
-        return
-    import multiprocessing
-    from concurrent.futures import Future, ProcessPoolExecutor
-
-    with ProcessPoolExecutor(
-        int(processes), mp_context=multiprocessing.get_context("spawn"), initializer=batch_gc
-    ) as pool:
-        ahead: deque[tuple[Path, Future[FlatBatch]]] = deque()
-        it = iter(paths)
-        for path in it:
-            ahead.append((path, pool.submit(FlatBatch.read, path)))
-            if len(ahead) >= 2 * int(processes):
-                break
-        while ahead:
-            path, fut = ahead.popleft()
-            nxt = next(it, None)
-            if nxt is not None:
-                ahead.append((nxt, pool.submit(FlatBatch.read, nxt)))
-            yield path, fut.result()
 
 
 def _add(total: LoadResult, r: LoadResult) -> None:
