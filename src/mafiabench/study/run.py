@@ -550,8 +550,9 @@ class Study:
         the summary; the others go on."""
         play = play or _play_with_local_retries
         land = land or _land_direct
-        if self.processes > 1 and self.dask_address is None and self._workers is None:
-            # workers spawned and their SDKs imported before the first game, not while games wait for them
+        if self.processes > 1 and self.shard_processes == 1 and self.dask_address is None and self._workers is None:
+            # workers spawned and their SDKs imported before the first game, not while games wait for them (policy
+            # shards go whole to shard workers instead: these would sit idle)
             self._workers = WorkerPool(self._worker_config(self.processes))
             await asyncio.to_thread(self._workers.start)
         t0 = time.perf_counter()
