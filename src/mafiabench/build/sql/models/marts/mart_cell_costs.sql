@@ -4,7 +4,7 @@ with calls as (
     inner join {{ ref('fct_games') }} as g on g.game_id = c.game_id
 ),
 
-final as (
+aggregated as (
     select
         study,
         cell,
@@ -26,14 +26,19 @@ final as (
         sum(cost_usd) / count(distinct game_id) as cost_usd_per_game,
         bool_and(priced) as fully_priced,
         any_value(price_version) as price_version,
-        -- Both quantiles from one sort of each group's latencies (two quantile_cont calls sort twice).
+        -- Both quantiles from one sort of each group's latencies (two quantile_cont calls sort twice); `final`
+        -- splits the pair into the two columns, in place.
         quantile_cont(latency_ms, [0.5, 0.95]) as latency_ms_p50,
         null::double as latency_ms_p95,
         case when sum(prompt_chars) > 0 then sum(prefix_reuse_chars) * 1.0 / sum(prompt_chars) end
             as prefix_reuse_share
     from calls
     group by study, cell, provider, model
+),
+
+final as (
+    select * replace (latency_ms_p50[1] as latency_ms_p50, latency_ms_p50[2] as latency_ms_p95)
+    from aggregated
 )
 
-select * replace (latency_ms_p50[1] as latency_ms_p50, latency_ms_p50[2] as latency_ms_p95)
-from final
+select * from final
