@@ -26,3 +26,11 @@ case when ({{ n }}) > 0 then least(1.0, (
         + 3.841458820694124 / (4.0 * ({{ n }}) * ({{ n }})))
 ) / (1.0 + 3.841458820694124 / ({{ n }}))) else 1.0 end
 {%- endmacro %}
+
+{#- The four columns every rate mart carries, in this order: laplace_mean, beta_sd, wilson_low, wilson_high. -#}
+{% macro rate_columns(k, n) -%}
+{{ laplace_mean(k, n) }} as laplace_mean,
+        {{ beta_sd(k, n) }} as beta_sd,
+        {{ wilson_low(k, n) }} as wilson_low,
+        {{ wilson_high(k, n) }} as wilson_high
+{%- endmacro %}

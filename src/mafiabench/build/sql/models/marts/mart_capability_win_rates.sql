@@ -35,10 +35,7 @@ final as (
         k_tie,
         k - k_tie as k_clean,
         case when n > 0 then k * 1.0 / n end as rate,
-        {{ laplace_mean('k', 'n') }} as laplace_mean,
-        {{ beta_sd('k', 'n') }} as beta_sd,
-        {{ wilson_low('k', 'n') }} as wilson_low,
-        {{ wilson_high('k', 'n') }} as wilson_high,
+        {{ rate_columns('k', 'n') }},
         n_unscored
     from counted
 )

@@ -29,10 +29,7 @@ final as (
         avg(case when g.mafia_won then 1.0 else 0.0 end) as mafia_win_rate,
         sqrt(avg(case when g.mafia_won then 1.0 else 0.0 end)
             * (1 - avg(case when g.mafia_won then 1.0 else 0.0 end)) / count(*)) as standard_error,
-        {{ laplace_mean('count(*) filter (where g.mafia_won)', 'count(*)') }} as laplace_mean,
-        {{ beta_sd('count(*) filter (where g.mafia_won)', 'count(*)') }} as beta_sd,
-        {{ wilson_low('count(*) filter (where g.mafia_won)', 'count(*)') }} as wilson_low,
-        {{ wilson_high('count(*) filter (where g.mafia_won)', 'count(*)') }} as wilson_high,
+        {{ rate_columns('count(*) filter (where g.mafia_won)', 'count(*)') }},
         avg(case when g.winner = 'town' then 1.0 else 0.0 end) as town_win_rate,
         avg(d.deception_score) as mean_deception_score,
         avg(c.mean_jsd) as mean_consistency_jsd

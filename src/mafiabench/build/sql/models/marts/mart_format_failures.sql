@@ -25,10 +25,7 @@ final as (
         n as n_decisions,
         k as n_format_failures,
         k * 1.0 / n as rate,
-        {{ laplace_mean('k', 'n') }} as laplace_mean,
-        {{ beta_sd('k', 'n') }} as beta_sd,
-        {{ wilson_low('k', 'n') }} as wilson_low,
-        {{ wilson_high('k', 'n') }} as wilson_high
+        {{ rate_columns('k', 'n') }}
     from counted
 )
 

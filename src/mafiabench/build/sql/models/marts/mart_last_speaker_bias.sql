@@ -18,10 +18,7 @@ counted as (
 stats as (
     select
         *,
-        {{ laplace_mean('k', 'n') }} as laplace_mean,
-        {{ beta_sd('k', 'n') }} as beta_sd,
-        {{ wilson_low('k', 'n') }} as wilson_low,
-        {{ wilson_high('k', 'n') }} as wilson_high
+        {{ rate_columns('k', 'n') }}
     from counted
 ),
 

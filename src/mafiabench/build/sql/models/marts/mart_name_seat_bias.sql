@@ -37,10 +37,7 @@ final as (
         k,
         k_tie,
         k - k_tie as k_clean,
-        {{ laplace_mean('k', 'n') }} as laplace_mean,
-        {{ beta_sd('k', 'n') }} as beta_sd,
-        {{ wilson_low('k', 'n') }} as wilson_low,
-        {{ wilson_high('k', 'n') }} as wilson_high
+        {{ rate_columns('k', 'n') }}
     from counted
 )
 

@@ -27,10 +27,7 @@ final as (
         k_random_fallback as n_failures_by_fallback,
         n_games,
         k * 1.0 / n as rate,
-        {{ laplace_mean('k', 'n') }} as laplace_mean,
-        {{ beta_sd('k', 'n') }} as beta_sd,
-        {{ wilson_low('k', 'n') }} as wilson_low,
-        {{ wilson_high('k', 'n') }} as wilson_high
+        {{ rate_columns('k', 'n') }}
     from counted
 )
 
