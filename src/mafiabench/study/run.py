@@ -412,16 +412,8 @@ class Study:
             usage = Usage(games=1, failed_games=int(p.failed))
             self.guard.finish(usage)
             self._live.add(usage)
-            s.usage.add(usage)
-            s.per_cell.setdefault(p.cell, Usage()).add(usage)
-            s.games_played += 1
-            if p.failed:
-                self._live_failed += 1
-                s.games_failed += 1
-                if len(s.failures) < 50:
-                    s.failures.append((p.game_id, p.error or "failed"))
-            else:
-                s.games_done += 1
+            s.add_game(p.game_id, p.cell, usage, failed=p.failed, error=p.error)
+            self._live_failed += int(p.failed)
             self._busy_games_s += busy
         if self._bar is not None:
             self._bar.advance(
@@ -499,18 +491,10 @@ class Study:
         """Add a game to the run's ledger (after its shard file is written, so a retried shard counts it once)."""
         rec, total, per_model, busy_s = played.record, played.usage, played.per_model, played.busy_s
         s = self.summary
-        s.usage.add(total)
         cell = (rec.design or {}).get("cell") or "?"
-        s.per_cell.setdefault(cell, Usage()).add(total)
+        s.add_game(rec.game_id, cell, total, failed=rec.outcome.get("status") == "failed", error=rec.error)
         for spec, u in per_model.items():
             s.per_model.setdefault(spec, Usage()).add(u)
-        s.games_played += 1
-        if rec.outcome.get("status") == "failed":
-            s.games_failed += 1
-            if len(s.failures) < 50:
-                s.failures.append((rec.game_id, rec.error or "failed"))
-        else:
-            s.games_done += 1
         self._busy_games_s += busy_s
         self._busy_calls_s += sum(float(c.get("latency_ms") or 0.0) for c in rec.calls) / 1000.0
 

@@ -8,6 +8,8 @@ from typing import Any
 
 from mafiabench.prices import Usage
 
+MAX_FAILURES_SHOWN = 50  # failed games kept with their reason in the summary (the rest are only counted)
+
 
 @dataclass
 class RunSummary:
@@ -43,6 +45,18 @@ class RunSummary:
     after: list[str] = field(default_factory=list)
     # With [stopping]: the rule and where each cell stands at its last look (study.stopping.CellLook.to_dict()).
     stopping: dict[str, Any] = field(default_factory=dict)
+
+    def add_game(self, game_id: str, cell: str, usage: Usage, *, failed: bool, error: str | None) -> None:
+        """Count one played game: its usage (total and per cell), done or failed, and the first failures' reasons."""
+        self.usage.add(usage)
+        self.per_cell.setdefault(cell, Usage()).add(usage)
+        self.games_played += 1
+        if failed:
+            self.games_failed += 1
+            if len(self.failures) < MAX_FAILURES_SHOWN:
+                self.failures.append((game_id, error or "failed"))
+        else:
+            self.games_done += 1
 
     @property
     def status(self) -> str:
