@@ -14,6 +14,8 @@ os.environ.setdefault("PREFECT_TASKS_DEFAULT_NO_CACHE", "true")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.pop("PREFECT_API_URL", None)
+# dbt's parsed manifests are cached between processes (build.dbt_runner): tests keep theirs in the session's folder.
+os.environ.setdefault("MAFIABENCH_CACHE_DIR", tempfile.mkdtemp(prefix="mafiabench-cache-"))
 # The fake provider draws its injected faults afresh in every run unless told a seed: tests pin it, so a test's
 # faults are the same on every machine (tests about re-runs set their own).
 os.environ.setdefault("MAFIABENCH_FAULT_SEED", "tests")

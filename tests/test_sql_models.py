@@ -13,7 +13,7 @@ import yaml
 from mafiabench.build import dbt_runner
 from mafiabench.build import marts as transform
 from mafiabench.build.marts import BuildError, build_models
-from mafiabench.warehouse.raw import load_records
+from mafiabench.warehouse.raw import connect, load_records
 from test_marts_common import cell_records, fresh_con, landed, rows
 
 PROJECT = dbt_runner.PACKAGED_PROJECT
@@ -130,3 +130,46 @@ def test_a_working_folder_project_wins(tmp_path: Path, monkeypatch: pytest.Monke
     assert rows(con, "select * from mart_local") == [{"x": 1}]
     # dbt's target/ and logs/ went elsewhere: the project folder holds only what we put there.
     assert sorted(p.relative_to(d) for p in d.rglob("*")) == sorted([*before, Path("models/marts/mart_local.sql")])
+
+
+def test_parsed_project_is_cached_on_disk_and_an_edit_invalidates_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MAFIABENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(dbt_runner, "_MANIFESTS", {})
+    d = _copy_project(tmp_path)
+    wh = tmp_path / "wh.duckdb"
+    model = d / "models" / "marts" / "mart_runs.sql"
+
+    def code(parsed: object) -> str:
+        return next(n.raw_code for n in parsed.nodes.values() if n.name == "mart_runs")  # type: ignore[attr-defined]
+
+    first = dbt_runner.manifest(d, wh)
+    assert list((tmp_path / "cache" / "dbt-manifests").glob("*.msgpack")), "the parse was not cached"
+    assert not list(d.rglob("*.msgpack")), "the cache went into the project folder"
+    # A new process (no in-memory manifest) reads the cached one: no parse happens.
+    parses: list[list[str]] = []
+    real_invoke = dbt_runner._invoke
+
+    def counting_invoke(runner: object, command: str, args: list[str]) -> object:
+        if command == "parse":
+            parses.append(args)
+        return real_invoke(runner, command, args)
+
+    monkeypatch.setattr(dbt_runner, "_invoke", counting_invoke)
+    monkeypatch.setattr(dbt_runner, "_MANIFESTS", {})
+    cached = dbt_runner.manifest(d, wh)
+    assert parses == [] and code(cached) == code(first)
+    assert set(cached.nodes) == set(first.nodes)
+    # Editing a model changes the project's digest: the stale manifest is not used.
+    model.write_text(model.read_text().replace("select * from final", "select * from final -- edited"))
+    monkeypatch.setattr(dbt_runner, "_MANIFESTS", {})
+    edited = dbt_runner.manifest(d, wh)
+    assert len(parses) == 1 and code(edited).rstrip().endswith("-- edited")
+    # A later process builds from the cached manifest, without parsing.
+    monkeypatch.setattr(dbt_runner, "_MANIFESTS", {})
+    con = connect(wh)
+    load_records(con, cell_records("a", n=4, mafia_wins=1, models="X"))
+    build_models(con, sql_dir=d, only=["mart_runs", "fct_games"])
+    assert len(parses) == 1
+    assert rows(con, "select count(*) as n from fct_games")[0]["n"] == 4

@@ -3,7 +3,10 @@
 dbt is driven through its Python API (`dbtRunner`), never a shell: a profile pointing at the warehouse file is
 written at run time into a private temporary folder (no `~/.dbt`), and dbt's `target/` and `logs/` go there too, so
 nothing is written into the project folder (which may be the installed package). The project is parsed once per
-process and warehouse name, and the parsed manifest is reused by later runs (parsing is most of dbt's start-up).
+process and warehouse name, and the parsed manifest is reused by later runs (parsing is most of dbt's start-up); it is
+also kept in the user's cache folder (`$XDG_CACHE_HOME/mafiabench/dbt-manifests`, never the project folder), keyed by
+a digest of every project file and the dbt versions, so later processes skip the parse (4-14 s) while any edit to the
+project parses it again.
 
 dbt opens the same DuckDB file as the caller; within one process DuckDB shares one database instance between
 connections, so the caller's open connection sees what dbt built, and dbt's connection is closed after each run.
@@ -17,8 +20,10 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -96,13 +101,18 @@ def _work_dir() -> Path:
     return _WORK
 
 
+_NOT_PROJECT = {"target", "logs", "dbt_packages", "__pycache__", ".git"}
+
+
 def _project_digest(project: Path) -> str:
+    """A digest of every file of the project (names and bytes) but dbt's own output folders."""
     h = hashlib.sha256()
     for p in sorted(project.rglob("*")):
-        if p.is_file() and p.suffix in (".sql", ".yml", ".yaml", ".md") and "target" not in p.parts:
-            h.update(p.relative_to(project).as_posix().encode())
-            h.update(p.read_bytes())
-    return h.hexdigest()[:16]
+        rel = p.relative_to(project)
+        if p.is_file() and not _NOT_PROJECT & set(rel.parts[:-1]):
+            h.update(rel.as_posix().encode() + b"\0")
+            h.update(hashlib.sha256(p.read_bytes()).digest())
+    return h.hexdigest()[:32]
 
 
 def threads_for(con: duckdb.DuckDBPyConnection) -> int:
@@ -185,16 +195,72 @@ def _close_dbt_connections() -> None:
             DuckDBConnectionManager._ENV = None
 
 
+MANIFESTS_KEPT = 16  # newest cached manifests kept (each ~1.4 MB): one per project version and warehouse name
+
+
+def manifest_cache_dir() -> Path:
+    """Where parsed manifests are kept between processes: `$MAFIABENCH_CACHE_DIR`, else the user's cache folder;
+    never the project's."""
+    if os.environ.get("MAFIABENCH_CACHE_DIR"):
+        return Path(os.environ["MAFIABENCH_CACHE_DIR"]) / "dbt-manifests"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mafiabench" / "dbt-manifests"
+
+
+def _manifest_cache_file(project: Path, digest: str, stem: str) -> Path:
+    from importlib.metadata import version
+
+    # The nodes carry the catalog (the warehouse file's stem) and the project's path; the format is dbt's.
+    key = "|".join([str(project), digest, stem, version("dbt-core"), version("dbt-duckdb"), sys.version])
+    return manifest_cache_dir() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.msgpack"
+
+
+def _load_cached(file: Path) -> Any:
+    from dbt.contracts.graph.manifest import Manifest
+    from dbt.parser.manifest import extended_mashumuro_decoder
+
+    try:
+        data = file.read_bytes()
+    except OSError:
+        return None
+    try:
+        return Manifest.from_msgpack(data, decoder=extended_mashumuro_decoder)
+    except Exception:  # a damaged or foreign cache file only costs a parse
+        return None
+
+
+def _store_cached(file: Path, parsed: Any) -> None:
+    from dbt.parser.manifest import extended_mashumaro_encoder
+
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = file.with_name(f"{file.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_bytes(parsed.to_msgpack(extended_mashumaro_encoder))
+        os.replace(tmp, file)  # atomic: a concurrent reader sees the old file or the whole new one
+        cached = sorted(file.parent.glob("*.msgpack"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in cached[MANIFESTS_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only home only costs the next process a parse
+
+
 def manifest(project: Path, path: Path) -> Any:
-    """The parsed project for this warehouse name (cached per process: dbt keeps the catalog name in each node)."""
-    key = (str(project), _project_digest(project), path.stem)
+    """The parsed project for this warehouse name (dbt keeps the catalog name in each node): cached per process,
+    and on disk per project digest (see the module docstring), so an edited project is never served stale."""
+    digest = _project_digest(project)
+    key = (str(project), digest, path.stem)
     with _LOCK:
         if key not in _MANIFESTS:
-            res = _invoke(_runner(), "parse", [*_common_args(project, path), "--no-partial-parse"])
-            _close_dbt_connections()
-            if not res.success:
-                raise DbtError(f"dbt could not parse {project}: {res.exception or _messages(res)}")
-            _MANIFESTS[key] = res.result
+            file = _manifest_cache_file(project, digest, path.stem)
+            with _root_logging_kept():
+                parsed = _load_cached(file)
+            if parsed is None:
+                res = _invoke(_runner(), "parse", [*_common_args(project, path), "--no-partial-parse"])
+                _close_dbt_connections()
+                if not res.success:
+                    raise DbtError(f"dbt could not parse {project}: {res.exception or _messages(res)}")
+                parsed = res.result
+                _store_cached(file, parsed)
+            _MANIFESTS[key] = parsed
         return _MANIFESTS[key]
 
 
