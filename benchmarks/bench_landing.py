@@ -10,6 +10,10 @@ the timing. Timed, in a fresh process (so its peak RSS is the lander's alone): `
 every shard file, flattens its records into Arrow columns and inserts them, each file in its own transaction with
 its landed mark. `--build` then times `mafiabench build` (staging, marts and the quality gate) in another process.
 With several `--src`, the same files are landed by each version in turn.
+
+Each shard file also gets its columnar sidecar (`warehouse/sidecar.py`, Parquet next to the lines) when the sources
+this script runs with have one (`--no-sidecars`: lines only); writing them is timed separately, as a shard writer's
+extra CPU a game. A version without sidecars ignores them and parses the lines.
 """
 
 from __future__ import annotations
@@ -34,16 +38,28 @@ con = connect(sys.argv[1])
 t0, c0 = time.perf_counter(), time.process_time()
 r = landing.land_pending(con, Path(sys.argv[2]), "landing")
 con.close()
+print("FROM", getattr(r, "files_from_sidecar", 0), getattr(r, "files_from_lines", "all"))
 print("LANDED", r.inserted, time.perf_counter() - t0, time.process_time() - c0)
 """
 
 
-def write_shards(n: int, base: int, folder: Path) -> None:
+def write_shards(n: int, base: int, folder: Path, *, sidecars: bool = True) -> float:
+    """Write the shard files (and their sidecars); returns the CPU seconds the sidecars took."""
     from mafiabench.play.runner import BackendPool, play_game
     from mafiabench.record import Provenance, encode_record
     from mafiabench.study.design import iter_games
     from mafiabench.study.spec import parse_experiment
     from mafiabench.warehouse import landing
+
+    write_sidecar = None
+    if sidecars:
+        try:
+            import orjson
+
+            from mafiabench.warehouse.raw import FlatBatch
+            from mafiabench.warehouse.sidecar import write_sidecar
+        except ImportError:  # sources without sidecars
+            pass
 
     exp = parse_experiment(
         {
@@ -66,16 +82,28 @@ def write_shards(n: int, base: int, folder: Path) -> None:
     ids = [line.split(b'"game_id":"', 1)[1].split(b'"', 1)[0] for line in lines]
     batch: list[bytes] = []
     index = 0
+    sidecar_cpu = 0.0
+
+    def flush() -> None:
+        nonlocal sidecar_cpu
+        path = landing.write_shard(batch, folder, index)
+        if write_sidecar is not None:
+            flat = FlatBatch.of([(orjson.loads(line), line) for line in batch], keep_lines=False)  # the worker has it
+            c0 = time.process_time()
+            write_sidecar(path, batch, flat)
+            sidecar_cpu += time.process_time() - c0
+
     for i in range(n):
         k = i % len(lines)
         copy = i // len(lines)
         line = lines[k] if copy == 0 else lines[k].replace(ids[k], ids[k] + b"-c%d" % copy)
         batch.append(line)
         if len(batch) == 500:
-            landing.write_shard(batch, folder, index)
+            flush()
             batch, index = [], index + 1
     if batch:
-        landing.write_shard(batch, folder, index)
+        flush()
+    return sidecar_cpu
 
 
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[str, float, float, float]:
@@ -95,24 +123,30 @@ def main() -> None:
     parser.add_argument("--base", type=int, default=20_000, help="games played with the engine, then copied")
     parser.add_argument("--build", action="store_true", help="then time `mafiabench build`")
     parser.add_argument("--src", type=Path, action="append", help="package sources (repeat to compare)")
+    parser.add_argument("--no-sidecars", action="store_true", help="write the lines only")
     args = parser.parse_args()
     srcs = args.src or [ROOT / "src"]
     with tempfile.TemporaryDirectory(prefix="bench-landing-") as tmp:
         folder = Path(tmp) / "raw" / "landing"
         t0 = time.perf_counter()
-        write_shards(args.games, min(args.base, args.games), folder)
-        size = sum(p.stat().st_size for p in folder.iterdir())
-        print(f"wrote {args.games:,} games in {len(list(folder.iterdir()))} shard files ({size / 1e9:.2f} GB) "
-              f"in {time.perf_counter() - t0:.1f} s (not timed below)", flush=True)
+        sidecar_cpu = write_shards(args.games, min(args.base, args.games), folder, sidecars=not args.no_sidecars)
+        files = sorted(folder.glob("*.jsonl"))
+        size = sum(p.stat().st_size for p in files)
+        side = sum(p.stat().st_size for p in folder.glob("*.cols/*"))
+        print(f"wrote {args.games:,} games in {len(files)} shard files ({size / 1e9:.2f} GB; sidecars "
+              f"{side / 1e6:.0f} MB, {sidecar_cpu:.1f} s CPU to write, {sidecar_cpu / args.games * 1e3:.4f} ms a game) "
+              f"in {time.perf_counter() - t0:.1f} s (not timed below); load average {os.getloadavg()}", flush=True)
         for k, src in enumerate(srcs):
             env = {**os.environ, "PYTHONPATH": str(src)}
             warehouse = Path(tmp) / f"w{k}.duckdb"
             out, wall, cpu, rss = timed([sys.executable, "-c", LAND, str(warehouse), str(folder)], env)
             inserted, inner, _ = out.split()[-3:]
+            from_side, from_lines = out.split()[-6:-4]
             n = int(inserted)
             print(f"{str(src)[-28:]}: land {n:,} games in {float(inner):.1f} s ({n / float(inner):,.0f} games/s), "
                   f"CPU {cpu:.1f} s ({n / cpu:,.0f} games per CPU s), process {wall:.1f} s, peak RSS {rss:.0f} MB, "
-                  f"DuckDB file {warehouse.stat().st_size / 1e6:.0f} MB", flush=True)
+                  f"DuckDB file {warehouse.stat().st_size / 1e6:.0f} MB; files from sidecars {from_side}, "
+                  f"from lines {from_lines}; load average {os.getloadavg()}", flush=True)
             if args.build:
                 _, wall, cpu, rss = timed(
                     [sys.executable, "-m", "mafiabench.cli", "build", "--warehouse", str(warehouse)], env

@@ -17,6 +17,7 @@ from mafiabench.study.shard_workers import AUTO_SHARD_WORKERS_MIN_GAMES
 from mafiabench.study.spec import Experiment, parse_experiment
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import connect
+from mafiabench.warehouse.sidecar import check_sidecar
 
 
 def experiment(tmp_path: Path, processes: int | str, games: int = 60, name: str = "p") -> Experiment:
@@ -66,6 +67,9 @@ def test_shard_workers_land_every_game_once_with_the_same_records_and_rows(tmp_p
     a = landing.raw_records(landing.raw_dir(Path(one.warehouse), one.name))
     b = landing.raw_records(landing.raw_dir(Path(two.warehouse), two.name))
     assert set(a) == set(b) == planned and a == b
+    for exp in (one, two):  # the shard writers (the run's process, the workers) put a matching sidecar by each file
+        files = landing.shard_files(landing.raw_dir(Path(exp.warehouse), exp.name))
+        assert files and [check_sidecar(f)[1] for f in files] == [""] * len(files)
     r1, r2 = rows(one), rows(two)
     assert r2["files"] == [(120, 8)]  # 8 shard files of up to 16 games, each marked landed
     assert len(r2["events"]) > 20 * len(planned)
@@ -128,4 +132,5 @@ def test_a_backlog_of_shard_files_lands_the_same_rows_once(tmp_path: Path) -> No
     finally:
         con.close()
     assert (r.inserted, r.skipped, again.inserted, again.skipped) == (80, 0, 0, 0)
+    assert (r.files_from_sidecar, r.files_from_lines) == (5, 0)  # landed from the run's sidecars
     assert rows(exp.model_copy(update={"warehouse": str(fresh)})) == before

@@ -63,6 +63,7 @@ from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool, lean_gc
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import FlatBatch, LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
+from mafiabench.warehouse.sidecar import write_sidecar
 
 # How long the lander waits for a reader (`mafiabench query`, a notebook) to release the warehouse file.
 LAND_WAIT_S = 300.0
@@ -426,8 +427,11 @@ class Study:
 
     def _write_shard(self, played: list[_Played], index: int) -> tuple[FlatBatch, Path]:
         entries = [encode_record(p.record) for p in played]
-        path = landing.write_shard([line for _, line in entries], self.raw, index)
-        return FlatBatch.of(entries), path
+        lines = [line for _, line in entries]
+        path = landing.write_shard(lines, self.raw, index)
+        batch = FlatBatch.of(entries)
+        write_sidecar(path, lines, batch)  # the same rows as Parquet, for landing a backlog without parsing
+        return batch, path
 
     async def _play_one(
         self, g: PlannedGame, pool: BackendPool, slots: asyncio.Semaphore, done: dict[str, _Played]

@@ -34,6 +34,7 @@ from mafiabench.study.spec import Experiment
 from mafiabench.study.workers import WorkerLost, _picklable
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import FlatBatch
+from mafiabench.warehouse.sidecar import write_sidecar
 
 # Below this many games to play, `processes = "auto"` keeps policy games in the run's own process: starting a
 # worker (a fresh interpreter and its imports) costs about a second of CPU.
@@ -112,8 +113,11 @@ async def _play(
                        rec.error)
         )
     busy = time.perf_counter() - t0
-    path = landing.write_shard([line for _, line in entries], config.raw, index)
-    return ShardPlayed(path, played, FlatBatch.of(entries, path=path, keep_lines=False), busy)
+    lines = [line for _, line in entries]
+    path = landing.write_shard(lines, config.raw, index)
+    batch = FlatBatch.of(entries, path=path, keep_lines=False)
+    write_sidecar(path, lines, batch)  # the same rows as Parquet, for landing a backlog without parsing
+    return ShardPlayed(path, played, batch, busy)
 
 
 # -- the parent's side ----------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ import fcntl
 import gc
 import json
 import os
+import shutil
 import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,10 +25,12 @@ from typing import Any
 
 import duckdb
 import orjson
+import pyarrow as pa
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, encode_record, record_from_line, write_bytes_atomic
 from mafiabench.warehouse.raw import (
+    GRAIN_TABLES,
     LANDED_FILES,
     LANDED_FILES_COLUMNS,
     Encoded,
@@ -37,8 +40,11 @@ from mafiabench.warehouse.raw import (
     connect,
     load_flat,
     load_records,
+    raw_columns,
+    shard_bytes,
     shard_lines,
 )
+from mafiabench.warehouse.sidecar import Sidecar, check_sidecar
 
 RAW_RUNS_COLUMNS = """
     run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,
@@ -169,6 +175,11 @@ def _read_holder(fd: int) -> str:
 # were spent). Which files reached DuckDB is recorded in `raw_landed_files`, in the same transaction as their
 # records: a resume lands exactly the files that were written but not landed, without reading the others.
 # Folders written before shard files hold one `<game_id>.json` per game; they are still read.
+#
+# Next to each shard file, its writer puts a columnar sidecar, `<name>.cols/` (`warehouse.sidecar`): the same
+# records as the raw tables' rows in Parquet, with a manifest tying it to the lines (size, CRC-32, format version).
+# A backlog is landed from the sidecars, many shards per statement; a shard whose sidecar is missing or does not
+# match is landed from its lines, as before.
 
 SHARD_SUFFIX = ".jsonl"
 REPLACED_DIR = "replaced"  # legacy per-game folders kept a replayed game's earlier record here
@@ -181,8 +192,9 @@ def raw_dir(warehouse: Path, experiment: str) -> Path:
 def write_shard(lines: Sequence[bytes], folder: Path, index: int) -> Path:
     """Write a shard's record lines as one file, atomically (a crash leaves the whole file or none)."""
     path = folder / f"{time.time_ns():020d}-{os.getpid()}-{index:06d}{SHARD_SUFFIX}"
-    write_bytes_atomic(b"\n".join(lines) + b"\n", path)
+    write_bytes_atomic(shard_bytes(lines), path)
     return path
+
 
 
 def remove_partial(folder: Path) -> int:
@@ -191,7 +203,10 @@ def remove_partial(folder: Path) -> int:
     for d in (folder, folder / REPLACED_DIR):
         if d.is_dir():
             for p in d.glob(f"{TMP_PREFIX}*"):
-                p.unlink(missing_ok=True)
+                if p.is_dir():  # a sidecar being written
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
                 n += 1
     return n
 
@@ -300,10 +315,16 @@ def land_shard(
     return load_flat(con, batch, after=mark)
 
 
-def land_pending(con: duckdb.DuckDBPyConnection, folder: Path, experiment: str) -> LoadResult:
-    """Land what reached the raw folder but not DuckDB (a crash between the two): shard files not marked landed,
-    oldest first, each in its own transaction with its mark, and legacy per-game files of games not landed as
-    finished. (Reading a backlog in worker processes was tried: on 2 shared cores it cost 20% more CPU and no wall
+def land_pending(
+    con: duckdb.DuckDBPyConnection, folder: Path, experiment: str, *, group_files: int | None = None
+) -> LoadResult:
+    """Land what reached the raw folder but not DuckDB (a crash between the two; a shard shipped from elsewhere):
+    shard files not marked landed, oldest first, and legacy per-game files of games not landed as finished.
+
+    Shards with a matching sidecar (`warehouse.sidecar`) are landed `group_files` at a time, straight from their
+    Parquet files (`_land_group`); the others one by one from their lines, each in its own transaction with its
+    mark. Either way a file's records and its mark in `raw_landed_files` commit together, and the rows are the same.
+    (Reading a backlog's lines in worker processes was tried: on 2 shared cores it cost 20% more CPU and no wall
     time, BENCHMARKS.md.)"""
     total = LoadResult()
     ensure_landed_files_table(con)
@@ -313,15 +334,114 @@ def land_pending(con: duckdb.DuckDBPyConnection, folder: Path, experiment: str) 
     if legacy:
         done = landing_state(con, list(legacy)).finished
         _add(total, land_files(con, [p for g, p in sorted(legacy.items()) if g not in done]))
+    size = group_files or SIDECAR_GROUP_FILES
     previous = gc.get_threshold()
     batch_gc()  # a backlog is read and flattened in bulk: see BATCH_GC_THRESHOLDS
     try:
+        group: list[Sidecar] = []
         for path in shard_files(folder):
-            if path.name not in landed:
-                _add(total, land_shard(con, FlatBatch.read(path), path, experiment))
+            if path.name in landed:
+                continue
+            side, _ = check_sidecar(path)
+            if side is not None:
+                group.append(side)
+                if len(group) >= size:
+                    _add(total, _land_group(con, group, experiment))
+                    group = []
+                continue
+            if group:  # keep the files' order: what was written before this file lands before it
+                _add(total, _land_group(con, group, experiment))
+                group = []
+            _add(total, land_shard(con, FlatBatch.read(path), path, experiment))
+            total.files_from_lines += 1
+        if group:
+            _add(total, _land_group(con, group, experiment))
     finally:
         gc.set_threshold(*previous)
     return total
+
+
+# Shards landed from their sidecars per transaction: 100 shards of 500 policy games are 50,000 games, 2.2 M rows;
+# more gains little and a failed group is redone file by file (BENCHMARKS.md).
+SIDECAR_GROUP_FILES = 100
+
+
+def _land_group(con: duckdb.DuckDBPyConnection, group: list[Sidecar], experiment: str) -> LoadResult:
+    """Land consecutive shards from their checked sidecars: one `insert ... select from read_parquet([...])` per raw
+    table for all shards whose games are new (in no other shard of the group and not in the warehouse), in one
+    transaction with their marks; then, one by one in their order, the shards that share a game with another shard
+    or the warehouse (a replayed game, a retried shard), through `load_flat`, which decides per game what to keep.
+    The new shards' games are in no other file of the group, so landing them first changes nothing."""
+    total = LoadResult()
+    files = [str(s.tables["raw_games"]) for s in group]
+    try:
+        shared = {
+            f
+            for (f,) in con.execute(
+                """with ids as (select game_id, filename from read_parquet($files, filename = true)),
+                        again as (select game_id from ids group by game_id having count(*) > 1
+                                  union all select game_id from ids semi join raw_games using (game_id))
+                   select distinct filename from ids semi join again using (game_id)""",
+                {"files": files},
+            ).fetchall()
+        }
+    except duckdb.Error:  # a damaged file the checksums missed
+        shared = set(files)
+    fresh = [s for s in group if str(s.tables["raw_games"]) not in shared]
+    one_by_one = [s for s in group if str(s.tables["raw_games"]) in shared]
+    if fresh:
+        try:
+            total.inserted += _insert_sidecars(con, fresh, experiment)
+            total.files_from_sidecar += len(fresh)
+        except duckdb.Error:  # a damaged file the checksums missed: each shard alone, from its lines if need be
+            one_by_one = group
+    for side in one_by_one:
+        try:
+            batch = side.read()
+            via_sidecar = True
+        except (OSError, ValueError, KeyError, pa.ArrowException):
+            batch = FlatBatch.read(side.lines_path)
+            via_sidecar = False
+        try:
+            r = land_shard(con, batch, side.lines_path, experiment)
+        except duckdb.Error:
+            if not via_sidecar:
+                raise
+            batch = FlatBatch.read(side.lines_path)
+            via_sidecar = False
+            r = land_shard(con, batch, side.lines_path, experiment)
+        _add(total, r)
+        if via_sidecar:
+            total.files_from_sidecar += 1
+        else:
+            total.files_from_lines += 1
+    return total
+
+
+def _insert_sidecars(con: duckdb.DuckDBPyConnection, group: list[Sidecar], experiment: str) -> int:
+    """All rows of the given sidecars and their files' marks, in one transaction (their games are all new)."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    con.execute("begin transaction")
+    try:
+        for table in GRAIN_TABLES:
+            cols = raw_columns(table)
+            select = ", ".join("$now" if c == "landed_at" else c for c in cols)
+            params: dict[str, Any] = {"files": [str(s.tables[table]) for s in group]}
+            if "landed_at" in cols:
+                params["now"] = now
+            con.execute(
+                f"insert into {table} ({', '.join(cols)}) select {select} from read_parquet($files)", params
+            )
+        con.execute(
+            f"""insert or replace into {LANDED_FILES} (experiment, file, games, landed_at)
+                select $e, unnest($f), unnest($n), now()::timestamp""",
+            {"e": experiment, "f": [s.lines_path.name for s in group], "n": [s.games for s in group]},
+        )
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
+    return sum(s.games for s in group)
 
 
 # The garbage collector's thresholds in a worker process that builds or reads records by the thousand: a shard
@@ -341,6 +461,8 @@ def _add(total: LoadResult, r: LoadResult) -> None:
     total.inserted += r.inserted
     total.replaced += r.replaced
     total.skipped += r.skipped
+    total.files_from_sidecar += r.files_from_sidecar
+    total.files_from_lines += r.files_from_lines
 
 
 def land_files(con: duckdb.DuckDBPyConnection, paths: Iterable[Path], *, batch: int = 500) -> LoadResult:

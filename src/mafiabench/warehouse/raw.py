@@ -69,6 +69,7 @@ RAW_SCHEMA: dict[str, str] = {
 DETECTION_KEY = ("game_id", "cut", "detector", "prompt_sha256")
 
 _GRAIN_TABLES = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")
+GRAIN_TABLES = _GRAIN_TABLES  # the tables a game record lands in (and a shard's sidecar holds)
 
 # The calls of a failed attempt that a replay replaced: the game's latest record is in the grain tables (and its raw
 # file), but what the earlier attempts spent stays counted here (budget, costs), never lost.
@@ -232,6 +233,8 @@ class LoadResult:
     inserted: int = 0
     replaced: int = 0
     skipped: int = 0
+    files_from_sidecar: int = 0  # shard files landed from their columnar sidecar (`landing.land_pending`)
+    files_from_lines: int = 0  # shard files landed by parsing their lines
 
 
 def landed_ids(con: duckdb.DuckDBPyConnection, *, include_failed: bool = False) -> set[str]:
@@ -312,6 +315,11 @@ class FlatBatch:
 def shard_lines(path: Path) -> list[bytes]:
     """The record lines of a shard file (JSON lines, `landing.write_shard`)."""
     return [line for line in path.read_bytes().split(b"\n") if line]
+
+
+def shard_bytes(lines: Sequence[bytes]) -> bytes:
+    """A shard file's content: its record lines, each ending in a newline."""
+    return b"\n".join(lines) + b"\n"
 
 
 def load_flat(
@@ -635,8 +643,16 @@ def _columns(table: str) -> list[str]:
     return [col.split()[0] for col in RAW_SCHEMA[table].split(",")]
 
 
+raw_columns = _columns
+
+
 # Which record of the batch a row came from (not a warehouse column: it lets the lander drop skipped records' rows).
 RECORD_COLUMN = "_record"
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """A raw table's rows as `flatten_encoded` builds them: its columns, then `_record`."""
+    return _arrow_schema(table)
 
 
 @functools.cache
