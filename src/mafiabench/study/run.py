@@ -26,6 +26,7 @@ import contextlib
 import math
 import os
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Iterator
@@ -64,6 +65,11 @@ from mafiabench.study.workers import WorkerConfig, WorkerPool, lean_gc
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import FlatBatch, LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
 from mafiabench.warehouse.sidecar import write_sidecar
+
+# How long the lander keeps the warehouse open across landings at most: opening the file, checking its schema and
+# closing it (the checkpoint that writes the rows into the file) cost about 0.15 s, which a run landing several
+# shards a second (scripted games) paid for every shard. Readers still get in between, once a second.
+LAND_HOLD_S = 1.0
 
 # How long the lander waits for a reader (`mafiabench query`, a notebook) to release the warehouse file.
 LAND_WAIT_S = 300.0
@@ -152,6 +158,10 @@ class Study:
         self._t0 = time.perf_counter()
         self._lock_cm: Any = None
         self._con: Any = None
+        self._con_lock = threading.RLock()  # the lander's thread and this one share the connection
+        self._con_depth = 0
+        self._con_opened = 0.0
+        self._release_timer: threading.Timer | None = None
         self._open = False
         self._bar: Any = None
         # What the bar shows while games finish (the summary's ledger counts a shard once its file is written).
@@ -188,40 +198,76 @@ class Study:
             self._close_workers()
             if self._bar is not None:
                 self._bar.close()
-            if self._con is not None:
-                self._con.close()
+            with self._con_lock:
+                self._close_con()
         finally:
             self._con = None
             self._open = False
             self._lock_cm.__exit__(*exc)
 
     @contextlib.contextmanager
-    def connection(self) -> Iterator[Any]:
+    def connection(self, *, hold: bool = False) -> Iterator[Any]:
         """DuckDB for one step (plan, land a shard, summarise), closed after it so readers get in between. Nested
-        uses share one connection. A reader holding the file is waited for, up to `LAND_WAIT_S`."""
+        uses share one connection. A reader holding the file is waited for, up to `LAND_WAIT_S`.
+
+        `hold` (the lander's): keep the file open after the step for up to `LAND_HOLD_S` from its opening, so
+        shards landing in quick succession share one open and one closing checkpoint; a timer closes it when no
+        landing comes, and `release()` at the end of the shards."""
         if not self._open:
             raise RuntimeError("Study is not open: use `with Study(...) as study:`")
-        if self._con is not None:
-            yield self._con
-            return
+        with self._con_lock:
+            if self._con is None:
+                self._con = self._connect()
+                self._con_opened = time.monotonic()
+            self._con_depth += 1
+            try:
+                yield self._con
+            finally:
+                self._con_depth -= 1
+                if self._con_depth == 0:
+                    left = self._con_opened + LAND_HOLD_S - time.monotonic()
+                    if hold and left > 0:
+                        if self._release_timer is None:
+                            self._release_timer = threading.Timer(left, self._release_idle)
+                            self._release_timer.daemon = True
+                            self._release_timer.start()
+                    else:
+                        self._close_con()
+
+    def _connect(self) -> Any:
         deadline = time.monotonic() + LAND_WAIT_S
         delay = 0.05
         while True:
             try:
                 # Records with model calls carry their prompts: small row groups keep each landing's checkpoint
                 # bounded. Policy games have none and keep DuckDB's default groups, which the marts scan faster.
-                self._con = connect(self.warehouse, landing=not self.policy_only)
-                break
+                return connect(self.warehouse, landing=not self.policy_only)
             except WarehouseBusyError:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(delay)
                 delay = min(1.0, delay * 2)
-        try:
-            yield self._con
-        finally:
-            self._con.close()
-            self._con = None
+
+    def _close_con(self) -> None:
+        """Close the connection (its checkpoint writes the landed rows into the file); caller holds `_con_lock`."""
+        timer, self._release_timer = self._release_timer, None
+        if timer is not None:
+            timer.cancel()
+        con, self._con = self._con, None
+        if con is not None:
+            con.close()
+
+    def _release_idle(self) -> None:
+        with self._con_lock:
+            self._release_timer = None
+            if self._con_depth == 0:
+                self._close_con()
+
+    def release(self) -> None:
+        """Close a connection the lander kept open (`connection(hold=True)`), now."""
+        with self._con_lock:
+            if self._con_depth == 0:
+                self._close_con()
 
     @property
     def con(self) -> Any:
@@ -517,7 +563,7 @@ class Study:
     def _land_sync(self, result: ShardResult) -> LoadResult:
         if result.path is None or result.batch is None:  # nothing played (budget)
             return LoadResult()
-        with self.connection() as con:
+        with self.connection(hold=True) as con:
             return landing.land_shard(con, result.batch, result.path, self.exp.name)
 
     # -- fan out --------------------------------------------------------------------------------------------------
@@ -557,6 +603,7 @@ class Study:
                             break
             finally:
                 self.summary.play_wall_s = time.perf_counter() - t0
+                await asyncio.to_thread(self.release)
                 await aclose_clients()
                 await asyncio.to_thread(self._close_workers)
                 if self._dask is not None:
