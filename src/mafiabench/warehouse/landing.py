@@ -421,6 +421,10 @@ def _land_group(con: duckdb.DuckDBPyConnection, group: list[Sidecar], experiment
 def _insert_sidecars(con: duckdb.DuckDBPyConnection, group: list[Sidecar], experiment: str) -> int:
     """All rows of the given sidecars and their files' marks, in one transaction (their games are all new)."""
     now = datetime.now(UTC).replace(tzinfo=None)
+    # The rows of many shards need no particular order (readers order by game and seq): unordered, DuckDB inserts
+    # them with a quarter less CPU and a third less wall time (BENCHMARKS.md).
+    (ordered,) = con.execute("select current_setting('preserve_insertion_order')").fetchone() or (True,)
+    con.execute("set preserve_insertion_order = false")
     con.execute("begin transaction")
     try:
         for table in GRAIN_TABLES:
@@ -441,6 +445,8 @@ def _insert_sidecars(con: duckdb.DuckDBPyConnection, group: list[Sidecar], exper
     except BaseException:
         con.execute("rollback")
         raise
+    finally:
+        con.execute(f"set preserve_insertion_order = {'true' if ordered else 'false'}")
     return sum(s.games for s in group)
 
 

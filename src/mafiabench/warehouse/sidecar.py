@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA, FlatBatch, arrow_schema, shard_bytes
+from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA, FlatBatch, arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -74,19 +74,27 @@ def crc32_file(path: Path) -> tuple[int, int]:
     return size, crc & 0xFFFFFFFF
 
 
+def lines_crc32(lines: Sequence[bytes]) -> tuple[int, int]:
+    """(size, CRC-32) of the shard file holding `lines` (`raw.shard_bytes`), without joining them."""
+    crc = 0
+    for line in lines:
+        crc = zlib.crc32(b"\n", zlib.crc32(line, crc))
+    return sum(map(len, lines)) + len(lines), crc & 0xFFFFFFFF
+
+
 def write_sidecar(lines_path: Path, lines: Sequence[bytes], batch: FlatBatch) -> Path | None:
     """Write the sidecar of the shard file `lines_path`, which holds `lines`, whose rows `batch` holds (built from the
     same lines). Returns its path, or None when it could not be written (a full disk, say): a sidecar is only a
     shortcut for the lander, so the shard does not fail for it."""
     if len(batch) != len(lines):
         raise ValueError(f"{lines_path}: {len(lines)} lines but {len(batch)} flattened records")
-    data = shard_bytes(lines)
+    size, crc = lines_crc32(lines)
     final = sidecar_path(lines_path)
     tmp: Path | None = None
     try:
         tmp = Path(tempfile.mkdtemp(dir=lines_path.parent, prefix=TMP_PREFIX, suffix=SUFFIX))
         meta = {"format": FORMAT, "version": VERSION, "schema_sha256": schema_sha256(),
-                "lines": {"name": lines_path.name, "size": len(data), "crc32": _crc32_bytes(data)}}
+                "lines": {"name": lines_path.name, "size": size, "crc32": crc}}
         tables: dict[str, Any] = {}
         for table in GRAIN_TABLES:
             frame = batch.frames.get(table) if batch.frames else None
@@ -95,7 +103,7 @@ def write_sidecar(lines_path: Path, lines: Sequence[bytes], batch: FlatBatch) ->
             frame = frame.replace_schema_metadata({"mafiabench": json.dumps({**meta, "table": table})})
             name = f"{table}.parquet"
             sink = pa.BufferOutputStream()
-            pq.write_table(frame, sink, compression=COMPRESSION)
+            pq.write_table(frame, sink, compression=COMPRESSION, write_statistics=False)  # nothing filters on them
             buf = sink.getvalue()
             (tmp / name).write_bytes(buf)
             tables[table] = {"file": name, "rows": frame.num_rows, "size": buf.size, "crc32": _crc32_bytes(buf)}
