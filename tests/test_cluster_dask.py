@@ -20,6 +20,9 @@ from mafiabench.errors import UserError
 from mafiabench.study.design import expand
 from mafiabench.study.run import run_study
 from mafiabench.study.spec import parse_experiment
+from mafiabench.warehouse import landing
+from mafiabench.warehouse.raw import connect
+from mafiabench.warehouse.sidecar import check_sidecar
 
 pytest.importorskip("distributed")
 
@@ -104,6 +107,18 @@ def test_a_killed_worker_loses_no_game_and_duplicates_none(tmp_path: Path, clust
     assert [r[0] for r in rows] == planned  # every planned game, once
     assert {r[1] for r in rows} == {"finished"}
     assert "Remove worker" in log.read_text() and "name: w0" in log.read_text()
+    # the shards shipped back were written with their sidecars: a backlog of them lands from the sidecars alone
+    raw = landing.raw_dir(Path(exp.warehouse), exp.name)
+    files = landing.shard_files(raw)
+    assert files and [check_sidecar(f)[1] for f in files] == [""] * len(files)
+    con = connect(tmp_path / "again" / "w.duckdb")
+    try:
+        again = landing.land_pending(con, raw, exp.name)
+        landed = con.execute("select game_id from raw_games order by game_id").fetchall()
+    finally:
+        con.close()
+    assert (again.files_from_sidecar, again.files_from_lines, again.inserted) == (len(files), 0, 40)
+    assert [r[0] for r in landed] == planned
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:

@@ -200,3 +200,24 @@ def test_a_half_written_sidecar_is_removed_and_an_unwritable_one_does_not_fail_t
     r = land(folder, tmp_path / "w.duckdb")
     assert (r.files_from_sidecar, r.files_from_lines, r.inserted) == (1, 1, 4)
     assert path.exists()
+
+
+def test_a_folder_name_duckdb_would_read_as_a_pattern_lands_its_sidecars_one_by_one(
+    tmp_path: Path, games: list[GameRecord]
+) -> None:
+    """`study[2]/x` as a pattern matches `study2/x`: a neighbour folder holds other games under the same names."""
+    folder = tmp_path / "raw" / "study[2]"
+    paths = write(folder, [games[:2], games[2:4]])
+    other = tmp_path / "raw" / "study2"
+    other.mkdir()
+    for path, recs in zip(paths, [games[4:6], games[6:8]], strict=True):
+        entries = [encode_record(r) for r in recs]
+        lines = [line for _, line in entries]
+        (other / path.name).write_bytes(b"\n".join(lines) + b"\n")
+        sidecar.write_sidecar(other / path.name, lines, FlatBatch.of(entries))
+    r = land(folder, tmp_path / "w.duckdb")
+    assert (r.files_from_sidecar, r.files_from_lines, r.inserted) == (2, 0, 4)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    ids = {g for (g,) in con.execute("select distinct game_id from raw_events").fetchall()}
+    con.close()
+    assert ids == {g.game_id for g in games[:4]}

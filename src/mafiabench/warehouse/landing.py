@@ -375,6 +375,8 @@ def _land_group(con: duckdb.DuckDBPyConnection, group: list[Sidecar], experiment
     total = LoadResult()
     files = [str(s.tables["raw_games"]) for s in group]
     try:
+        if any(c in f for f in files for c in "*?[{"):  # DuckDB would read such a name as a pattern
+            raise duckdb.InvalidInputException("a file name with glob characters")
         shared = {
             f
             for (f,) in con.execute(

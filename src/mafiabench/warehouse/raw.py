@@ -319,7 +319,7 @@ def shard_lines(path: Path) -> list[bytes]:
 
 def shard_bytes(lines: Sequence[bytes]) -> bytes:
     """A shard file's content: its record lines, each ending in a newline."""
-    return b"\n".join([*lines, b""])  # one copy of the bytes, not two
+    return b"\n".join([*lines, b""]) if lines else b"\n"  # one copy of the bytes, not two
 
 
 def load_flat(

@@ -76,6 +76,8 @@ def crc32_file(path: Path) -> tuple[int, int]:
 
 def lines_crc32(lines: Sequence[bytes]) -> tuple[int, int]:
     """(size, CRC-32) of the shard file holding `lines` (`raw.shard_bytes`), without joining them."""
+    if not lines:
+        return 1, _crc32_bytes(b"\n")
     crc = 0
     for line in lines:
         crc = zlib.crc32(b"\n", zlib.crc32(line, crc))
