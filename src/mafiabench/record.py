@@ -8,6 +8,7 @@ the same bytes.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 import orjson
+from pydantic import BaseModel
 
 from mafiabench import __version__
 from mafiabench.engine.core import ROLE_TEAM, GameEngine, Outcome
@@ -202,19 +204,22 @@ def _event_dict(obj: Any) -> dict[str, Any]:
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
-def encode_record(record: GameRecord) -> tuple[dict[str, Any], bytes]:
+def encode_record(record: GameRecord, secrets: list[str] | None = None) -> tuple[dict[str, Any], bytes]:
     """The record as stored in a shard file: one line of compact JSON (secrets scrubbed), and its dict.
 
     The line holds exactly the dict `to_dict` gives, so `record_from_line(line).to_json()` is byte for byte the
     record's `to_json()` (tests/test_golden.py pins that). Serialised with orjson: about 30 times faster than the
     indented `to_json`, which matters when a run writes thousands of games a second. The events stay `Event`
     objects in the dict (orjson writes a dataclass's fields in order, as `Event.to_dict` does, without building
-    the dicts; `vars(event)` is that dict); where a secret had to be scrubbed, the dict is the line read back."""
+    the dicts; `vars(event)` is that dict); where a secret had to be scrubbed, the dict is the line read back.
+    `secrets`: `known_secrets()`, when the caller encodes many records at once (it reads the environment)."""
     d = record.to_dict(events=False)
     line = _dumps_line(d)
-    if known_secrets():  # safety net: a known secret inside a record never reaches a file or a table
+    if secrets is None:
+        secrets = known_secrets()
+    if secrets:  # safety net: a known secret inside a record never reaches a file or a table
         text = line.decode()
-        clean = scrub_json(text)
+        clean = scrub_json(text, secrets)
         if clean != text:
             line = clean.encode()
             d = orjson.loads(line)
@@ -223,6 +228,21 @@ def encode_record(record: GameRecord) -> tuple[dict[str, Any], bytes]:
 
 def record_from_line(line: bytes | str) -> GameRecord:
     return GameRecord.from_dict(orjson.loads(line))
+
+
+@functools.lru_cache(maxsize=256)
+def _rules_json(rules: BaseModel) -> str:
+    return rules.model_dump_json()
+
+
+def _rules_dict(rules: BaseModel) -> dict[str, Any]:
+    """A rules model as plain data, its JSON remembered (rules are frozen models, and a study plays thousands of
+    games with the same one); a fresh dict each time."""
+    try:
+        text = _rules_json(rules)
+    except TypeError:  # an unhashable field value
+        text = rules.model_dump_json()
+    return orjson.loads(text)  # type: ignore[no-any-return]
 
 
 def record_from_engine(
@@ -253,7 +273,7 @@ def record_from_engine(
         game_id=game_id,
         variant=game.variant,
         seed=game.seed,
-        rules=json.loads(game.rules.model_dump_json()),
+        rules=_rules_dict(game.rules),
         players=[
             PlayerRecord(
                 seat=p.seat,

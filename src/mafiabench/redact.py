@@ -80,11 +80,12 @@ def scrub(text: str) -> str:
     return text
 
 
-def scrub_json(text: str) -> str:
-    """`scrub` for serialised JSON: also masks a secret in its JSON-escaped form."""
+def scrub_json(text: str, secrets: list[str] | None = None) -> str:
+    """`scrub` for serialised JSON: also masks a secret in its JSON-escaped form. `secrets`: `known_secrets()`,
+    when the caller has it already."""
     if not text:
         return text
-    for s in known_secrets():
+    for s in known_secrets() if secrets is None else secrets:
         escaped = json.dumps(s, ensure_ascii=False)[1:-1]
         for form in {s, escaped}:
             if form in text:

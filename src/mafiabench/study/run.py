@@ -39,7 +39,7 @@ from mafiabench.errors import UserError
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
 from mafiabench.record import GameRecord, Provenance, encode_record, git_commit
-from mafiabench.redact import secret_env_names
+from mafiabench.redact import known_secrets, secret_env_names
 from mafiabench.study.budget import BudgetGuard
 from mafiabench.study.design import (
     Cell,
@@ -472,7 +472,8 @@ class Study:
         return result
 
     def _write_shard(self, played: list[_Played], index: int) -> tuple[FlatBatch, Path]:
-        entries = [encode_record(p.record) for p in played]
+        secrets = known_secrets()
+        entries = [encode_record(p.record, secrets) for p in played]
         lines = [line for _, line in entries]
         path = landing.write_shard(lines, self.raw, index)
         batch = FlatBatch.of(entries)

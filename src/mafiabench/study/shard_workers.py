@@ -28,7 +28,7 @@ from typing import Any
 
 from mafiabench.play.runner import BackendPool, play_game
 from mafiabench.record import Provenance, encode_record
-from mafiabench.redact import secret_env
+from mafiabench.redact import known_secrets, secret_env
 from mafiabench.study.design import PlannedGame
 from mafiabench.study.spec import Experiment
 from mafiabench.study.workers import WorkerLost, _picklable
@@ -105,9 +105,10 @@ async def _play(
     t0 = time.perf_counter()
     entries = []
     played = []
+    secrets = known_secrets()  # once a shard: it reads the environment
     for g in games:
         rec = await play_game(g.spec(config.experiment, models), pool, provenance=config.provenance)
-        entries.append(encode_record(rec))
+        entries.append(encode_record(rec, secrets))
         played.append(
             GamePlayed(rec.game_id, (rec.design or {}).get("cell") or "?", rec.outcome.get("status") == "failed",
                        rec.error)

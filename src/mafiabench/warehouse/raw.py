@@ -291,10 +291,11 @@ class FlatBatch:
     @classmethod
     def of(cls, entries: Sequence[Encoded], *, path: Path | None = None, keep_lines: bool = True) -> FlatBatch:
         entries = list(entries)
+        shas = [line_sha256(line) for _, line in entries]
         return cls(
             [d["game_id"] for d, _ in entries],
-            [line_sha256(line) for _, line in entries],
-            flatten_encoded(entries) if entries else {},
+            shas,
+            flatten_encoded(entries, shas) if entries else {},
             lines=[line for _, line in entries] if keep_lines else None,
             path=path,
         )
@@ -496,10 +497,11 @@ def flatten(records: Sequence[GameRecord]) -> dict[str, pl.DataFrame]:
     return {t: pl.from_arrow(f.drop_columns([RECORD_COLUMN])) for t, f in frames.items()}  # type: ignore[misc]
 
 
-def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
+def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = None) -> dict[str, pa.Table]:
     """Encoded records → one Arrow table per raw table (bulk insert is ~1000× faster than row inserts in DuckDB).
     Built as row tuples transposed once per table, events' fields taken with one `itemgetter` call each: at
-    thousands of games a second, a list append per field and row was a fifth of a scripted game's CPU."""
+    thousands of games a second, a list append per field and row was a fifth of a scripted game's CPU. `shas`:
+    the lines' `line_sha256`, when the caller has them already."""
     now = datetime.now(UTC).replace(tzinfo=None)
     rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in _GRAIN_TABLES}
     g, pl_, ev, ca, be = (rows[t] for t in _GRAIN_TABLES)
@@ -542,7 +544,7 @@ def flatten_encoded(entries: Sequence[Encoded]) -> dict[str, pa.Table]:
             prov.get("source_file"),
             prov.get("source_sha256"),
             _sorted_json(d.get("rules") or {}),
-            line_sha256(line),
+            shas[i] if shas is not None else line_sha256(line),
             now,
             design.get("batch_id"),
         ))
