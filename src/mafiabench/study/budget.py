@@ -44,8 +44,9 @@ class BudgetGuard:
         self.in_flight += 1
         return True
 
-    def finish(self, usage: Usage | None) -> None:
-        self.in_flight -= 1
+    def finish(self, usage: Usage | None, games: int = 1) -> None:
+        """`games` started games ended (`usage`: what they spent together; None: not played)."""
+        self.in_flight -= games
         if usage is not None:
             self.spent.add(usage)
-            self._finished_games += 1
+            self._finished_games += games

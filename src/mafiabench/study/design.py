@@ -14,6 +14,7 @@ asked, so it is played once for the three of them and extending the capability l
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterator
@@ -44,7 +45,7 @@ class Cell:
     def homogeneous(self) -> bool:
         return len(set(self.agents.values())) == 1
 
-    @property
+    @functools.cached_property
     def key(self) -> str:
         """Filesystem-safe and unique: a readable slug plus a short hash of the exact name."""
         return f"{slug(self.name)}.{hashlib.sha256(self.name.encode()).hexdigest()[:6]}"

@@ -450,24 +450,21 @@ class Study:
         try:
             out = await self._shard_workers.play(shard.index, games)
         except BaseException:
-            for _ in games:
-                self.guard.finish(None)
+            self.guard.finish(None, games=len(games))
             raise
-        s = self.summary
-        busy = out.busy_s / max(1, len(out.games))
-        for p in out.games:
-            usage = Usage(games=1, failed_games=int(p.failed))
-            self.guard.finish(usage)
-            self._live.add(usage)
-            s.add_game(p.game_id, p.cell, usage, failed=p.failed, error=p.error)
-            self._live_failed += int(p.failed)
-            self._busy_games_s += busy
+        total = Usage()
+        for cell, (played, failures) in out.cells.items():
+            usage = Usage(games=played, failed_games=len(failures))  # policy games: no calls, no cost
+            self.summary.add_games(cell, usage, played=played, failures=failures)
+            total.add(usage)
+        self.guard.finish(total, games=out.played)
+        self._live.add(total)
+        self._live_failed += total.failed_games
+        self._busy_games_s += out.busy_s
         if self._bar is not None:
-            self._bar.advance(
-                len(out.games), failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd
-            )
+            self._bar.advance(out.played, failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
         result.batch, result.path = out.batch, out.path
-        result.played = len(out.games)
+        result.played = out.played
         result.wall_s = time.perf_counter() - t0
         return result
 

@@ -52,19 +52,13 @@ class ShardWorkerConfig:
 
 
 @dataclass
-class GamePlayed:
-    """What the parent's ledger needs of one game."""
-
-    game_id: str
-    cell: str
-    failed: bool
-    error: str | None
-
-
-@dataclass
 class ShardPlayed:
+    """A shard played: its file, its rows, and what the parent's ledger needs, counted per cell (the ledger adds
+    a shard at once, not game by game)."""
+
     path: Path
-    games: list[GamePlayed]
+    played: int
+    cells: dict[str, tuple[int, list[tuple[str, str | None]]]]  # cell → (games played, (game id, error) of failed)
     batch: FlatBatch
     busy_s: float
 
@@ -104,21 +98,22 @@ async def _play(
 ) -> ShardPlayed:
     t0 = time.perf_counter()
     entries = []
-    played = []
+    cells: dict[str, tuple[int, list[tuple[str, str | None]]]] = {}
     secrets = known_secrets()  # once a shard: it reads the environment
     for g in games:
         rec = await play_game(g.spec(config.experiment, models), pool, provenance=config.provenance)
         entries.append(encode_record(rec, secrets))
-        played.append(
-            GamePlayed(rec.game_id, (rec.design or {}).get("cell") or "?", rec.outcome.get("status") == "failed",
-                       rec.error)
-        )
+        cell = (rec.design or {}).get("cell") or "?"
+        n, failures = cells.get(cell) or (0, [])
+        if rec.outcome.get("status") == "failed":
+            failures.append((rec.game_id, rec.error))
+        cells[cell] = (n + 1, failures)
     busy = time.perf_counter() - t0
     lines = [line for _, line in entries]
     path = landing.write_shard(lines, config.raw, index)
     batch = FlatBatch.of(entries, path=path, keep_lines=False)
     write_sidecar(path, lines, batch)  # the same rows as Parquet, for landing a backlog without parsing
-    return ShardPlayed(path, played, batch, busy)
+    return ShardPlayed(path, len(entries), cells, batch, busy)
 
 
 # -- the parent's side ----------------------------------------------------------------------------------------------

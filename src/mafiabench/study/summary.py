@@ -48,15 +48,18 @@ class RunSummary:
 
     def add_game(self, game_id: str, cell: str, usage: Usage, *, failed: bool, error: str | None) -> None:
         """Count one played game: its usage (total and per cell), done or failed, and the first failures' reasons."""
+        self.add_games(cell, usage, played=1, failures=[(game_id, error)] if failed else [])
+
+    def add_games(self, cell: str, usage: Usage, *, played: int, failures: list[tuple[str, str | None]]) -> None:
+        """Count games of one cell at once (a shard's, for policy games at thousands a second): their usage summed,
+        and (game id, error) of those that failed, in the order they were played."""
         self.usage.add(usage)
         self.per_cell.setdefault(cell, Usage()).add(usage)
-        self.games_played += 1
-        if failed:
-            self.games_failed += 1
-            if len(self.failures) < MAX_FAILURES_SHOWN:
-                self.failures.append((game_id, error or "failed"))
-        else:
-            self.games_done += 1
+        self.games_played += played
+        self.games_failed += len(failures)
+        self.games_done += played - len(failures)
+        for game_id, error in failures[: max(0, MAX_FAILURES_SHOWN - len(self.failures))]:
+            self.failures.append((game_id, error or "failed"))
 
     @property
     def status(self) -> str:
