@@ -134,3 +134,29 @@ def test_a_backlog_of_shard_files_lands_the_same_rows_once(tmp_path: Path) -> No
     assert (r.inserted, r.skipped, again.inserted, again.skipped) == (80, 0, 0, 0)
     assert (r.files_from_sidecar, r.files_from_lines) == (5, 0)  # landed from the run's sidecars
     assert rows(exp.model_copy(update={"warehouse": str(fresh)})) == before
+
+
+def test_shards_queued_to_two_workers_come_back_each_to_its_caller(tmp_path: Path) -> None:
+    """Two shards wait in each worker's pipe at once (QUEUE_PER_WORKER): every reply reaches the caller of its own
+    shard, and no third worker is started."""
+    from mafiabench.record import Provenance
+    from mafiabench.study.shard_workers import QUEUE_PER_WORKER, ShardWorkerConfig, ShardWorkerPool
+
+    exp = experiment(tmp_path, 2, games=24)
+    raw = tmp_path / "raw"
+    games = list(expand(exp))
+    shards = [games[i : i + 6] for i in range(0, len(games), 6)]
+    assert QUEUE_PER_WORKER == 2 and len(shards) == 8
+    pool = ShardWorkerPool(ShardWorkerConfig(exp, raw, Provenance(git_commit=None), ()), 2)
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(pool.play(i, s) for i, s in enumerate(shards)))
+
+    try:
+        out = asyncio.run(main())
+        assert len(pool.started) == 2
+    finally:
+        pool.close()
+    for i, (shard, played) in enumerate(zip(shards, out, strict=True)):
+        assert played.path.name.endswith(f"-{i:06d}{landing.SHARD_SUFFIX}")
+        assert played.batch.ids == [g.game_id for g in shard]

@@ -54,6 +54,7 @@ from mafiabench.study.design import (
 from mafiabench.study.plan import Shard, ShardPlan, ShardResult, chunk_shards, is_infrastructure_fault
 from mafiabench.study.shard_workers import (
     AUTO_SHARD_WORKERS_MIN_GAMES,
+    QUEUE_PER_WORKER,
     ShardWorkerConfig,
     ShardWorkerPool,
     is_policy_only,
@@ -567,8 +568,8 @@ class Study:
     # -- fan out --------------------------------------------------------------------------------------------------
     def shards_in_flight(self) -> int:
         """Enough shards to keep every game slot busy, plus slack for shards finishing their tail or landing."""
-        if self.shard_processes > 1:  # a worker plays one shard at a time: two each, so none waits for the lander
-            return 2 * self.shard_processes
+        if self.shard_processes > 1:  # shards queued to each worker, and one more each landing
+            return (QUEUE_PER_WORKER + 1) * self.shard_processes
         known = self.exp.shard_size if self.rule is not None else self.shards.games  # waves: sized as they come
         per = max(1, min(self.exp.shard_size, known or 1))
         return max(2, 2 * math.ceil(self.exp.concurrency.games / per))
