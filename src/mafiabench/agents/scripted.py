@@ -13,6 +13,8 @@ from mafiabench.agents.base import AgentTurn, PlayerView
 from mafiabench.engine.core import Answer, Decision, derive_seed
 from mafiabench.errors import UserError
 
+_SILENT = Answer(text=None)  # answers are frozen: the silent policies share one
+
 POLICIES = ("random", "informed", "mafia-votes-detective", "mafia-votes-villager", "always-accuse")
 
 
@@ -60,7 +62,7 @@ class PolicyAgent:
         if decision.action == "speak":
             if self.policy == "always-accuse":
                 return Answer(text=f"I think {self.arg} is the mafioso.")
-            return Answer(text=None)
+            return _SILENT
         choices = decision.choices
         preferred = self._preferred(decision, view)
         target = preferred if preferred in choices else self.rng.choice(choices)

@@ -50,7 +50,7 @@ class Player:
         return {"seat": self.seat, "name": self.name, "role": self.role, "team": self.team}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Decision:
     """A request for one player to act, with the valid choices (empty for `speak`; `send`/`wait` for the async
     variant's `schedule`).
@@ -69,8 +69,27 @@ class Decision:
     mode: DecisionMode = "name"
     clock: str | None = None
 
+    def __init__(
+        self,
+        player: str,
+        action: Action,
+        phase: Phase,
+        round: int,
+        choices: tuple[str, ...] = (),
+        step: int = 1,
+        steps: int = 1,
+        mode: DecisionMode = "name",
+        clock: str | None = None,
+    ) -> None:
+        # Filled at once, as `Event` is: a frozen dataclass's generated `__init__` sets each field through
+        # `object.__setattr__`, twice as slow, and a policy game makes ten decisions and ten answers.
+        self.__dict__.update(
+            player=player, action=action, phase=phase, round=round, choices=choices, step=step, steps=steps,
+            mode=mode, clock=clock,
+        )
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, init=False)
 class Answer:
     """An agent's answer after parsing.
 
@@ -85,6 +104,20 @@ class Answer:
     format_failure: bool = False
     reasoning: str | None = None
     truncated: bool = False  # the agent's message was cut before the engine saw it (an unclosed quote)
+
+    def __init__(
+        self,
+        text: str | None = None,
+        target: str | None = None,
+        belief: Mapping[str, float] | None = None,
+        format_failure: bool = False,
+        reasoning: str | None = None,
+        truncated: bool = False,
+    ) -> None:
+        self.__dict__.update(
+            text=text, target=target, belief=belief, format_failure=format_failure, reasoning=reasoning,
+            truncated=truncated,
+        )
 
 
 Batch = list[Decision]
