@@ -504,9 +504,12 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
     the lines' `line_sha256`, when the caller has them already."""
     now = datetime.now(UTC).replace(tzinfo=None)
     rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in _GRAIN_TABLES}
-    g, pl_, ev, ca, be = (rows[t] for t in _GRAIN_TABLES)
+    g, pl_, _, ca, be = (rows[t] for t in _GRAIN_TABLES)  # events: column-wise, below
     dumps_sorted = _SORTED.encode
     records: dict[str, list[int]] = {t: [] for t in _GRAIN_TABLES}
+    evs: list[dict[str, Any]] = []  # every event of the batch, and the record each came from: taken column-wise
+    ev_rec: list[int] = []
+    gids: list[str] = []
     for i, (d, line) in enumerate(entries):
         gid = d["game_id"]
         design = d.get("design") or {}
@@ -554,19 +557,9 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
                 p["model_raw"] if p.get("model_raw") is not None else p["model"],
             ))
         events = [e if type(e) is dict else vars(e) for e in d.get("events") or ()]  # `Event`s: their fields
-        try:
-            fields = [_EVENT_GET(e) for e in events]
-        except KeyError:  # a record missing optional event keys: one at a time
-            fields = [tuple(e.get(k) for k in _EVENT_FIELDS) for e in events]
-        for e, f in zip(events, fields, strict=True):
-            data = e.get("data") or {}
-            ev.append((gid, *f, _sorted_json(data) if data else None))
-            if e["type"] == "belief":
-                for cand, prob in (data.get("probability") or {}).items():
-                    be.append((
-                        gid, e["seq"], e.get("actor"), e["phase"], e["round"], data.get("action"), cand, float(prob),
-                        e.get("random_fallback"),
-                    ))
+        evs += events
+        ev_rec += [i] * len(events)
+        gids.append(gid)
         for c in d.get("calls") or ():
             ca.append((  # in RAW_SCHEMA["raw_model_calls"]'s order
                 gid,
@@ -594,14 +587,40 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
         for t in _GRAIN_TABLES:
             rec = records[t]
             rec.extend([i] * (len(rows[t]) - len(rec)))
+    columns: dict[str, list[Any]] = {t: [] for t in _GRAIN_TABLES}
+    columns["raw_events"], records["raw_events"] = _event_columns(evs, ev_rec, gids)
+    for k in (k for k, e in enumerate(evs) if e["type"] == "belief"):
+        e = evs[k]
+        data = e.get("data") or {}
+        for cand, prob in (data.get("probability") or {}).items():
+            be.append((
+                gids[ev_rec[k]], e["seq"], e.get("actor"), e["phase"], e["round"], data.get("action"), cand,
+                float(prob), e.get("random_fallback"),
+            ))
+            records["raw_beliefs"].append(ev_rec[k])
     out = {}
     for t in _GRAIN_TABLES:
         names = _columns(t)
-        columns = list(zip(*rows[t], strict=True)) if rows[t] else [() for _ in names]
+        cols = columns[t] or (list(zip(*rows[t], strict=True)) if rows[t] else [() for _ in names])
         out[t] = pa.Table.from_pydict(
-            {**dict(zip(names, columns, strict=True)), RECORD_COLUMN: records[t]}, schema=_arrow_schema(t)
+            {**dict(zip(names, cols, strict=True)), RECORD_COLUMN: records[t]}, schema=_arrow_schema(t)
         )
     return out
+
+
+def _event_columns(
+    evs: list[dict[str, Any]], ev_rec: list[int], gids: list[str]
+) -> tuple[list[Any], list[int]]:
+    """`raw_events`' columns of a batch's events, taken a column at a time (one `itemgetter` call an event, one
+    transposition; no row tuple built an event)."""
+    if not evs:
+        return [], []
+    try:
+        fields = list(map(_EVENT_GET, evs))
+    except KeyError:  # a record missing optional event keys: one at a time
+        fields = [tuple(e.get(k) for k in _EVENT_FIELDS) for e in evs]
+    data_json = [_sorted_json(data) if (data := e.get("data")) else None for e in evs]
+    return [[gids[i] for i in ev_rec], *zip(*fields, strict=True), data_json], ev_rec
 
 
 # json.dumps(x, sort_keys=True), as the columns have always held it (C encoder, compiled once).
