@@ -18,9 +18,20 @@ known_mafia as (
     group by game_id, actor, target
 ),
 
+level1_known as (
+    -- Per detective vote, the mafioso it knew first (voting any it knew is right): a one-column arg_min on the
+    -- join's keys, then one join back to the vote, instead of a distinct on over every column (5x the CPU).
+    select v.game_id, v.seq, arg_min(k.mafioso, k.known_seq) as should_vote
+    from votes as v
+    inner join known_mafia as k on k.game_id = v.game_id and k.detective = v.voter and k.known_seq < v.seq
+    inner join players as m on m.game_id = k.game_id and m.name = k.mafioso
+    where v.voter_role = 'detective' and (m.out_seq is null or m.out_seq > v.seq)
+    group by v.game_id, v.seq
+),
+
 level1 as (
-    -- One row per detective vote, even if it knew several mafiosos (voting any of them is right).
-    select distinct on (v.game_id, v.seq)
+    -- One row per detective vote, even if it knew several mafiosos.
+    select
         v.game_id,
         v.seq,
         v.round,
@@ -29,14 +40,11 @@ level1 as (
         v.voter_role,
         v.voter_model as model,
         v.target,
-        k.mafioso as should_vote,
+        k.should_vote,
         coalesce(v.target_team, 'town') <> 'mafia' as failed,
         v.random_fallback
     from votes as v
-    inner join known_mafia as k on k.game_id = v.game_id and k.detective = v.voter and k.known_seq < v.seq
-    inner join players as m on m.game_id = k.game_id and m.name = k.mafioso
-    where v.voter_role = 'detective' and (m.out_seq is null or m.out_seq > v.seq)
-    order by v.game_id, v.seq, k.known_seq
+    inner join level1_known as k on k.game_id = v.game_id and k.seq = v.seq
 ),
 
 detective_known as (
@@ -51,8 +59,18 @@ detective_known as (
     where e.event_type = 'info' and e.visibility like 'player:%' and json_extract_string(e.data_json, '$.detective') is not null
 ),
 
+level2_known as (
+    -- Per mafioso vote, the detective it knew of first (as level1_known).
+    select v.game_id, v.seq, arg_min(k.detective, k.known_seq) as should_vote
+    from votes as v
+    inner join detective_known as k on k.game_id = v.game_id and k.mafioso = v.voter and k.known_seq < v.seq
+    inner join players as d on d.game_id = k.game_id and d.name = k.detective
+    where v.voter_role = 'mafioso' and (d.out_seq is null or d.out_seq > v.seq)
+    group by v.game_id, v.seq
+),
+
 level2 as (
-    select distinct on (v.game_id, v.seq)
+    select
         v.game_id,
         v.seq,
         v.round,
@@ -61,14 +79,11 @@ level2 as (
         v.voter_role,
         v.voter_model as model,
         v.target,
-        k.detective as should_vote,
-        v.target <> k.detective as failed,
+        k.should_vote,
+        v.target <> k.should_vote as failed,
         v.random_fallback
     from votes as v
-    inner join detective_known as k on k.game_id = v.game_id and k.mafioso = v.voter and k.known_seq < v.seq
-    inner join players as d on d.game_id = k.game_id and d.name = k.detective
-    where v.voter_role = 'mafioso' and (d.out_seq is null or d.out_seq > v.seq)
-    order by v.game_id, v.seq, k.known_seq
+    inner join level2_known as k on k.game_id = v.game_id and k.seq = v.seq
 ),
 
 final as (
