@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_marts.py 100000 1000000         # synthetic raw rows, then build + gate
     .venv/bin/python benchmarks/bench_marts.py 2000 --engine           # real engine games through load_records
     .venv/bin/python benchmarks/bench_marts.py 1000000 --src /tmp/before/src   # another checkout's code
+    .venv/bin/python benchmarks/bench_marts.py 1000000 --src /tmp/before/src --src src   # side by side, in turn
 
 Two generators:
 - `synthetic` (default): a vectorised numpy/polars generator that writes the same raw rows a scripted Mini-Mafia
@@ -14,14 +15,18 @@ Two generators:
 
 Prints, per size: rows landed, landing time, build time (dbt models + Python marts, staged, plus the publishing
 renames), gate time (dbt data tests + Great Expectations on the staged build), and the process's peak
-resident memory (resource.getrusage; DuckDB runs in-process, so its memory is included).
+resident memory (resource.getrusage; DuckDB runs in-process, so its memory is included). Several `--src` run one after
+another, each in a fresh process (peak RSS is per process), with the load average before each. dbt's parsed project
+is cached between processes (`build.dbt_runner`); `--cold-parse` gives each process an empty cache.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-if "--src" in sys.argv[:-1]:  # measure another checkout's code (before/after side by side): its src/ goes first
+if sys.argv[:-1].count("--src") == 1:  # measure another checkout's code: its src/ goes first
     sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--src") + 1]).resolve()))
 
 from mafiabench.build.marts import publish, stage, staged_views
@@ -288,9 +293,23 @@ def main() -> None:
     parser.add_argument("sizes", nargs="*", type=int, default=[100_000])
     parser.add_argument("--engine", action="store_true", help="play games through the engine and load_records")
     parser.add_argument("--no-gate", action="store_true", help="skip the quality gate")
-    parser.add_argument("--src", type=Path, help="import mafiabench (and its dbt project) from this src/ folder")
+    parser.add_argument("--src", type=Path, action="append", default=[],
+                        help="import mafiabench (and its dbt project) from this src/ folder; repeat to compare")
     parser.add_argument("--chunk", type=int, default=250_000, help="synthetic games generated per landing batch")
+    parser.add_argument("--cold-parse", action="store_true", help="no cached dbt manifest (an empty cache folder)")
     args = parser.parse_args()
+    if args.cold_parse:
+        os.environ["MAFIABENCH_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-marts-cache-")
+    if len(args.src) > 1:
+        flags = [f for f, on in (("--engine", args.engine), ("--no-gate", args.no_gate),
+                                 ("--cold-parse", args.cold_parse)) if on]
+        for n in args.sizes:
+            for src in args.src:
+                load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+                print(f"--src {src} (load average {load})", flush=True)
+                subprocess.run([sys.executable, __file__, str(n), "--src", str(src), "--chunk", str(args.chunk),
+                                *flags], check=True)
+        return
     for n in args.sizes:
         run(n, engine=args.engine, gate=not args.no_gate, chunk=args.chunk)
 

@@ -104,6 +104,7 @@ def generate(sql_dir: Path | None = None) -> str:
         n.name: sorted(d.split(".")[-1] for d in n.depends_on.nodes)
         for n in parsed.nodes.values() if n.resource_type == "model"
     }
+    materialized = {n.name: n.config.materialized for n in parsed.nodes.values() if n.resource_type == "model"}
     lines = [
         "# Warehouse catalogue",
         "",
@@ -126,7 +127,7 @@ def generate(sql_dir: Path | None = None) -> str:
             if doc["layer"] != layer:
                 continue
             if doc["file"]:
-                kind = "view" if layer == "staging" else "table"
+                kind = "view" if materialized.get(name) == "view" else "table"
                 where = f"*{kind}* from `{doc['file']}`; depends on " + (
                     ", ".join(f"`{d}`" for d in deps.get(name, [])) or "none")
             else:

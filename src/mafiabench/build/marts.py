@@ -13,6 +13,7 @@ gate between the two, so readers only ever see marts that passed. `build_models`
 
 from __future__ import annotations
 
+import re
 import time
 import tomllib
 from collections.abc import Iterable, Iterator
@@ -230,13 +231,33 @@ def stage(
     return staged
 
 
+_STAGED_NAME = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(STAGED_PREFIX)}(?=[A-Za-z0-9_])")
+
+
+def _view_sql(con: duckdb.DuckDBPyConnection, relation: str) -> str:
+    return str(con.execute(
+        "select sql from duckdb_views() where schema_name = 'main' and view_name = ? and not temporary", [relation]
+    ).fetchall()[0][0])
+
+
 def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
-    """Rename every staged relation over its published name, in one transaction (renames only, no copies)."""
+    """Put every staged relation under its published name, in one transaction, without copying data: tables and
+    views over published relations are renamed; a view over other staged relations (a mart kept as a view) would
+    go on reading the `__staged_` names after the renames, so it is created again from its definition with the
+    published names, after the renames, in build order (a view's upstream views come first)."""
     con.execute("begin transaction")
     try:
+        recreate: list[tuple[str, str]] = []
         for name, (relation, kind) in staged.relations.items():
+            sql = _view_sql(con, relation) if kind == "view" else ""
             _drop_relation(con, name)
-            con.execute(f'alter {kind} main."{relation}" rename to "{name}"')
+            if _STAGED_NAME.search(sql.split(" AS ", 1)[-1]):
+                recreate.append((relation, _STAGED_NAME.sub("", sql)))
+            else:
+                con.execute(f'alter {kind} main."{relation}" rename to "{name}"')
+        for relation, sql in recreate:
+            con.execute(f'drop view main."{relation}"')
+            con.execute(sql)
         con.execute("commit")
     except BaseException:
         con.execute("rollback")
