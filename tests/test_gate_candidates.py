@@ -120,6 +120,14 @@ def test_the_copy_check_finds_what_fingerprinting_every_game_finds() -> None:
         if text is not None:
             con.execute("insert into raw_events values (?, 0, 'message', 'p0', null, 'hi'), (?, 1, 'message', 'p1', "
                         "null, ?)", [gid, gid, text])
+    # The same events in another order: not a copy (the fingerprint is order-free over events, but each event's
+    # seq is inside what it hashes).
+    for gid, texts in {"i": ("hi", "bye"), "i-swapped": ("bye", "hi")}.items():
+        con.execute("insert into raw_games values (?, 'mini', 5)", [gid])
+        for seat, agent in enumerate(("x", "y")):
+            con.execute("insert into raw_players values (?, ?, ?, 'villager', ?)", [gid, seat, f"p{seat}", agent])
+        for seq, text in enumerate(texts):
+            con.execute("insert into raw_events values (?, ?, 'message', 'p0', null, ?)", [gid, seq, text])
     query = next(s for s in SUITES if s.name == "copied_games").query
     found = sorted(con.sql(query).fetchall(), key=str)
     assert found == sorted(con.sql(COPIES_REFERENCE).fetchall(), key=str)
