@@ -196,7 +196,6 @@ def write_shard(lines: Sequence[bytes], folder: Path, index: int) -> Path:
     return path
 
 
-
 def remove_partial(folder: Path) -> int:
     """Delete temp files a killed writer left behind (call only while holding the warehouse lock)."""
     n = 0

@@ -68,8 +68,8 @@ RAW_SCHEMA: dict[str, str] = {
 
 DETECTION_KEY = ("game_id", "cut", "detector", "prompt_sha256")
 
-_GRAIN_TABLES = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")
-GRAIN_TABLES = _GRAIN_TABLES  # the tables a game record lands in (and a shard's sidecar holds)
+# The tables a game record lands in (and a shard's sidecar holds).
+GRAIN_TABLES = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")
 
 # The calls of a failed attempt that a replay replaced: the game's latest record is in the grain tables (and its raw
 # file), but what the earlier attempts spent stays counted here (budget, costs), never lost.
@@ -393,7 +393,7 @@ def load_flat(
                 {"ids": replaced},
             )
         fresh = not existing
-        for table in _GRAIN_TABLES:
+        for table in GRAIN_TABLES:
             if not fresh:
                 con.execute(f"delete from {table} where game_id in (select unnest($ids))", {"ids": load_ids})
             frame = frames[table]
@@ -503,10 +503,10 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
     thousands of games a second, a list append per field and row was a fifth of a scripted game's CPU. `shas`:
     the lines' `line_sha256`, when the caller has them already."""
     now = datetime.now(UTC).replace(tzinfo=None)
-    rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in _GRAIN_TABLES}
-    g, pl_, _, ca, be = (rows[t] for t in _GRAIN_TABLES)  # events: column-wise, below
+    rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in GRAIN_TABLES}
+    g, pl_, _, ca, be = (rows[t] for t in GRAIN_TABLES)  # events: column-wise, below
     dumps_sorted = _SORTED.encode
-    records: dict[str, list[int]] = {t: [] for t in _GRAIN_TABLES}
+    records: dict[str, list[int]] = {t: [] for t in GRAIN_TABLES}
     evs: list[dict[str, Any]] = []  # every event of the batch, and the record each came from: taken column-wise
     ev_rec: list[int] = []
     gids: list[str] = []
@@ -584,10 +584,10 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
                 c.get("response"),
                 dumps_sorted(c.get("request")),
             ))
-        for t in _GRAIN_TABLES:
+        for t in GRAIN_TABLES:
             rec = records[t]
             rec.extend([i] * (len(rows[t]) - len(rec)))
-    columns: dict[str, list[Any]] = {t: [] for t in _GRAIN_TABLES}
+    columns: dict[str, list[Any]] = {t: [] for t in GRAIN_TABLES}
     columns["raw_events"], records["raw_events"] = _event_columns(evs, ev_rec, gids)
     for k in (k for k, e in enumerate(evs) if e["type"] == "belief"):
         e = evs[k]
@@ -599,7 +599,7 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
             ))
             records["raw_beliefs"].append(ev_rec[k])
     out = {}
-    for t in _GRAIN_TABLES:
+    for t in GRAIN_TABLES:
         names = _columns(t)
         cols = columns[t] or (list(zip(*rows[t], strict=True)) if rows[t] else [() for _ in names])
         out[t] = pa.Table.from_pydict(
