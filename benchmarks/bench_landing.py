@@ -3,14 +3,19 @@
     .venv/bin/python benchmarks/bench_landing.py 1000000                 # land 1M games (written first, not timed)
     .venv/bin/python benchmarks/bench_landing.py 1000000 --build         # then `mafiabench build` on the result
     .venv/bin/python benchmarks/bench_landing.py 200000 --src /tmp/before/src --src src   # versions side by side
+    .venv/bin/python benchmarks/bench_landing.py 1000000 --build --shards /tmp/shards     # write once, reuse after
 
 Games: `--base` (default 20,000) Mini-Mafia games of policy players are played once with the engine, then copied
-under new game ids until there are N, written as shard files of 500 games (what `mafiabench run` writes), outside
-the timing. Timed, in a fresh process (so its peak RSS is the lander's alone): `landing.land_pending`, which lands
-every shard file with its landed mark, from its sidecar where it has a matching one, else by parsing its lines.
-`--build` then times `mafiabench build` (staging, marts and the quality gate) in another process; the gate refuses
-the copied games (same seeds and events), so the build ends with exit code 2 after running whole, and says so.
-With several `--src`, the same files are landed by each version in turn.
+under new game ids and seeds until there are N, written as shard files of 500 games (what `mafiabench run` writes),
+outside the timing (into `--shards` when given, unless it already holds shard files). `--same-seeds` keeps each
+copy's seed (until 2026-11-26 the only way): the quality gate's copied-games check then has every game to
+fingerprint, its worst case, and refuses the build.
+
+Timed, in a fresh process (so its peak RSS is the lander's alone): `landing.land_pending`, which lands every shard
+file with its landed mark, from its sidecar where it has a matching one, else by parsing its lines. `--build` then
+times `mafiabench build` (staging, marts and the quality gate) in another process, and reports its exit code (2 when
+the gate refused the build, after running whole). With several `--src`, the same files are landed by each version in
+turn.
 
 Each shard file also gets its columnar sidecar (`warehouse/sidecar.py`, Parquet next to the lines) when the sources
 this script runs with have one (`--no-sidecars`: lines only); writing them is timed separately, as a shard writer's
@@ -44,7 +49,10 @@ print("LANDED", r.inserted, time.perf_counter() - t0, time.process_time() - c0)
 """
 
 
-def write_shards(n: int, base: int, folder: Path, *, sidecars: bool = True) -> float:
+_GOLDEN = 0x9E3779B97F4A7C15  # a copy's seed: its original's plus a multiple of this, modulo 2**64
+
+
+def write_shards(n: int, base: int, folder: Path, *, sidecars: bool = True, same_seeds: bool = False) -> float:
     """Write the shard files (and their sidecars); returns the CPU seconds the sidecars took."""
     from mafiabench.play.runner import BackendPool, play_game
     from mafiabench.record import Provenance, encode_record
@@ -81,6 +89,7 @@ def write_shards(n: int, base: int, folder: Path, *, sidecars: bool = True) -> f
 
     lines = asyncio.run(play())
     ids = [line.split(b'"game_id":"', 1)[1].split(b'"', 1)[0] for line in lines]
+    seeds = [int(line.split(b'"seed":', 1)[1].split(b",", 1)[0]) for line in lines]
     batch: list[bytes] = []
     index = 0
     sidecar_cpu = 0.0
@@ -98,6 +107,8 @@ def write_shards(n: int, base: int, folder: Path, *, sidecars: bool = True) -> f
         k = i % len(lines)
         copy = i // len(lines)
         line = lines[k] if copy == 0 else lines[k].replace(ids[k], ids[k] + b"-c%d" % copy)
+        if copy and not same_seeds:  # a study's games have seeds of their own; the copies' gate passes
+            line = line.replace(b'"seed":%d,' % seeds[k], b'"seed":%d,' % ((seeds[k] + copy * _GOLDEN) % 2**64), 1)
         batch.append(line)
         if len(batch) == 500:
             flush()
@@ -130,12 +141,18 @@ def main() -> None:
     parser.add_argument("--build", action="store_true", help="then time `mafiabench build`")
     parser.add_argument("--src", type=Path, action="append", help="package sources (repeat to compare)")
     parser.add_argument("--no-sidecars", action="store_true", help="write the lines only")
+    parser.add_argument("--shards", type=Path, help="keep the shard files in this folder; reuse them when it has some")
+    parser.add_argument("--same-seeds", action="store_true",
+                        help="copies keep their original's seed: the gate's copied-games check refuses the build")
     args = parser.parse_args()
     srcs = args.src or [ROOT / "src"]
     with tempfile.TemporaryDirectory(prefix="bench-landing-") as tmp:
-        folder = Path(tmp) / "raw" / "landing"
+        folder = args.shards or Path(tmp) / "raw" / "landing"
         t0 = time.perf_counter()
-        sidecar_cpu = write_shards(args.games, min(args.base, args.games), folder, sidecars=not args.no_sidecars)
+        sidecar_cpu = 0.0
+        if not list(folder.glob("*.jsonl")):
+            sidecar_cpu = write_shards(args.games, min(args.base, args.games), folder,
+                                       sidecars=not args.no_sidecars, same_seeds=args.same_seeds)
         files = sorted(folder.glob("*.jsonl"))
         size = sum(p.stat().st_size for p in files)
         side = sum(p.stat().st_size for p in folder.glob("*.cols/*"))
@@ -154,8 +171,8 @@ def main() -> None:
                   f"DuckDB file {warehouse.stat().st_size / 1e6:.0f} MB; files from sidecars {from_side}, "
                   f"from lines {from_lines}; load average {os.getloadavg()}", flush=True)
             if args.build:
-                # The copies share their originals' seeds and events, which the quality gate's copied-games check
-                # refuses: the build runs whole (staging, marts, every check) and exits 2, which is reported.
+                # With --same-seeds the copies share their originals' seeds and events, which the quality gate's
+                # copied-games check refuses: the build runs whole (staging, marts, every check) and exits 2.
                 _, wall, cpu, rss, code = timed(
                     [sys.executable, "-m", "mafiabench.cli", "build", "--warehouse", str(warehouse)], env,
                     may_fail=True,

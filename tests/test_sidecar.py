@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -221,3 +222,30 @@ def test_a_folder_name_duckdb_would_read_as_a_pattern_lands_its_sidecars_one_by_
     ids = {g for (g,) in con.execute("select distinct game_id from raw_events").fetchall()}
     con.close()
     assert ids == {g.game_id for g in games[:4]}
+
+
+def test_lines_untouched_since_their_sidecar_are_not_read_again_and_changed_ones_are(
+    tmp_path: Path, games: list[GameRecord], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer's size and modification time of the lines vouch for them; a file touched since is checked by its
+    CRC-32: a copy with a new time still lands from its sidecar, a same-size edit lands from its (edited) lines."""
+    folder = tmp_path / "raw" / EXPERIMENT
+    edited, copied, untouched = write(folder, [games[:2], games[2:4], games[4:6]])
+    data = edited.read_bytes()
+    edited.write_bytes(data.replace(b'"cell":"c"', b'"cell":"d"', 1))  # the first game moved to another cell
+    assert edited.stat().st_size == len(data)
+    copied.write_bytes(copied.read_bytes())  # the same content written again
+    for path in (edited, copied):  # a later time, whatever the clock's tick
+        os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    read: list[str] = []
+    crc32_file = sidecar.crc32_file
+    monkeypatch.setattr(sidecar, "crc32_file", lambda p: (read.append(p.name), crc32_file(p))[1])
+    reasons = [sidecar.check_sidecar(p)[1] for p in (edited, copied, untouched)]
+    assert reasons == ["made from another lines file", "", ""]
+    assert [n for n in read if n.endswith(".jsonl")] == [edited.name, copied.name]  # not the untouched file
+    r = land(folder, tmp_path / "w.duckdb")
+    assert (r.files_from_sidecar, r.files_from_lines, r.inserted) == (2, 1, 6)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    cells = con.execute("select cell, count(*) from raw_games group by cell order by cell").fetchall()
+    con.close()
+    assert cells == [("c", 5), ("d", 1)]

@@ -320,11 +320,11 @@ def land_pending(
     """Land what reached the raw folder but not DuckDB (a crash between the two; a shard shipped from elsewhere):
     shard files not marked landed, oldest first, and legacy per-game files of games not landed as finished.
 
-    Shards with a matching sidecar (`warehouse.sidecar`) are landed `group_files` at a time, straight from their
-    Parquet files (`_land_group`); the others one by one from their lines, each in its own transaction with its
-    mark. Either way a file's records and its mark in `raw_landed_files` commit together, and the rows are the same.
-    (Reading a backlog's lines in worker processes was tried: on 2 shared cores it cost 20% more CPU and no wall
-    time, BENCHMARKS.md.)"""
+    Shards with a matching sidecar (`warehouse.sidecar`) are landed in groups of at most `group_files` shards or
+    `SIDECAR_GROUP_BYTES` of Parquet, straight from their Parquet files (`_land_group`); the others one by one from
+    their lines, each in its own transaction with its mark. Either way a file's records and its mark in
+    `raw_landed_files` commit together, and the rows are the same. (Reading a backlog's lines in worker processes
+    was tried: on 2 shared cores it cost 20% more CPU and no wall time, BENCHMARKS.md.)"""
     total = LoadResult()
     ensure_landed_files_table(con)
     rows = con.execute(f"select file from {LANDED_FILES} where experiment = $e", {"e": experiment}).fetchall()
@@ -333,24 +333,26 @@ def land_pending(
     if legacy:
         done = landing_state(con, list(legacy)).finished
         _add(total, land_files(con, [p for g, p in sorted(legacy.items()) if g not in done]))
-    size = group_files or SIDECAR_GROUP_FILES
+    most = group_files or SIDECAR_GROUP_FILES
     previous = gc.get_threshold()
     batch_gc()  # a backlog is read and flattened in bulk: see BATCH_GC_THRESHOLDS
     try:
         group: list[Sidecar] = []
+        group_bytes = 0
         for path in shard_files(folder):
             if path.name in landed:
                 continue
             side, _ = check_sidecar(path)
             if side is not None:
                 group.append(side)
-                if len(group) >= size:
+                group_bytes += side.size
+                if len(group) >= most or group_bytes >= SIDECAR_GROUP_BYTES:
                     _add(total, _land_group(con, group, experiment))
-                    group = []
+                    group, group_bytes = [], 0
                 continue
             if group:  # keep the files' order: what was written before this file lands before it
                 _add(total, _land_group(con, group, experiment))
-                group = []
+                group, group_bytes = [], 0
             _add(total, land_shard(con, FlatBatch.read(path), path, experiment))
             total.files_from_lines += 1
         if group:
@@ -360,9 +362,12 @@ def land_pending(
     return total
 
 
-# Shards landed from their sidecars per transaction: 100 shards of 500 policy games are 50,000 games, 2.2 M rows;
-# more gains little and a failed group is redone file by file (BENCHMARKS.md).
-SIDECAR_GROUP_FILES = 100
+# Shards landed from their sidecars per transaction, up to whichever bound comes first. Each commit rewrites the
+# tables' last, partly filled row groups, so few large transactions are cheaper: a million policy games (2,000
+# shards, 219 MB of Parquet) land in 11.3 s in one, 21.7 s in groups of 100 shards (BENCHMARKS.md). The byte bound
+# keeps a group of games with long prompts (model calls) to a size whose failure, redone file by file, costs little.
+SIDECAR_GROUP_FILES = 2_000
+SIDECAR_GROUP_BYTES = 256 * 1024 * 1024
 
 
 def _land_group(con: duckdb.DuckDBPyConnection, group: list[Sidecar], experiment: str) -> LoadResult:
