@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from test_marts_common import landed, mini_record, one, rows
 
 
@@ -37,3 +39,15 @@ def test_simulated_variants_are_profiled_apart() -> None:
     got = rows(c, "select source, variant, games from mart_dataset_profile order by variant")
     assert [(r["source"], r["variant"], r["games"]) for r in got] == [("simulation", "async", 1),
                                                                       ("simulation", "mini-mafia", 1)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["one", "a b c", "a  b", "  padded  ", "", " ", "tab\there too", "é ü ñ", "trailing ", "x" * 300 + " y"],
+)
+def test_a_message_has_as_many_words_as_pieces_between_single_spaces(text: str) -> None:
+    """int_turns counts a message's words as `string_split(trim(text), ' ')` pieces (one more than its spaces,
+    without building the list): Python's `split(' ')` of the same trimmed text is the hand count."""
+    c = landed([mini_record("w1", messages=[("Alice", text)])])
+    got = one(c, "select words from int_turns where event_type = 'message'")
+    assert got["words"] == len(text.strip(" ").split(" "))

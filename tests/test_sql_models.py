@@ -135,6 +135,37 @@ def test_rebuild_is_idempotent_and_a_failed_model_changes_nothing(tmp_path: Path
     assert rows(con, "select count(*) as n from fct_games")[0]["n"] == 6
 
 
+def test_the_build_settings_hold_while_dbt_runs_and_are_restored_after_a_build_or_a_failed_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No checkpoint per model while dbt builds (a global setting, so dbt's own connection has it) and unordered
+    inserts; the caller's settings come back whether the build passed or raised."""
+    con = fresh_con()
+    load_records(con, cell_records("a", n=4, mafia_wins=2, models="X"))
+    settings = "select current_setting('checkpoint_threshold'), current_setting('preserve_insertion_order')"
+    before = con.execute(settings).fetchall()
+    seen: list[tuple] = []
+    run = transform.dbt_runner.run
+
+    def spying_run(c, *args, **kwargs):  # type: ignore[no-untyped-def]
+        other = c.cursor()  # another connection to the same database, as dbt's is
+        seen.append(other.execute(settings).fetchall()[0] + c.execute(settings).fetchall()[0])
+        other.close()
+        return run(c, *args, **kwargs)
+
+    monkeypatch.setattr(transform.dbt_runner, "run", spying_run)
+    build_models(con)
+    ((other_threshold, _, threshold, ordered),) = seen
+    assert other_threshold == threshold == "7.4 GiB" != before[0][0]  # 8 GB, as DuckDB prints it
+    assert ordered is False
+    assert con.execute(settings).fetchall() == before
+    d = _copy_project(tmp_path)
+    (d / "models" / "marts" / "mart_win_rates.sql").write_text("with final as (select nope)\nselect * from final\n")
+    with pytest.raises(BuildError, match="mart_win_rates"):
+        build_models(con, sql_dir=d)
+    assert con.execute(settings).fetchall() == before
+
+
 def test_only_builds_what_is_asked_and_upstream() -> None:
     con = fresh_con()
     runs = build_models(con, only=["mart_capability_scores"])

@@ -167,6 +167,30 @@ def staged_views(con: duckdb.DuckDBPyConnection, staged: Staged) -> Iterator[duc
         cur.close()
 
 
+# While dbt builds the models: no checkpoint at each model's commit (DuckDB's default starts one whenever the
+# write-ahead log passes 16 MiB, which every large table does); the log is folded into the file once, at the next
+# checkpoint after the build. A million games' build: 4-6 s (a tenth) less wall time, the same peak memory
+# (BENCHMARKS.md). Committed models stay durable either way: the log is replayed if the process dies.
+BUILD_CHECKPOINT_THRESHOLD = "8GB"
+
+
+@contextmanager
+def _build_settings(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """DuckDB settings for the models' build, restored after: rows in no particular order (a mart's row order carries
+    no meaning, and DuckDB then writes tables in parallel, which halves some builds), and `BUILD_CHECKPOINT_THRESHOLD`
+    (a global setting, so that dbt's own connection to the same database has it)."""
+    preserve, threshold = con.execute(
+        "select current_setting('preserve_insertion_order'), current_setting('checkpoint_threshold')"
+    ).fetchall()[0]
+    con.execute("set preserve_insertion_order = false")
+    con.execute(f"set global checkpoint_threshold = '{BUILD_CHECKPOINT_THRESHOLD}'")
+    try:
+        yield
+    finally:
+        con.execute(f"set preserve_insertion_order = {bool(preserve)}")
+        con.execute(f"set global checkpoint_threshold = '{threshold}'")
+
+
 def stage(
     con: duckdb.DuckDBPyConnection,
     *,
@@ -195,17 +219,13 @@ def stage(
     if select == []:
         results: list[NodeResult] = []
     else:
-        preserve = con.execute("select current_setting('preserve_insertion_order')").fetchall()[0][0]
-        # Row order inside a mart carries no meaning; letting DuckDB write tables in parallel halves some builds.
-        con.execute("set preserve_insertion_order = false")
-        try:
-            results = dbt_runner.run(
-                con, "run", project=project, select=select, variables={"upset_threshold": float(upset_threshold)}
-            )
-        except DbtError as exc:
-            raise BuildError(str(exc)) from exc
-        finally:
-            con.execute(f"set preserve_insertion_order = {bool(preserve)}")
+        with _build_settings(con):
+            try:
+                results = dbt_runner.run(
+                    con, "run", project=project, select=select, variables={"upset_threshold": float(upset_threshold)}
+                )
+            except DbtError as exc:
+                raise BuildError(str(exc)) from exc
     for r in results:
         if r.status != "success":
             discard(con, staged)

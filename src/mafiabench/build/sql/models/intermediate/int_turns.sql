@@ -7,6 +7,7 @@ with turns as (
         actor as speaker,
         event_type,
         text,
+        trim(coalesce(text, '')) as trimmed,
         truncated,
         format_failure
     from {{ ref('stg_events') }}
@@ -29,7 +30,10 @@ final as (
         text,
         truncated,
         format_failure,
-        case when event_type = 'message' then len(string_split(trim(coalesce(text, '')), ' ')) else 0 end as words,
+        -- Words as the pieces between single spaces: one more than the spaces, the count `string_split(x, ' ')`
+        -- gives, without building a list per turn (a third of this model's CPU at a million games).
+        case when event_type = 'message' then length(trimmed) - length(replace(trimmed, ' ', '')) + 1 else 0 end
+            as words,
         t.seq = l.last_seq as is_last_turn
     from turns as t
     inner join last_turns as l using (game_id)
