@@ -170,10 +170,10 @@ def synthetic_frames(n: int, seed: int = 0, offset: int = 0) -> dict[str, pl.Dat
     })
     games = _frame("raw_games", {
         "game_id": gid, "record_version": np.ones(n, np.int32), "variant": np.full(n, "mini-mafia"),
-        "seed": np.arange(n, dtype=np.uint64), "experiment": np.full(n, "bench"),
+        "seed": np.arange(offset, offset + n, dtype=np.uint64), "experiment": np.full(n, "bench"),
         "cell": np.char.add(np.char.add(np.char.add(role_models[:, 0], "|"), np.char.add(role_models[:, 1], "|")),
                             role_models[:, 2]),
-        "game_index": np.arange(n, dtype=np.int32), "capabilities": [[] for _ in range(n)],
+        "game_index": np.arange(offset, offset + n, dtype=np.int32), "capabilities": [[] for _ in range(n)],
         "status": np.full(n, "finished"), "winner": winner, "tie_decided": tie, "days": np.ones(n, np.int32),
         "n_players": np.full(n, 4, np.int32), "n_mafia": np.ones(n, np.int32), "valid": np.ones(n, bool),
         "prompt_version": np.full(n, "v4.1"), "source": np.full(n, "simulation"),
