@@ -249,3 +249,22 @@ def test_lines_untouched_since_their_sidecar_are_not_read_again_and_changed_ones
     cells = con.execute("select cell, count(*) from raw_games group by cell order by cell").fetchall()
     con.close()
     assert cells == [("c", 5), ("d", 1)]
+
+
+@pytest.mark.parametrize(("group_bytes", "groups"), [(1, 3), (10**12, 1)])
+def test_a_group_of_sidecars_is_bounded_by_its_bytes(
+    tmp_path: Path, games: list[GameRecord], monkeypatch: pytest.MonkeyPatch, group_bytes: int, groups: int
+) -> None:
+    """Shards with long prompts (model calls) would make a group of 2,000 sidecars gigabytes: the byte bound closes a
+    group once its Parquet files reach `SIDECAR_GROUP_BYTES`, whatever the number of shards."""
+    folder = tmp_path / "raw" / EXPERIMENT
+    write(folder, [games[:2], games[2:4], games[4:6]])
+    sizes: list[int] = []
+    insert = landing._insert_sidecars
+    monkeypatch.setattr(landing, "SIDECAR_GROUP_BYTES", group_bytes)
+    monkeypatch.setattr(
+        landing, "_insert_sidecars", lambda con, group, e: (sizes.append(len(group)), insert(con, group, e))[1]
+    )
+    r = land(folder, tmp_path / "w.duckdb")
+    assert (r.files_from_sidecar, r.inserted) == (3, 6)
+    assert len(sizes) == groups and sum(sizes) == 3
