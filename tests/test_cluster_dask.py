@@ -107,6 +107,10 @@ def test_a_killed_worker_loses_no_game_and_duplicates_none(tmp_path: Path, clust
     assert [r[0] for r in rows] == planned  # every planned game, once
     assert {r[1] for r in rows} == {"finished"}
     assert "Remove worker" in log.read_text() and "name: w0" in log.read_text()
+    with Client(address, timeout=10) as client:  # the survivor closes its SDK clients when it closes
+        from mafiabench.study.cluster import CLOSE_PLUGIN
+
+        assert list(client.run(lambda dask_worker: CLOSE_PLUGIN in dask_worker.plugins).values()) == [True]
     # the shards shipped back were written with their sidecars: a backlog of them lands from the sidecars alone
     raw = landing.raw_dir(Path(exp.warehouse), exp.name)
     files = landing.shard_files(raw)
@@ -119,6 +123,39 @@ def test_a_killed_worker_loses_no_game_and_duplicates_none(tmp_path: Path, clust
         con.close()
     assert (again.files_from_sidecar, again.files_from_lines, again.inserted) == (len(files), 0, 40)
     assert [r[0] for r in landed] == planned
+
+
+def test_closing_a_worker_closes_the_sdk_clients_of_its_game_loops() -> None:
+    """What the worker plugin's teardown runs (`close_worker_loops`): a game played over HTTP (the openai SDK to the
+    local fake server) on a worker's game loop leaves an open client there; closing closes it and stops the loop."""
+    from mafiabench.backends import openai_backend
+    from mafiabench.record import Provenance
+    from mafiabench.study import cluster
+    from mafiabench.study.workers import WorkerConfig
+    from mafiabench.testing import FakeModelServer
+
+    with FakeModelServer(latency_s=0.0, seed=1) as srv:
+        exp = parse_experiment({
+            "name": "close", "games_per_cell": 1, "cells": [{"name": "c", "agents": {"default": "local/m"}}],
+            "endpoints": {"local": {"kind": "openai", "base_url": srv.base_url_openai, "key_required": False}},
+        })
+        config = WorkerConfig(endpoints=exp.endpoint_configs(), limits={}, default_limit=8, cache_dir=None,
+                              provenance=Provenance(git_commit="test"), processes=1)
+        (game,) = expand(exp)
+        record = cluster.play_on_worker(game.spec(exp, exp.model_settings()), config)
+        assert record["outcome"]["status"] == "finished" and srv.requests
+        (runner,) = cluster._LOOPS.values()
+
+        clients = [c for ref, group in openai_backend._CLIENTS._entries.values() if ref() is runner.loop
+                   for c in group.clients]  # the clients the game made on the worker's loop
+        assert clients and not any(c.is_closed() for c in clients)
+        assert cluster.close_worker_loops() == 1
+        assert all(c.is_closed() for c in clients)
+        deadline = time.monotonic() + 10
+        while runner.loop.is_running():
+            assert time.monotonic() < deadline, "the game loop did not stop"
+            time.sleep(0.05)
+        assert not cluster._LOOPS and cluster.close_worker_loops() == 0
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(tmp_path: Path) -> None:

@@ -16,21 +16,26 @@ Limits: `concurrency.games` stays one global limit, enforced in the parent. Each
 the workers present when the run starts (each gets at most ceil(limit / workers)), so the cluster never has much more
 in flight to a provider than the experiment allows. A worker plays its games on one event loop of its own (the SDK
 clients are loop-bound), so run workers with enough threads for the games they should carry
-(`dask worker ADDRESS --nthreads 32`).
+(`dask worker ADDRESS --nthreads 32`). The parent registers a worker plugin on every worker (`CLOSE_PLUGIN`) that
+closes those loops' SDK clients when the worker closes, so their connections end cleanly.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
+from mafiabench.backends.registry import aclose_clients
 from mafiabench.errors import UserError
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
 from mafiabench.study.workers import WorkerConfig
+
+log = logging.getLogger(__name__)
 
 # -- the worker's side ----------------------------------------------------------------------------------------------
 
@@ -61,6 +66,41 @@ def play_on_worker(spec: GameSpec, config: WorkerConfig) -> dict[str, Any]:
     runner = _worker_loop(config)
     future = asyncio.run_coroutine_threadsafe(play_game(spec, runner.pool, provenance=config.provenance), runner.loop)
     return future.result().to_dict()
+
+
+def close_worker_loops(timeout_s: float = 10.0) -> int:
+    """Close the SDK clients of this worker process's game loops and stop the loops; returns how many there were.
+
+    Called when the worker closes (`CLOSE_PLUGIN`): its pooled connections then end with a goodbye to the provider
+    instead of at garbage collection, with "Unclosed client session" lines in the worker's log."""
+    with _LOOPS_LOCK:
+        runners = list(_LOOPS.values())
+        _LOOPS.clear()
+    for runner in runners:
+        try:
+            asyncio.run_coroutine_threadsafe(aclose_clients(), runner.loop).result(timeout_s)
+        except Exception as exc:  # a hung client must not keep the worker from closing
+            log.warning("could not close the SDK clients of a game loop: %r", exc)
+        finally:
+            runner.loop.call_soon_threadsafe(runner.loop.stop)
+    return len(runners)
+
+
+CLOSE_PLUGIN = "mafiabench-close-game-loops"
+
+
+def _close_plugin() -> Any:
+    """The worker plugin (registered by the parent on every worker, present or joining later) whose teardown, when
+    the worker closes, runs `close_worker_loops`. `distributed` is imported only for a cluster run."""
+    from distributed.diagnostics.plugin import WorkerPlugin
+
+    class CloseGameLoops(WorkerPlugin):
+        name = CLOSE_PLUGIN
+
+        def teardown(self, worker: Any) -> None:
+            close_worker_loops()
+
+    return CloseGameLoops()
 
 
 # -- the parent's side ----------------------------------------------------------------------------------------------
@@ -104,6 +144,7 @@ class DaskGames:
                 # Each worker's share of every provider limit, sent once to every worker.
                 config = replace(self.config, processes=self.workers)
                 self._config_future = await client.scatter(config, broadcast=True, hash=False)
+                await client.register_plugin(_close_plugin())
                 self._client = client
             return self._client
 
