@@ -149,16 +149,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-landing-") as tmp:
         folder = args.shards or Path(tmp) / "raw" / "landing"
         t0 = time.perf_counter()
-        sidecar_cpu = 0.0
-        if not list(folder.glob("*.jsonl")):
+        sidecar_cpu, reused = 0.0, bool(list(folder.glob("*.jsonl")))
+        if not reused:
             sidecar_cpu = write_shards(args.games, min(args.base, args.games), folder,
                                        sidecars=not args.no_sidecars, same_seeds=args.same_seeds)
         files = sorted(folder.glob("*.jsonl"))
         size = sum(p.stat().st_size for p in files)
         side = sum(p.stat().st_size for p in folder.glob("*.cols/*"))
-        print(f"wrote {args.games:,} games in {len(files)} shard files ({size / 1e9:.2f} GB; sidecars "
-              f"{side / 1e6:.0f} MB, {sidecar_cpu:.1f} s CPU to write, {sidecar_cpu / args.games * 1e3:.4f} ms a game) "
-              f"in {time.perf_counter() - t0:.1f} s (not timed below); load average {os.getloadavg()}", flush=True)
+        if reused:
+            print(f"reused the {len(files)} shard files of {folder} ({size / 1e9:.2f} GB)", flush=True)
+        else:
+            print(f"wrote {args.games:,} games in {len(files)} shard files ({size / 1e9:.2f} GB; sidecars "
+                  f"{side / 1e6:.0f} MB, {sidecar_cpu:.1f} s CPU to write, {sidecar_cpu / args.games * 1e3:.4f} ms a "
+                  f"game) in {time.perf_counter() - t0:.1f} s (not timed below); load average {os.getloadavg()}",
+                  flush=True)
         for k, src in enumerate(srcs):
             env = {**os.environ, "PYTHONPATH": str(src)}
             warehouse = Path(tmp) / f"w{k}.duckdb"

@@ -72,7 +72,7 @@ def close_worker_loops(timeout_s: float = 10.0) -> int:
     """Close the SDK clients of this worker process's game loops and stop the loops; returns how many there were.
 
     Called when the worker closes (`CLOSE_PLUGIN`): its pooled connections then end with a goodbye to the provider
-    instead of at garbage collection, with "Unclosed client session" lines in the worker's log."""
+    instead of being dropped with the process."""
     with _LOOPS_LOCK:
         runners = list(_LOOPS.values())
         _LOOPS.clear()

@@ -132,7 +132,7 @@ class Sidecar:
 
     __slots__ = ("games", "lines_path", "size", "tables")
 
-    def __init__(self, lines_path: Path, tables: dict[str, Path], games: int, size: int = 0) -> None:
+    def __init__(self, lines_path: Path, tables: dict[str, Path], games: int, size: int) -> None:
         self.lines_path = lines_path
         self.tables = tables
         self.games = games
