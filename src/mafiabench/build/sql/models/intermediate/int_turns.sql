@@ -1,3 +1,7 @@
+-- A view: per-turn rows are read by ad hoc queries, not by the marts, which read the per-game counts of
+-- int_game_turns (storing six million turns with their text cost more than every read of them in a build).
+{{ config(materialized='view') }}
+
 with turns as (
     select
         game_id,
@@ -12,11 +16,6 @@ with turns as (
         format_failure
     from {{ ref('stg_events') }}
     where event_type in ('message', 'silence') and phase = 'day' and flag is null
-),
-
-last_turns as (
-    -- The last turn of the last day with discussion: the "last speaker" of the final round (seq grows with days).
-    select game_id, max(seq) as last_seq from turns group by game_id
 ),
 
 final as (
@@ -34,9 +33,10 @@ final as (
         -- gives, without building a list per turn (a third of this model's CPU at a million games).
         case when event_type = 'message' then length(trimmed) - length(replace(trimmed, ' ', '')) + 1 else 0 end
             as words,
-        t.seq = l.last_seq as is_last_turn
-    from turns as t
-    inner join last_turns as l using (game_id)
+        -- The last turn of the last day with discussion: the "last speaker" of the final round (seq grows with
+        -- days). A window, not a join, so that a query not asking for it does not compute it.
+        seq = max(seq) over (partition by game_id) as is_last_turn
+    from turns
 )
 
 select * from final

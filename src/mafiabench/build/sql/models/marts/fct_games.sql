@@ -11,14 +11,7 @@ last_vote as (
 ),
 
 turns as (
-    select
-        game_id,
-        count(*) as n_turns,
-        count(*) filter (where event_type = 'message') as n_messages,
-        sum(words) as n_words,
-        any_value(speaker) filter (where is_last_turn) as last_speaker
-    from {{ ref('int_turns') }}
-    group by game_id
+    select game_id, n_turns, n_messages, n_words, last_speaker from {{ ref('int_game_turns') }}
 ),
 
 failures as (

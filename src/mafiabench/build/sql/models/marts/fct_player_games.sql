@@ -19,7 +19,7 @@ moments as (
 ),
 
 last_turns as (
-    select game_id, max(seq) filter (where is_last_turn) as last_turn_seq from {{ ref('int_turns') }} group by game_id
+    select game_id, last_turn_seq from {{ ref('int_game_turns') }}
 ),
 
 final as (
