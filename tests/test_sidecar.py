@@ -268,3 +268,30 @@ def test_a_group_of_sidecars_is_bounded_by_its_bytes(
     r = land(folder, tmp_path / "w.duckdb")
     assert (r.files_from_sidecar, r.inserted) == (3, 6)
     assert len(sizes) == groups and sum(sizes) == 3
+
+
+def test_a_table_its_writer_counted_empty_is_not_opened(tmp_path: Path, games: list[GameRecord],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Policy and scripted games have no beliefs: the lander does not open the 2,000 empty Parquet files of a
+    million games' beliefs. Shown by removing them once checked: the shards still land from their sidecars, whole."""
+    folder = tmp_path / "raw" / EXPERIMENT
+    scripted_only = games[:8]  # the fixture's scripted games: model calls, no beliefs
+    paths = write(folder, [scripted_only[:3], scripted_only[3:6]])
+    empty = [sidecar.sidecar_path(p) / "raw_beliefs.parquet" for p in paths]
+    assert all(f.is_file() for f in empty)
+    insert = landing._insert_sidecars
+
+    def remove_then_insert(con: duckdb.DuckDBPyConnection, group: list[sidecar.Sidecar], e: str) -> int:
+        assert all(not s.has_rows("raw_beliefs") and s.has_rows("raw_events") for s in group)
+        for f in empty:
+            f.unlink()
+        return insert(con, group, e)
+
+    monkeypatch.setattr(landing, "_insert_sidecars", remove_then_insert)
+    r = land(folder, tmp_path / "w.duckdb")
+    assert (r.files_from_sidecar, r.files_from_lines, r.inserted) == (2, 0, 6)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"), read_only=True)
+    counts = con.execute("select (select count(*) from raw_games), (select count(*) from raw_model_calls), "
+                         "(select count(*) from raw_beliefs)").fetchone()
+    con.close()
+    assert counts is not None and counts[0] == 6 and counts[1] > 0 and counts[2] == 0

@@ -128,15 +128,23 @@ def write_sidecar(lines_path: Path, lines: Sequence[bytes], batch: FlatBatch) ->
 
 
 class Sidecar:
-    """A checked sidecar: its table files and how many games (lines) it holds."""
+    """A checked sidecar: its table files, their rows, and how many games (lines) it holds."""
 
-    __slots__ = ("games", "lines_path", "size", "tables")
+    __slots__ = ("games", "lines_path", "rows", "size", "tables")
 
-    def __init__(self, lines_path: Path, tables: dict[str, Path], games: int, size: int) -> None:
+    def __init__(
+        self, lines_path: Path, tables: dict[str, Path], games: int, size: int, rows: dict[str, int] | None = None
+    ) -> None:
         self.lines_path = lines_path
         self.tables = tables
         self.games = games
         self.size = size  # bytes of its table files: how much a group of sidecars reads
+        # Rows per table file as the writer counted them (None: not known, read the file).
+        self.rows = rows if rows is not None else {}
+
+    def has_rows(self, table: str) -> bool:
+        """False only when the writer counted no rows in the table's file: the lander need not open it."""
+        return self.rows.get(table, 1) > 0
 
     def read(self) -> FlatBatch:
         """The shard's records as a FlatBatch (for the lander's one-file path), read with pyarrow."""
@@ -178,6 +186,7 @@ def check_sidecar(lines_path: Path) -> tuple[Sidecar | None, str]:
         if on_disk.st_mtime_ns != lines.get("mtime_ns") and crc32_file(lines_path) != (lines["size"], lines["crc32"]):
             return None, "made from another lines file"
         tables: dict[str, Path] = {}
+        rows: dict[str, int] = {}
         size = 0
         for table in GRAIN_TABLES:
             entry = manifest["tables"][table]
@@ -187,6 +196,7 @@ def check_sidecar(lines_path: Path) -> tuple[Sidecar | None, str]:
             if crc32_file(path) != (entry["size"], entry["crc32"]):
                 return None, f"{table} file damaged or replaced"
             tables[table] = path
+            rows[table] = int(entry["rows"])
             size += int(entry["size"])
         games = int(manifest["games"])
         if manifest["tables"]["raw_games"]["rows"] != games:
@@ -195,4 +205,4 @@ def check_sidecar(lines_path: Path) -> tuple[Sidecar | None, str]:
         return None, f"missing file: {exc.filename}"
     except (OSError, KeyError, TypeError, ValueError) as exc:
         return None, f"bad manifest: {exc!r}"
-    return Sidecar(lines_path, tables, games, size), ""
+    return Sidecar(lines_path, tables, games, size, rows), ""
