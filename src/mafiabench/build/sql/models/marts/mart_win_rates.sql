@@ -1,26 +1,34 @@
 with games as (
-    select * from {{ ref('fct_games') }}
+    select
+        game_id, variant, experiment, study, prompt_version, cell, source,
+        is_scored, winner, tie_decided, fallback_decided, status, valid
+    from {{ ref('fct_games') }}
 ),
 
 game_groups as (
-    -- Game-level groupings count mafia wins; each game once.
-    select variant, 'all' as dimension, 'all' as value, 'mafia' as team, game_id from games
+    -- Game-level groupings count mafia wins; each game once. Each row carries its game's outcome, so that the
+    -- counts need no join back to the games.
+    select variant, 'all' as dimension, 'all' as value, 'mafia' as team, * exclude (variant) from games
     union all
-    select variant, 'experiment', coalesce(experiment, '(none)'), 'mafia', game_id from games
+    select variant, 'experiment', coalesce(experiment, '(none)'), 'mafia', * exclude (variant) from games
     union all
-    select variant, 'study', study, 'mafia', game_id from games
+    select variant, 'study', study, 'mafia', * exclude (variant) from games
     union all
-    select variant, 'prompt_version', coalesce(prompt_version, '(none)'), 'mafia', game_id from games
+    select variant, 'prompt_version', coalesce(prompt_version, '(none)'), 'mafia', * exclude (variant) from games
     union all
-    select variant, 'cell', cell, 'mafia', game_id from games
+    select variant, 'cell', cell, 'mafia', * exclude (variant) from games
     union all
-    select variant, 'source', source, 'mafia', game_id from games
+    select variant, 'source', source, 'mafia', * exclude (variant) from games
 ),
 
 role_groups as (
     -- A model in a role counts the wins of that role's team, once per game (two villagers of one model = 1).
-    select distinct variant, 'model_as_' || role as dimension, model as value, team, game_id
-    from {{ ref('int_player_games') }}
+    select r.variant, r.dimension, r.value, r.team, g.* exclude (variant)
+    from (
+        select distinct variant, 'model_as_' || role as dimension, model as value, team, game_id
+        from {{ ref('int_player_games') }}
+    ) as r
+    inner join games as g on g.game_id = r.game_id
 ),
 
 groups as (
@@ -31,20 +39,19 @@ groups as (
 
 counted as (
     select
-        gr.variant,
-        gr.dimension,
-        gr.value,
-        gr.team,
-        count(*) filter (where g.is_scored) as n,
-        count(*) filter (where g.is_scored and g.winner = gr.team) as k,
-        count(*) filter (where g.is_scored and g.winner = gr.team and g.tie_decided) as k_tie,
-        count(*) filter (where g.is_scored and g.tie_decided) as n_tie_decided,
-        count(*) filter (where g.is_scored and g.fallback_decided) as n_fallback_decided,
-        count(*) filter (where g.status = 'unfinished') as n_unfinished,
-        count(*) filter (where not g.valid) as n_invalid
-    from groups as gr
-    inner join games as g on g.game_id = gr.game_id
-    group by gr.variant, gr.dimension, gr.value, gr.team
+        variant,
+        dimension,
+        value,
+        team,
+        count(*) filter (where is_scored) as n,
+        count(*) filter (where is_scored and winner = team) as k,
+        count(*) filter (where is_scored and winner = team and tie_decided) as k_tie,
+        count(*) filter (where is_scored and tie_decided) as n_tie_decided,
+        count(*) filter (where is_scored and fallback_decided) as n_fallback_decided,
+        count(*) filter (where status = 'unfinished') as n_unfinished,
+        count(*) filter (where not valid) as n_invalid
+    from groups
+    group by variant, dimension, value, team
 ),
 
 final as (
