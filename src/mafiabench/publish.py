@@ -14,19 +14,20 @@ import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from mafiabench.build.marts import BuildResult, Staged, data_tests, discard, stage, staged_views
 from mafiabench.build.marts import publish as publish_staged
-from mafiabench.dashboards import render_dashboards
-from mafiabench.dashboards.render import RenderResult
 from mafiabench.errors import UserError
 from mafiabench.quality import gate as quality
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect
+
+if TYPE_CHECKING:
+    from mafiabench.dashboards.render import RenderResult
 
 DEFAULT_DASHBOARDS = Path("dashboards")
 
@@ -141,6 +142,9 @@ def build(warehouse: Path, **options: Any) -> BuildResult:
 
 def render(warehouse: Path, out_dir: Path = DEFAULT_DASHBOARDS, **options: Any) -> RenderResult:
     """Render the dashboards from the latest passing build (read-only; options: those of `render_dashboards`)."""
+    # Imported here: Altair and the pages cost a build that renders nothing a third of a second.
+    from mafiabench.dashboards import render_dashboards
+
     if not Path(warehouse).is_file():
         raise UserError(f"warehouse {warehouse} not found: run an experiment and `mafiabench build` first")
     con = connect(warehouse, read_only=True)
