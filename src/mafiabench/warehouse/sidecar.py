@@ -132,19 +132,16 @@ class Sidecar:
 
     __slots__ = ("games", "lines_path", "rows", "size", "tables")
 
-    def __init__(
-        self, lines_path: Path, tables: dict[str, Path], games: int, size: int, rows: dict[str, int] | None = None
-    ) -> None:
+    def __init__(self, lines_path: Path, tables: dict[str, Path], games: int, size: int, rows: dict[str, int]) -> None:
         self.lines_path = lines_path
         self.tables = tables
         self.games = games
         self.size = size  # bytes of its table files: how much a group of sidecars reads
-        # Rows per table file as the writer counted them (None: not known, read the file).
-        self.rows = rows if rows is not None else {}
+        self.rows = rows  # rows per table file, as the writer counted them
 
     def has_rows(self, table: str) -> bool:
-        """False only when the writer counted no rows in the table's file: the lander need not open it."""
-        return self.rows.get(table, 1) > 0
+        """False when the writer counted no rows in the table's file: the lander need not open it."""
+        return self.rows[table] > 0
 
     def read(self) -> FlatBatch:
         """The shard's records as a FlatBatch (for the lander's one-file path), read with pyarrow."""
