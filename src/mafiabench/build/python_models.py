@@ -125,9 +125,24 @@ def fit_latent(
     y = np.asarray(mafia_won, dtype=float)
     if len(y) == 0:
         raise ValueError("no games to fit")
-    mnames, mi = _codes(mafioso)
-    dnames, dj = _codes(detective)
-    vnames, vk = _codes(villager)
+    return _fit_coded(_codes(mafioso), _codes(detective), _codes(villager), y, ridge=ridge)
+
+
+Coded = tuple[list[str], np.ndarray]  # sorted distinct names, and each game's index among them (`_codes`)
+
+
+def _present(coded: Coded, rows: np.ndarray) -> tuple[Coded, np.ndarray]:
+    """The names of the games in `rows` coded as `_codes` would code them (only the names they use, still sorted),
+    and where each of the full list's names went (-1: not in these games). Counting, not sorting: `_codes` of a
+    fold's million strings was 40% of the cross-validation's time."""
+    names, codes = coded
+    used = np.bincount(codes[rows], minlength=len(names)) > 0
+    where = np.where(used, np.cumsum(used) - 1, -1)
+    return ([n for n, u in zip(names, used, strict=True) if u], where[codes[rows]]), where
+
+
+def _fit_coded(mafioso: Coded, detective: Coded, villager: Coded, y: np.ndarray, *, ridge: float) -> LatentFit:
+    (mnames, mi), (dnames, dj), (vnames, vk) = mafioso, detective, villager
     nm, nd, nv = len(mnames), len(dnames), len(vnames)
     # Aggregate games into (i, j, k) cells: n games, w mafia wins.
     key = (mi * nd + dj) * nv + vk
@@ -232,7 +247,8 @@ def cross_validated_brier(
 ) -> tuple[float, float]:
     """(Brier of the latent model, Brier of a constant rate), both on held-out games of a k-fold split."""
     y = np.asarray(mafia_won, dtype=float)
-    m, d, v = (pl.Series(x, dtype=pl.Utf8) for x in (mafioso, detective, villager))
+    # Coded once: each fold's fit and prediction work on the codes (the same fits as from the names).
+    roles = [_codes(x) for x in (mafioso, detective, villager)]
     n = len(y)
     order = np.random.default_rng(seed).permutation(n)
     fold_of = np.empty(n, dtype=np.int64)
@@ -244,8 +260,13 @@ def cross_validated_brier(
         train = ~test
         if not test.any() or not train.any():
             continue
-        fit = fit_latent(m.filter(train), d.filter(train), v.filter(train), y[train], ridge=ridge)
-        pred = fit.predict(m.filter(test), d.filter(test), v.filter(test))
+        (m, where_m), (d, where_d), (v, where_v) = (_present(r, train) for r in roles)
+        fit = _fit_coded(m, d, v, y[train], ridge=ridge)
+        # A model unseen in a role in the training games gets the neutral value (a = b = 0, c = 1), as `predict`.
+        a, b, g = (np.append(values, 0.0)[where[codes[test]]]
+                   for values, where, (_, codes) in zip((fit.a, fit.b, fit.g), (where_m, where_d, where_v), roles,
+                                                       strict=True))
+        pred = _sigmoid(np.exp(g) * (a - b))
         model_sq += float(np.sum((pred - y[test]) ** 2))
         const_sq += float(np.sum((y[train].mean() - y[test]) ** 2))
     return model_sq / n, const_sq / n
