@@ -6,12 +6,22 @@ events as (
     select
         game_id,
         count(*) as n_events,
-        -- Exact duplicate detection; list_distinct is several times cheaper than count(distinct) per group.
-        len(list_distinct(list(seq))) as n_distinct_seq,
+        -- Exact duplicate detection, cheaply where a game's seqs lie in 0-63 (every Mini-Mafia game): each seq one
+        -- bit of an integer, the bits set are the distinct seqs. Longer games are counted in `long_games`. (`& 63`:
+        -- the shift is computed for every row, filtered or not, and a negative seq must not fail its cast.)
+        bit_count(bit_or(1::ubigint << (seq & 63)::ubigint) filter (where seq between 0 and 63)) as n_distinct_low_seq,
         min(seq) as min_seq,
         max(seq) as max_seq,
         count(*) filter (where event_type = 'game_end') as n_game_end
     from {{ ref('stg_events') }}
+    group by game_id
+),
+
+long_games as (
+    -- Games with a seq outside 0-63: their distinct seqs from a list (several times cheaper than count(distinct)).
+    select game_id, len(list_distinct(list(seq))) as n_distinct_seq
+    from {{ ref('stg_events') }}
+    where game_id in (select game_id from events where min_seq < 0 or max_seq > 63)
     group by game_id
 ),
 
@@ -65,7 +75,8 @@ final as (
         coalesce(e.n_events, 0) as n_events,
         -- 0 when seq is exactly 0..n-1 without gaps or duplicates.
         case when e.n_events is null then 0
-             else (e.n_events - e.n_distinct_seq) + abs(e.min_seq) + abs(e.max_seq - (e.n_events - 1)) end
+             else (e.n_events - coalesce(lg.n_distinct_seq, e.n_distinct_low_seq, 0))
+                 + abs(e.min_seq) + abs(e.max_seq - (e.n_events - 1)) end
             as seq_defects,
         coalesce(e.n_game_end, 0) as n_game_end,
         ge.end_winner,
@@ -85,6 +96,7 @@ final as (
         b.first_invalid_vote
     from games as g
     left join events as e on e.game_id = g.game_id
+    left join long_games as lg on lg.game_id = g.game_id
     left join game_ends as ge on ge.game_id = g.game_id
     left join players as p on p.game_id = g.game_id
     left join bad_votes as b on b.game_id = g.game_id
