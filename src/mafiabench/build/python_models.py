@@ -141,6 +141,12 @@ def _present(coded: Coded, rows: np.ndarray) -> tuple[Coded, np.ndarray]:
     return ([n for n, u in zip(names, used, strict=True) if u], where[codes[rows]]), where
 
 
+def _fitted_values(values: np.ndarray, where: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Each game's parameter from a fold's fit: its model's value (`where` from `_present`), or the neutral 0 for a
+    model the fold's training games did not have (a = b = 0, c = 1), as `LatentFit.predict` gives it."""
+    return np.append(values, 0.0)[where[codes]]  # where = -1 picks the appended 0
+
+
 def _fit_coded(mafioso: Coded, detective: Coded, villager: Coded, y: np.ndarray, *, ridge: float) -> LatentFit:
     (mnames, mi), (dnames, dj), (vnames, vk) = mafioso, detective, villager
     nm, nd, nv = len(mnames), len(dnames), len(vnames)
@@ -262,10 +268,9 @@ def cross_validated_brier(
             continue
         (m, where_m), (d, where_d), (v, where_v) = (_present(r, train) for r in roles)
         fit = _fit_coded(m, d, v, y[train], ridge=ridge)
-        # A model unseen in a role in the training games gets the neutral value (a = b = 0, c = 1), as `predict`.
-        a, b, g = (np.append(values, 0.0)[where[codes[test]]]
-                   for values, where, (_, codes) in zip((fit.a, fit.b, fit.g), (where_m, where_d, where_v), roles,
-                                                       strict=True))
+        a = _fitted_values(fit.a, where_m, roles[0][1][test])
+        b = _fitted_values(fit.b, where_d, roles[1][1][test])
+        g = _fitted_values(fit.g, where_v, roles[2][1][test])
         pred = _sigmoid(np.exp(g) * (a - b))
         model_sq += float(np.sum((pred - y[test]) ** 2))
         const_sq += float(np.sum((y[train].mean() - y[test]) ** 2))

@@ -1,29 +1,31 @@
+{#- What a grouping row needs of its game to be counted: carried on every row, so no join back to the games. -#}
+{%- set outcome = "is_scored, winner, tie_decided, fallback_decided, status, valid" %}
+
 with games as (
     select
         game_id, variant, experiment, study, prompt_version, cell, source,
-        is_scored, winner, tie_decided, fallback_decided, status, valid
+        {{ outcome }}
     from {{ ref('fct_games') }}
 ),
 
 game_groups as (
-    -- Game-level groupings count mafia wins; each game once. Each row carries its game's outcome, so that the
-    -- counts need no join back to the games.
-    select variant, 'all' as dimension, 'all' as value, 'mafia' as team, * exclude (variant) from games
+    -- Game-level groupings count mafia wins; each game once.
+    select variant, 'all' as dimension, 'all' as value, 'mafia' as team, {{ outcome }} from games
     union all
-    select variant, 'experiment', coalesce(experiment, '(none)'), 'mafia', * exclude (variant) from games
+    select variant, 'experiment', coalesce(experiment, '(none)'), 'mafia', {{ outcome }} from games
     union all
-    select variant, 'study', study, 'mafia', * exclude (variant) from games
+    select variant, 'study', study, 'mafia', {{ outcome }} from games
     union all
-    select variant, 'prompt_version', coalesce(prompt_version, '(none)'), 'mafia', * exclude (variant) from games
+    select variant, 'prompt_version', coalesce(prompt_version, '(none)'), 'mafia', {{ outcome }} from games
     union all
-    select variant, 'cell', cell, 'mafia', * exclude (variant) from games
+    select variant, 'cell', cell, 'mafia', {{ outcome }} from games
     union all
-    select variant, 'source', source, 'mafia', * exclude (variant) from games
+    select variant, 'source', source, 'mafia', {{ outcome }} from games
 ),
 
 role_groups as (
     -- A model in a role counts the wins of that role's team, once per game (two villagers of one model = 1).
-    select r.variant, r.dimension, r.value, r.team, g.* exclude (variant)
+    select r.variant, r.dimension, r.value, r.team, {{ outcome }}
     from (
         select distinct variant, 'model_as_' || role as dimension, model as value, team, game_id
         from {{ ref('int_player_games') }}
