@@ -86,6 +86,7 @@ def build_warehouse(
     t0 = time.perf_counter()
     result = BuildResult(build_id=_new_build_id(), started_at=_now())
     con.execute(f"create table if not exists build_runs ({BUILD_RUNS_SCHEMA})")
+    validator = quality.start_validator() if validate else None  # GX loads in its helper while the models build
     staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold)
     result.models = staged.models
     if validate:
@@ -93,7 +94,9 @@ def build_warehouse(
         result.validation = dbt_test_results(con, staged)
         with staged_views(con, staged) as cur:
             result.validation += quality.run_suites(
-                cur, max_unusable=quality.DEFAULT_MAX_UNUSABLE if max_unusable is None else max_unusable
+                cur,
+                max_unusable=quality.DEFAULT_MAX_UNUSABLE if max_unusable is None else max_unusable,
+                validator=validator,
             )
         result.validation_seconds = time.perf_counter() - t1
         result.validated = True

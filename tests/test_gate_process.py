@@ -1,0 +1,85 @@
+"""The quality gate's GX helper process (`gate.ValidatorProcess`): a build validates there, so importing GX runs
+beside the models' build; its verdicts are those of GX in the build's process, and a helper killed with SIGKILL
+costs nothing but the fallback to validating in process.
+
+The frames are `test_gate_candidates`' edge cases (every check fails on them, so equal results mean something).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from mafiabench.quality import gate
+from mafiabench.quality.gate import Suite, ValidatorProcess, _Validator, run_suites
+from test_gate_candidates import CHECKS, _con
+
+SUITES = [Suite(f"edge_case_{i}", "select * from t", (check,)) for i, check in enumerate(CHECKS)]
+SUITES.append(Suite("all_checks", "select * from t", CHECKS))
+
+
+def _in_process() -> list[gate.ExpectationResult]:
+    return run_suites(_con(), suites=SUITES, validator=_Validator())
+
+
+def test_the_helper_gives_the_verdicts_of_gx_in_process() -> None:
+    helper = ValidatorProcess()
+    try:
+        pid = helper.pid
+        assert pid is not None and pid != os.getpid()
+        expected = _in_process()
+        assert [r.success for r in expected].count(False) == len(expected)  # every check fails on these rows
+        for _ in range(2):  # the helper's context serves build after build
+            results = run_suites(_con(), suites=SUITES, validator=helper)
+            assert results == expected  # suite, expectation, counts and failing rows, in order
+    finally:
+        helper.close()
+
+
+def test_a_helper_killed_mid_gate_leaves_the_verdicts_whole() -> None:
+    helper = ValidatorProcess()
+    pid = helper.pid
+    assert pid is not None
+    pulled: list[str] = []
+
+    def pull(con, sql):  # the gate pulls a suite's frame, then validates it: the helper dies after three suites
+        pulled.append(sql)
+        if len(pulled) == 4:
+            os.kill(pid, signal.SIGKILL)
+        return con.sql(sql).df()
+
+    results = run_suites(_con(), suites=SUITES, validator=helper, pull=pull)
+    assert len(pulled) == len(SUITES) > 4
+    assert results == _in_process()
+    assert helper.pid is None  # it validated in process from then on
+
+
+def test_a_build_process_never_imports_gx_itself(tmp_path: Path) -> None:
+    """The helper is what moves GX's import out of the build's critical path: the build's own process must not load
+    it (it would, were the gate to validate in process), and the build still passes its gate."""
+    code = f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from mafiabench import publish
+from mafiabench.warehouse import raw
+from test_marts_common import mini_record
+con = raw.connect({str(tmp_path / "w.duckdb")!r})
+raw.load_records(con, [mini_record(f"g{{i}}") for i in range(3)])
+result = publish.build_warehouse(con)
+print(result.published, len(result.validation), "great_expectations" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
+    published, n_results, gx_loaded = out.stdout.split()
+    assert published == "True" and int(n_results) > 50
+    assert gx_loaded == "False"
+
+
+def test_builds_in_one_process_share_one_helper() -> None:
+    first = gate.start_validator()
+    assert gate.start_validator() is first
+    first.close()
+    second = gate.start_validator()
+    assert second is not first and second.pid is not None
