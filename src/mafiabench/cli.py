@@ -7,11 +7,12 @@ May import: `mafiabench.commands` (discovered), `mafiabench.errors`. Commands si
 
 from __future__ import annotations
 
+import gc
 import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -76,5 +77,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def run() -> NoReturn:
+    """The installed command: `main`, then exit without the interpreter's last garbage collection, which would walk
+    every object a build leaves (dbt's parsed project among them) only to free memory the exit frees anyway: 0.6 s of
+    a million-game build's exit (BENCHMARKS.md). `atexit` handlers still run; only objects in reference cycles are
+    left unfinalized (none holds unwritten data: files and the warehouse are closed explicitly)."""
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

@@ -654,8 +654,9 @@ class ValidatorProcess:
                 self._local = _Validator()
             return self._local.validate(suite, df, element_count)
 
-    def close(self) -> None:
-        """Stop the helper (it ends on EOF; killed if it has not within a few seconds)."""
+    def close(self, *, wait: bool = True) -> None:
+        """Stop the helper: it ends on EOF, awaited (killed if it has not within a few seconds) unless `wait` is
+        false, as when this process exits (its teardown of GX then costs this process nothing)."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -664,6 +665,8 @@ class ValidatorProcess:
         for pipe in (proc.stdin, proc.stdout):
             if pipe is not None:
                 pipe.close()
+        if not wait:
+            return
         try:
             proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
@@ -688,7 +691,7 @@ def start_validator() -> ValidatorProcess:
 @atexit.register
 def _stop_helper() -> None:
     if _HELPER is not None:
-        _HELPER.close()
+        _HELPER.close(wait=False)
 
 
 def json_safe_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
