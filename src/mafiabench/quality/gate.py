@@ -524,7 +524,9 @@ def candidate_sql(suite: Suite) -> str | None:
         parts.append(f"({predicate})")
     if not parts:
         return None
-    ctes = ",\n".join([f"__suite as ({suite.query})", *dups])
+    # Not materialised: the uniqueness checks read the suite twice, and scanning a raw table twice costs less than
+    # storing its rows once (raw_players at 1M games: 0.9 -> 0.5 s).
+    ctes = ",\n".join([f"__suite as not materialized ({suite.query})", *dups])
     return f"with {ctes}\nselect * from __suite where {' or '.join(parts)}"
 
 
