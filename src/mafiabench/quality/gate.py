@@ -24,6 +24,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from multiprocessing.connection import Connection
@@ -543,6 +544,15 @@ class _Validator:
         self.context.variables.progress_bars = ProgressBarsConfig(globally=False)
         self.source = self.context.data_sources.add_pandas("mafiabench")
 
+    def submit(self, suite: Suite, df: Any, element_count: int | None = None) -> Future[list[ExpectationResult]]:
+        """`validate`, done now (the helper process's `submit` returns before GX has answered)."""
+        done: Future[list[ExpectationResult]] = Future()
+        try:
+            done.set_result(self.validate(suite, df, element_count))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
     def validate(self, suite: Suite, df: Any, element_count: int | None = None) -> list[ExpectationResult]:
         """Validate `df`; `element_count` is the suite's full row count when `df` holds only its candidate rows."""
         gx = self.gx
@@ -621,6 +631,7 @@ class ValidatorProcess:
     def __init__(self) -> None:
         self._local: _Validator | None = None
         self._lock = threading.Lock()
+        self._sender = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gx-helper")
         env = dict(os.environ)
         package_root = str(Path(__file__).resolve().parents[2])  # the folder holding `mafiabench`
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
@@ -641,6 +652,11 @@ class ValidatorProcess:
     def pid(self) -> int | None:
         """The helper's process id while it serves (None once it is gone or never started)."""
         return self._proc.pid if self._proc is not None else None
+
+    def submit(self, suite: Suite, df: Any, element_count: int | None = None) -> Future[list[ExpectationResult]]:
+        """`validate` on this helper's own thread, in order: the gate pulls the next suite's rows from DuckDB while
+        GX checks the last ones (1M games: 0.7 s of GX off the gate's time)."""
+        return self._sender.submit(self.validate, suite, df, element_count)
 
     def validate(self, suite: Suite, df: Any, element_count: int | None = None) -> list[ExpectationResult]:
         with self._lock:
@@ -715,16 +731,16 @@ def run_suites(
     if suites is None:
         suites = (*usable_data_suites(max_unusable), *SUITES)
     validator = validator or _Validator()
-    results: list[ExpectationResult] = []
     fetch = pull or (lambda c, q: c.sql(q).df())
+    pending: list[Future[list[ExpectationResult]]] = []
     for suite in suites:
         narrowed = candidate_sql(suite)
         if narrowed is None:
-            results.extend(validator.validate(suite, fetch(con, suite.query)))
+            pending.append(validator.submit(suite, fetch(con, suite.query)))
             continue
         total = int(con.sql(f"select count(*) from ({suite.query})").fetchall()[0][0])
-        results.extend(validator.validate(suite, fetch(con, narrowed), element_count=total))
-    return results
+        pending.append(validator.submit(suite, fetch(con, narrowed), element_count=total))
+    return [r for future in pending for r in future.result()]
 
 
 def store_results(con: duckdb.DuckDBPyConnection, build_id: str, results: Sequence[ExpectationResult]) -> None:
