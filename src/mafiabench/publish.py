@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -91,13 +92,15 @@ def build_warehouse(
     result.models = staged.models
     if validate:
         t1 = time.perf_counter()
-        result.validation = dbt_test_results(con, staged)
-        with staged_views(con, staged) as cur:
-            result.validation += quality.run_suites(
+        with staged_views(con, staged) as cur, ThreadPoolExecutor(1, thread_name_prefix="dbt-tests") as beside:
+            # The dbt data tests (dbt's Python, on `con`) run beside the GX suites' queries (on their own cursor).
+            dbt_tests = beside.submit(dbt_test_results, con, staged)
+            suites = quality.run_suites(
                 cur,
                 max_unusable=quality.DEFAULT_MAX_UNUSABLE if max_unusable is None else max_unusable,
                 validator=validator,
             )
+            result.validation = dbt_tests.result() + suites
         result.validation_seconds = time.perf_counter() - t1
         result.validated = True
         result.passed = all(r.success for r in result.validation)
