@@ -1,6 +1,7 @@
 """The quality gate's GX helper process (`gate.ValidatorProcess`): a build validates there, so importing GX runs
 beside the models' build; its verdicts are those of GX in the build's process, and a helper killed with SIGKILL
-costs nothing but the fallback to validating in process.
+costs nothing but the fallback to validating in process. And the build's gate beside its Python models: a suite over
+a Python model's table waits for it, and the results keep a sequential gate's order.
 
 The frames are `test_gate_candidates`' edge cases (every check fails on them, so equal results mean something).
 """
@@ -83,3 +84,25 @@ def test_builds_in_one_process_share_one_helper() -> None:
     first.close()
     second = gate.start_validator()
     assert second is not first and second.pid is not None
+
+
+def test_the_gate_waits_for_the_python_models_it_reads(tmp_path: Path) -> None:
+    """The build runs its Python models beside the gate: a suite over a Python model's table must wait for it, and
+    read the new rows, not those of the published build (here made to fail that suite)."""
+    from mafiabench import publish
+    from mafiabench.warehouse import raw
+    from test_marts_common import mini_record
+
+    con = raw.connect(tmp_path / "w.duckdb")
+    raw.load_records(con, [mini_record(f"g{i}") for i in range(3)])
+    assert publish.build_warehouse(con).published
+    con.execute("insert into mart_detector_accuracy (scope, single_rate) values ('game', 1.5)")  # a broken old mart
+    result = publish.build_warehouse(con, raise_on_failure=False)
+    assert result.published, [r.describe() for r in result.validation if not r.success]
+    # The results come in the order of a sequential gate: the dbt data tests, then each suite in turn.
+    names = [s.name for s in (*gate.usable_data_suites(), *gate.SUITES)]
+    seen = [r.suite for r in result.validation]
+    n_dbt = seen.count("dbt_tests")
+    assert n_dbt > 0 and seen[:n_dbt] == ["dbt_tests"] * n_dbt
+    assert seen[n_dbt:] == sorted(seen[n_dbt:], key=names.index) and set(seen[n_dbt:]) == set(names)
+    con.close()

@@ -62,6 +62,7 @@ class Staged:
     project: Path
     models: list[ModelRun] = field(default_factory=list)
     relations: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (staged name, "view" | "table")
+    python_steps: list[Any] = field(default_factory=list)  # Python models not yet run (`stage(..., python=False)`)
 
 
 @dataclass
@@ -197,8 +198,10 @@ def stage(
     sql_dir: Path | None = None,
     upset_threshold: float = 0.05,
     only: Iterable[str] | None = None,
+    python: bool = True,
 ) -> Staged:
-    """Run the dbt models, then the Python models, all under staged names; nothing published changes."""
+    """Run the dbt models, then the Python models, all under staged names; nothing published changes. With
+    `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile)."""
     from mafiabench.build import python_models
     from mafiabench.warehouse.landing import ensure_runs_table
 
@@ -236,6 +239,20 @@ def stage(
         if kind == "table":
             rows = int(con.execute(f'select count(*) from main."{STAGED_PREFIX}{r.name}"').fetchall()[0][0])
         staged.models.append(ModelRun(r.name, _layer(r.path), "sql", kind, r.seconds, rows))
+    staged.python_steps = steps
+    if python:
+        stage_python(con, staged)
+    return staged
+
+
+def python_outputs(staged: Staged) -> set[str]:
+    """The tables the Python models still to run will write."""
+    return {table for step in staged.python_steps for table in step.outputs}
+
+
+def stage_python(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
+    """Run the staged build's Python models (each reads the dbt models, none another Python model's tables)."""
+    steps, staged.python_steps = staged.python_steps, []
     for step in steps:
         t0 = time.perf_counter()
         with staged_views(con, staged) as cur:
@@ -248,7 +265,6 @@ def stage(
             ModelRun(step.name, step.layer, "python", "table", time.perf_counter() - t0,
                      sum(frames[t].height for t in step.outputs))
         )
-    return staged
 
 
 _STAGED_NAME = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(STAGED_PREFIX)}(?=[A-Za-z0-9_])")
