@@ -12,7 +12,10 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from mafiabench.quality import gate
 from mafiabench.quality.gate import Suite, ValidatorProcess, _Validator, run_suites
@@ -56,6 +59,21 @@ def test_a_helper_killed_mid_gate_leaves_the_verdicts_whole() -> None:
     assert len(pulled) == len(SUITES) > 4
     assert results == _in_process()
     assert helper.pid is None  # it validated in process from then on
+
+
+def test_a_stopped_helper_is_let_go_after_its_timeout() -> None:
+    helper = ValidatorProcess()
+    helper.answer_timeout = 2.0
+    pid = helper.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)  # alive, never answering
+    t0 = time.monotonic()
+    results = run_suites(_con(), suites=SUITES, validator=helper)
+    assert results == _in_process()
+    assert time.monotonic() - t0 < 60  # one timeout, then every suite in process
+    assert helper.pid is None
+    with pytest.raises(ProcessLookupError):  # killed and reaped, not left stopped
+        os.kill(pid, 0)
 
 
 def test_a_build_process_never_imports_gx_itself(tmp_path: Path) -> None:

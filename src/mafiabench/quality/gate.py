@@ -626,7 +626,10 @@ def serve_validator() -> None:
 class ValidatorProcess:
     """`_Validator` in a helper process: a fresh interpreter that imports only this module (not the caller's main
     script, as multiprocessing's spawn would), loading GX as soon as it starts. `validate` sends it a suite and its
-    frame; if the helper cannot start, dies, or fails on a suite, that suite is validated in this process."""
+    frame; if the helper cannot start, dies, fails on a suite, or gives no answer within `answer_timeout` seconds
+    (stopped, stuck), that suite is validated in this process, and the helper is let go (killed if need be)."""
+
+    answer_timeout = 300.0  # importing GX takes seconds; a suite's frame, well under one
 
     def __init__(self) -> None:
         self._local: _Validator | None = None
@@ -663,21 +666,26 @@ class ValidatorProcess:
             if self._proc is not None:
                 try:
                     self._requests.send((suite, df, element_count))
+                    if not self._answers.poll(self.answer_timeout):
+                        raise TimeoutError(f"no answer from the GX helper in {self.answer_timeout:g} s")
                     status, answer = self._answers.recv()
                     if status == "ok":
                         return answer
-                except (OSError, EOFError):  # the helper died: from now on, this process validates
-                    self.close()
+                except (OSError, EOFError) as exc:  # the helper died or hangs: from now on, this process validates
+                    self.close(kill=isinstance(exc, TimeoutError))
             if self._local is None:
                 self._local = _Validator()
             return self._local.validate(suite, df, element_count)
 
-    def close(self, *, wait: bool = True) -> None:
+    def close(self, *, wait: bool = True, kill: bool = False) -> None:
         """Stop the helper: it ends on EOF, awaited (killed if it has not within a few seconds) unless `wait` is
-        false, as when this process exits (its teardown of GX then costs this process nothing)."""
+        false, as when this process exits (its teardown of GX then costs this process nothing); `kill` for a helper
+        that stopped answering."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
+        if kill:
+            proc.kill()
         for conn in (self._requests, self._answers):
             conn.close()
         for pipe in (proc.stdin, proc.stdout):
