@@ -61,6 +61,21 @@ def test_a_helper_killed_mid_gate_leaves_the_verdicts_whole() -> None:
     assert helper.pid is None  # it validated in process from then on
 
 
+def test_a_suite_gx_fails_on_raises_as_in_process_and_the_helper_serves_on() -> None:
+    broken = Suite("broken", "select * from t", (gate.Check("ExpectNoSuchThing", {"column": "id"}, "no such check"),))
+    with pytest.raises(AttributeError, match="ExpectNoSuchThing"):
+        run_suites(_con(), suites=[broken], validator=_Validator())
+    helper = ValidatorProcess()
+    try:
+        pid = helper.pid
+        with pytest.raises(AttributeError, match="ExpectNoSuchThing"):
+            run_suites(_con(), suites=[broken], validator=helper)
+        assert helper.pid == pid is not None  # the same helper, still serving
+        assert run_suites(_con(), suites=SUITES, validator=helper) == _in_process()
+    finally:
+        helper.close()
+
+
 def test_a_stopped_helper_is_let_go_after_its_timeout() -> None:
     helper = ValidatorProcess()
     helper.answer_timeout = 2.0

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import polars as pl
@@ -31,6 +31,9 @@ from mafiabench.build.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, res
 from mafiabench.errors import UserError
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
 from mafiabench.warehouse.raw import ensure_schema
+
+if TYPE_CHECKING:  # imported in `stage` only: numpy and scipy cost every command that imports this module
+    from mafiabench.build.python_models import PythonModel
 
 LAYERS = ("staging", "intermediate", "marts")
 PRICES_PATH = Path(__file__).resolve().parents[1] / "prices.toml"
@@ -62,7 +65,7 @@ class Staged:
     project: Path
     models: list[ModelRun] = field(default_factory=list)
     relations: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (staged name, "view" | "table")
-    python_steps: list[Any] = field(default_factory=list)  # Python models not yet run (`stage(..., python=False)`)
+    python_steps: list[PythonModel] = field(default_factory=list)  # not yet run: `stage(..., python=False)`
 
 
 @dataclass

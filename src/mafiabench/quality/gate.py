@@ -626,8 +626,9 @@ def serve_validator() -> None:
 class ValidatorProcess:
     """`_Validator` in a helper process: a fresh interpreter that imports only this module (not the caller's main
     script, as multiprocessing's spawn would), loading GX as soon as it starts. `validate` sends it a suite and its
-    frame; if the helper cannot start, dies, fails on a suite, or gives no answer within `answer_timeout` seconds
-    (stopped, stuck), that suite is validated in this process, and the helper is let go (killed if need be)."""
+    frame. A suite GX fails on there is validated again in this process (which raises what GX raises); the helper
+    serves on. A helper that cannot start, dies, or gives no answer within `answer_timeout` seconds (stopped, stuck)
+    is let go (killed if need be), and from then on this process validates."""
 
     answer_timeout = 300.0  # importing GX takes seconds; a suite's frame, well under one
 
