@@ -41,14 +41,14 @@ import openai
 
 from mafiabench.backends import anthropic_backend, openai_backend
 from mafiabench.backends.anthropic_backend import AnthropicBackend, map_anthropic_error
-from mafiabench.backends.base import Completion, EndpointConfig, GenerateSettings, Message, TransientError
+from mafiabench.backends.backend import Completion, EndpointConfig, GenerateSettings, Message, TransientError
 from mafiabench.backends.openai_backend import OpenAIBackend, map_openai_error, parse_body, read_completion
 from mafiabench.backends.retry import call_with_retries
 from mafiabench.study.workers import lean_gc
 
 SERVER = """
 import sys
-from mafiabench.testing.fake_server import FakeModelServer
+from mafiabench.testing.fake_http_server import FakeModelServer
 srv = FakeModelServer(latency_s=float(sys.argv[1]), record=False).start()
 print(srv.port, flush=True)
 sys.stdin.read()

@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from mafiabench.backends.registry import EndpointConfig
-from mafiabench.detect.run import DetectorSpec, run_detection
+from mafiabench.backends.endpoints import EndpointConfig
+from mafiabench.detect.detection_runs import DetectorSpec, run_detection
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.testing import FakeModelServer
 from mafiabench.warehouse.raw import connect, load_records

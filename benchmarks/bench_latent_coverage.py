@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mafiabench.build.calibration import coverage
+from mafiabench.transform.calibration import coverage
 
 
 def main(argv: list[str] | None = None) -> int:

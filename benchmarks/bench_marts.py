@@ -38,7 +38,7 @@ import polars as pl
 if sys.argv[:-1].count("--src") == 1:  # measure another checkout's code: its src/ goes first
     sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--src") + 1]).resolve()))
 
-from mafiabench.build.marts import publish, stage, staged_views
+from mafiabench.transform.marts import publish, stage, staged_views
 from mafiabench.warehouse import raw as warehouse
 from mafiabench.warehouse.raw import _schema, connect
 

@@ -14,7 +14,7 @@ import asyncio
 import time
 
 from mafiabench.backends import retry
-from mafiabench.backends.base import GenerateSettings, TransientError
+from mafiabench.backends.backend import GenerateSettings, TransientError
 
 
 async def _no_sleep(seconds: float) -> None:

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SERVER = """
 import sys, time
-from mafiabench.testing.fake_server import FakeModelServer
+from mafiabench.testing.fake_http_server import FakeModelServer
 srv = FakeModelServer(latency_s=float(sys.argv[1]), record=False).start()
 print(srv.port, flush=True)
 sys.stdin.read()  # until the parent closes our stdin

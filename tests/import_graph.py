@@ -73,7 +73,7 @@ def import_edges(package_dir: Path) -> list[Edge]:
 
 
 def unit(module: str) -> str:
-    """The stage a module belongs to: `mafiabench.build.marts` -> `build`, `mafiabench.record` -> `record`, the
+    """The stage a module belongs to: `mafiabench.transform.marts` -> `transform`, `mafiabench.record` -> `record`, the
     package's own `__init__` (its version) -> `mafiabench`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]

@@ -69,7 +69,7 @@ def test_the_table_names_every_stage_and_the_rules_of_the_issue() -> None:
     assert stages <= set(allowed), f"stages without a row: {stages - set(allowed)}"
     assert allowed["engine"] == set()
     assert allowed["dashboards"] == {"warehouse", "errors"}
-    assert "quality" not in allowed["build"]
+    assert "quality" not in allowed["transform"]
     assert len(import_edges(PACKAGE)) > 200  # the scan sees the real graph, not an empty one
 
 
@@ -87,7 +87,7 @@ def test_violations_planted_in_a_copy_of_the_source_are_caught(tmp_path: Path) -
         "engine/core.py": "from mafiabench.warehouse import raw",
         "dashboards/__init__.py": "from ..study import spec",
         "warehouse/landing.py": "import mafiabench.play.runner",
-        "backends/base.py": "from . import registry",
+        "backends/backend.py": "from . import endpoints",
     }
     for file, line in planted.items():
         path = copy / file
@@ -97,7 +97,7 @@ def test_violations_planted_in_a_copy_of_the_source_are_caught(tmp_path: Path) -
     assert "dashboards/__init__.py" in problems and "dashboards may not import study" in problems
     assert "warehouse/landing.py" in problems and "warehouse may not import play" in problems
     assert any(
-        line.startswith("module circle:") and "mafiabench.backends.base ⇄" in line and "backends.registry" in line
+        line.startswith("module circle:") and "mafiabench.backends.backend ⇄" in line and "backends.endpoints" in line
         for line in problems.splitlines()
     )
 
@@ -106,11 +106,11 @@ def test_violations_planted_in_a_copy_of_the_source_are_caught(tmp_path: Path) -
     ("source", "target", "expected"),
     [
         ("mafiabench.engine.core", "mafiabench.warehouse.raw", "engine may not import warehouse"),
-        ("mafiabench.engine.core", "mafiabench.backends.base", "engine may not import backends"),
+        ("mafiabench.engine.core", "mafiabench.backends.backend", "engine may not import backends"),
         ("mafiabench.engine.core", "mafiabench.errors", "engine may not import errors"),
         ("mafiabench.dashboards.render", "mafiabench.play.runner", "dashboards may not import play"),
         ("mafiabench.dashboards.render", "mafiabench.quality.gate", "dashboards may not import quality"),
-        ("mafiabench.build.marts", "mafiabench.dashboards.render", "build may not import dashboards"),
+        ("mafiabench.transform.marts", "mafiabench.dashboards.render", "transform may not import dashboards"),
         ("mafiabench.warehouse.raw", "mafiabench.study.spec", "warehouse may not import study"),
         ("mafiabench.nowhere", "mafiabench.engine.core", "stage 'nowhere' has no row"),
         ("mafiabench.record", "mafiabench.study.spec",

@@ -10,7 +10,7 @@ import pytest
 
 from mafiabench.agents.llm import LLMAgent
 from mafiabench.agents.parsing import parse_chat_message, parse_schedule
-from mafiabench.backends.base import Completion, GenerateSettings, Message
+from mafiabench.backends.backend import Completion, GenerateSettings, Message
 from mafiabench.backends.fake import FakeBrain
 from mafiabench.engine.core import Decision
 from mafiabench.play.runner import BackendPool, GameSpec, LimitedBackend, play_game
@@ -101,7 +101,7 @@ def test_format_failures_are_flagged_not_fatal() -> None:
     flagged random fallbacks; the game still ends."""
     spec = GameSpec.build("garbage", "async", {**SHORT, "scheduler_fallback": "send"}, 3,
                           {"default": "fake-garbage/m"})
-    from mafiabench.backends.registry import EndpointConfig
+    from mafiabench.backends.endpoints import EndpointConfig
 
     pool = BackendPool(endpoints={"fake-garbage": EndpointConfig("fake-garbage", "fake", options={"p_malformed": 1.0})})
     rec = asyncio.run(play_game(spec, pool))
@@ -182,7 +182,7 @@ def test_record_replay_cache_serves_async_calls(tmp_path) -> None:  # type: igno
 def test_decision_clock_reaches_the_prompt() -> None:
     agent = LLMAgent("scripted/naive", None, __import__("mafiabench.agents.prompts", fromlist=["x"]).load_prompts(
         "async"))  # type: ignore[arg-type]
-    from mafiabench.agents.base import PlayerView
+    from mafiabench.agents.agent import PlayerView
     from mafiabench.engine.async_mafia import AsyncRules
 
     view = PlayerView("Ada", "bystander", "town", "async", AsyncRules(n_players=5, n_mafia=1,

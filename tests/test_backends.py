@@ -386,11 +386,11 @@ def test_check_backend_creates_no_client(monkeypatch: pytest.MonkeyPatch) -> Non
 
 def test_a_provider_registers_itself_through_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A third-party package adds a provider kind with an entry point and a decorator; no registry edit."""
-    from mafiabench.backends import base
+    from mafiabench.backends import backend as base
 
     (tmp_path / "echo_provider.py").write_text(
-        "from mafiabench.backends.base import register_provider\n"
-        "from mafiabench.backends.scripted import ScriptedBackend\n"
+        "from mafiabench.backends.backend import register_provider\n"
+        "from mafiabench.backends.scripted_backend import ScriptedBackend\n"
         "@register_provider('echo')\n"
         "def create(endpoint, model):\n"
         "    return ScriptedBackend(lambda messages: messages[-1].content, model=model)\n"

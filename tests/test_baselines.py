@@ -8,9 +8,9 @@ from fractions import Fraction
 
 import pytest
 
-from mafiabench.build.baselines import PROFILES, Profile, exact_baseline, profile_of
 from mafiabench.cli import main
 from mafiabench.play.runner import GameSpec, play_game
+from mafiabench.transform.baselines import PROFILES, Profile, exact_baseline, profile_of
 
 
 def test_hand_computed_values() -> None:
@@ -48,8 +48,8 @@ def test_the_paper_fractions_from_the_command(capsys: pytest.CaptureFixture[str]
 
 def test_informed_detective_uses_elimination() -> None:
     """With three players alive, an "innocent" result names the mafioso: the informed policy votes it."""
-    from mafiabench.agents.base import PlayerView
-    from mafiabench.agents.scripted import PolicyAgent
+    from mafiabench.agents.agent import PlayerView
+    from mafiabench.agents.policies import PolicyAgent
     from mafiabench.engine.core import Decision
     from mafiabench.engine.events import Event
     from mafiabench.engine.mini_mafia import MiniMafiaRules

@@ -17,8 +17,8 @@ import pytest
 
 from mafiabench import publish as transform
 from mafiabench.agents.llm import ModelSettings
+from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.backends.fake import MALFORMED_ANSWER
-from mafiabench.backends.registry import EndpointConfig
 from mafiabench.cli import main
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mafiabench.build import catalogue
-from mafiabench.build.python_models import PYTHON_MODELS
+from mafiabench.transform import catalogue
+from mafiabench.transform.python_models import PYTHON_MODELS
 from test_marts_common import landed, rows
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import pytest
 
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.agents.parsing import parse_belief
-from mafiabench.backends.base import Completion, GenerateSettings, Message
+from mafiabench.backends.backend import Completion, GenerateSettings, Message
 from mafiabench.backends.fake import FakeBrain, estimate_tokens
 from mafiabench.engine.classic import ClassicRules
 from mafiabench.play.runner import BackendPool, GameSpec, play_game

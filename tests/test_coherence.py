@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mafiabench.build import coherence as coh
+from mafiabench.transform import coherence as coh
 from test_marts_common import engine_records, landed, rows
 
 
@@ -45,7 +45,7 @@ def test_welch_t_test_of_consistency_winners_against_losers() -> None:
     import duckdb
     import polars as pl
 
-    from mafiabench.build.python_models import consistency_tests
+    from mafiabench.transform.python_models import consistency_tests
 
     won, lost = [0.1, 0.2, 0.3], [0.4, 0.6]
     con = duckdb.connect()

@@ -20,7 +20,7 @@ import duckdb
 import pytest
 
 from mafiabench import publish as transform
-from mafiabench.backends.registry import EndpointConfig
+from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.cli import main
 from mafiabench.dashboards import PublishBlockedError, render_dashboards, transcript_path
 from mafiabench.dashboards.html import environment, script_json
@@ -349,7 +349,8 @@ def test_a_registered_page_is_rendered_navigated_and_escaped(
 ) -> None:
     """Adding a page is one module with `@register` (here registered in the test) and one template (the generic
     charts template): it is written, every page's navigation and the index link it, and its text is escaped."""
-    from mafiabench.dashboards import charts, registry
+    from mafiabench.dashboards import charts
+    from mafiabench.dashboards import page_registry as registry
     from mafiabench.dashboards.html import Page
 
     monkeypatch.setattr(registry, "_PAGES", dict(registry._PAGES))

@@ -11,7 +11,7 @@ import pytest
 from mafiabench.cli import main as cli_main
 from mafiabench.engine import derive_seed
 from mafiabench.study.design import expand, expand_cells, game_id
-from mafiabench.study.preview import estimate_plan
+from mafiabench.study.estimate import estimate_plan
 from mafiabench.study.spec import load_experiment, parse_experiment
 
 ROOT = Path(__file__).resolve().parents[1]

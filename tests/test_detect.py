@@ -11,10 +11,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mafiabench.backends.registry import EndpointConfig
+from mafiabench.backends.endpoints import EndpointConfig
+from mafiabench.detect.cleansed_transcript import cleanse
+from mafiabench.detect.detection_runs import DetectorSpec, GameInput, load_games, run_detection
 from mafiabench.detect.detectors import LLMDetector, PolicyDetector, load_detector_prompt, parse_names
-from mafiabench.detect.run import DetectorSpec, GameInput, load_games, run_detection
-from mafiabench.detect.transcript import cleanse
 from mafiabench.importers.common import run_import
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
@@ -203,7 +203,7 @@ def test_unknown_detector_or_prompt_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_llm_detector_fills_and_flags_a_short_answer() -> None:
-    from mafiabench.backends.scripted import ScriptedBackend
+    from mafiabench.backends.scripted_backend import ScriptedBackend
 
     t = cleanse("g", [], ("Ann", "Bo", "Cy", "Di"), 2, 1)
     d = LLMDetector("scripted/x", ScriptedBackend(["I am sure it is Cy."]))

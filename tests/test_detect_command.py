@@ -160,7 +160,7 @@ def test_detect_flow_on_prefect_lands_once(tmp_path: Path) -> None:
         os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
     from prefect.testing.utilities import prefect_test_harness
 
-    from mafiabench.detect.run import DetectorSpec
+    from mafiabench.detect.detection_runs import DetectorSpec
     from mafiabench.flows.detect import detect_flow
 
     wh = tmp_path / "w.duckdb"
@@ -202,7 +202,7 @@ def test_detect_flow_on_prefect_lands_once(tmp_path: Path) -> None:
 def test_preview_estimates_the_model_detector() -> None:
     """One call per day cut of each game to play, the prompt over the cleansed transcript, priced; offline
     (policy) detectors cost nothing and get no line."""
-    from mafiabench.study.preview import estimate_plan
+    from mafiabench.study.estimate import estimate_plan
 
     est = estimate_plan(load_experiment(ROOT / "experiments" / "hidden_in_plain_text.toml"), samples=2)
     (spec, usage), = est.detection().items()

@@ -13,10 +13,10 @@ from typing import Any
 import duckdb
 import pytest
 
-from mafiabench.build.detector_marts import baseline, detector_tables, transcript_tables, wilson
+from mafiabench.detect.cleansed_transcript import Transcript
 from mafiabench.detect.detectors import PolicyDetector
-from mafiabench.detect.transcript import Transcript
 from mafiabench.quality.gate import SUITES, run_suites
+from mafiabench.transform.detector_marts import baseline, detector_tables, transcript_tables, wilson
 from mafiabench.warehouse.raw import connect, load_detections
 
 NAMES10 = tuple(f"P{i}" for i in range(10))

@@ -13,7 +13,7 @@ import pytest
 
 from mafiabench.cli import main
 from mafiabench.dashboards.pages.detector import cleansed_path
-from mafiabench.detect.run import DetectorSpec, run_detection
+from mafiabench.detect.detection_runs import DetectorSpec, run_detection
 from mafiabench.importers.common import run_import
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.publish import build_warehouse

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 
 from mafiabench.agents.llm import LLMAgent
 from mafiabench.agents.parsing import parse_belief, parse_message, parse_name
-from mafiabench.backends.base import Message
-from mafiabench.backends.scripted import ScriptedBackend
+from mafiabench.backends.backend import Message
+from mafiabench.backends.scripted_backend import ScriptedBackend
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
 
@@ -101,7 +101,7 @@ def test_reprompt_once_when_enabled() -> None:
     answers = iter(["nonsense", "Bob"])
     backend = ScriptedBackend(lambda messages: next(answers))
     agent = LLMAgent("scripted/x", backend, load_prompts("mini-mafia"), ModelSettings(reprompt_on_failure=True))
-    from mafiabench.agents.base import PlayerView
+    from mafiabench.agents.agent import PlayerView
     from mafiabench.engine import MiniMafiaRules
 
     view = PlayerView("Alice", "villager", "town", "mini-mafia", MiniMafiaRules(), ("Alice", "Bob", "Cy", "Di"), ())

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from mafiabench.agents.llm import ModelSettings
-from mafiabench.backends.registry import EndpointConfig
+from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.testing import FakeModelServer
 

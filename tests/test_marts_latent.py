@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from mafiabench.build.calibration import coverage
-from mafiabench.build.python_models import DEFAULT_RIDGE, PRIOR_SD_AB, cross_validated_brier, fit_latent
+from mafiabench.transform.calibration import coverage
+from mafiabench.transform.python_models import DEFAULT_RIDGE, PRIOR_SD_AB, cross_validated_brier, fit_latent
 from test_marts_common import cell_records, landed, one, rows
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from mafiabench.cli import main
 from mafiabench.commands.preview import duration
-from mafiabench.study.preview import call_batches, estimate_plan
+from mafiabench.study.estimate import call_batches, estimate_plan
 from mafiabench.study.spec import parse_experiment
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -237,7 +237,7 @@ def test_strip_reasoning_keeps_a_plain_answer() -> None:
 def test_an_unclosed_quote_is_shown_with_the_reference_marker_and_an_empty_one_is_a_flagged_silence() -> None:
     """Through the real agent and engine: the memory of the next speaker shows `Name: "text..."` and
     `Name: remained silent.`; the silence is flagged a format failure, the cut message is flagged truncated."""
-    from mafiabench.backends.scripted import ScriptedBackend
+    from mafiabench.backends.scripted_backend import ScriptedBackend
     from mafiabench.engine import make_game
 
     game = make_game("mini-mafia", {"discussion_rounds": 1}, 2)

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from mafiabench.agents.llm import ModelSettings
-from mafiabench.backends.registry import EndpointConfig
+from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.redact import MASK, redact
 from mafiabench.testing import FakeModelServer

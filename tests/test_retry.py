@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mafiabench.backends import retry
-from mafiabench.backends.base import BackendError, GenerateSettings, TransientError
+from mafiabench.backends.backend import BackendError, GenerateSettings, TransientError
 from mafiabench.backends.retry import (
     LoopLocal,
     backoff_delay,

@@ -1,4 +1,4 @@
-"""Each singular dbt test (build/sql/tests/assert_*.sql) returns no rows on clean data and the offending rows on
+"""Each singular dbt test (transform/sql/tests/assert_*.sql) returns no rows on clean data and the offending rows on
 corrupted data; the tests run through dbt on a staged build, as the quality gate runs them."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mafiabench.build import dbt_runner
-from mafiabench.build.marts import Staged, data_tests, stage
+from mafiabench.transform import dbt_runner
+from mafiabench.transform.marts import Staged, data_tests, stage
 from mafiabench.warehouse.raw import load_records
 from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record
 

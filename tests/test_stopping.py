@@ -124,7 +124,7 @@ def test_stopping_and_fixed_counts_are_not_mixed() -> None:
 
 def test_preview_counts_each_cell_at_the_rules_bound(tmp_path: Path) -> None:
     from mafiabench.commands.preview import render
-    from mafiabench.study.preview import estimate_plan
+    from mafiabench.study.estimate import estimate_plan
 
     exp = stopping_experiment(tmp_path)
     bound = exp.stopping.rule().worst_case_games()

@@ -115,7 +115,7 @@ def load_prices(path: Path | None = None) -> PriceTable:
 
 def free_providers_of(endpoints: Mapping[str, Any]) -> set[str]:
     """Endpoint names whose kind costs nothing (built-ins merged with the experiment's)."""
-    from mafiabench.backends.registry import BUILTIN_ENDPOINTS
+    from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS
 
     merged = {**BUILTIN_ENDPOINTS, **endpoints}
     return {name for name, ep in merged.items() if getattr(ep, "kind", None) in FREE_KINDS}

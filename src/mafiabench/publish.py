@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from mafiabench.build.marts import (
+from mafiabench.errors import UserError
+from mafiabench.quality import gate as quality
+from mafiabench.transform.marts import (
     BuildResult,
     Staged,
     data_tests,
@@ -30,9 +32,7 @@ from mafiabench.build.marts import (
     stage_python,
     staged_views,
 )
-from mafiabench.build.marts import publish as publish_staged
-from mafiabench.errors import UserError
-from mafiabench.quality import gate as quality
+from mafiabench.transform.marts import publish as publish_staged
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect

@@ -18,12 +18,12 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
-from mafiabench.agents.base import AgentTurn, PlayerView
+from mafiabench.agents.agent import AgentTurn, PlayerView
 from mafiabench.agents.prompts import PromptSet, memory_lines
 from mafiabench.engine.core import Answer, Decision
 
 if TYPE_CHECKING:
-    from mafiabench.backends.base import Backend
+    from mafiabench.backends.backend import Backend
 
 TRIES = 3
 QUIT = "/quit"

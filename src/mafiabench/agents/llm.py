@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 import mafiabench.agents.prompts as prompt_module
-from mafiabench.agents.base import AgentTurn, PlayerView
+from mafiabench.agents.agent import AgentTurn, PlayerView
 from mafiabench.agents.parsing import (
     parse_belief,
     parse_chat_message,
@@ -32,7 +32,7 @@ from mafiabench.agents.prompts import (
     memory_lines,
     render,
 )
-from mafiabench.backends.base import Backend, BackendError, GenerateSettings, Message
+from mafiabench.backends.backend import Backend, BackendError, GenerateSettings, Message
 from mafiabench.engine.async_mafia import duration_text
 from mafiabench.engine.core import Answer, Decision
 from mafiabench.errors import UserError

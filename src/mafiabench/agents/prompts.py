@@ -20,7 +20,7 @@ from pathlib import Path
 from string import Template
 from typing import Any, Literal
 
-from mafiabench.agents.base import PlayerView
+from mafiabench.agents.agent import PlayerView
 from mafiabench.engine.core import Decision
 from mafiabench.engine.events import Event
 from mafiabench.errors import UserError

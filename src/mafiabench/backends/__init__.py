@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import (
+from .backend import (
     Backend,
     BackendError,
     Completion,
@@ -21,10 +21,10 @@ from .base import (
     TransientError,
 )
 from .cache import CachingBackend, cache_key
+from .endpoints import BUILTIN_ENDPOINTS, EndpointConfig, aclose_clients, check_backend, resolve_backend, split_spec
 from .fake import FakeBackend, FakeBrain
-from .registry import BUILTIN_ENDPOINTS, EndpointConfig, aclose_clients, check_backend, resolve_backend, split_spec
 from .retry import backoff_delay, call_with_retries
-from .scripted import ScriptedBackend
+from .scripted_backend import ScriptedBackend
 
 if TYPE_CHECKING:
     from .anthropic_backend import AnthropicBackend

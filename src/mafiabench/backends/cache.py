@@ -18,7 +18,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from .base import Backend, Completion, GenerateSettings, Message
+from .backend import Backend, Completion, GenerateSettings, Message
 
 CACHE_FORMAT = 1
 

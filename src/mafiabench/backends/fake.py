@@ -19,7 +19,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .base import Completion, ConfigError, EndpointConfig, GenerateSettings, Message, TransientError, register_provider
+from .backend import (
+    Completion,
+    ConfigError,
+    EndpointConfig,
+    GenerateSettings,
+    Message,
+    TransientError,
+    register_provider,
+)
 from .retry import call_with_retries
 
 # Capitalised words that are never player names in our prompts.

@@ -17,7 +17,7 @@ import orjson
 
 from mafiabench.redact import secret_value, short_error
 
-from .base import (
+from .backend import (
     BackendError,
     Completion,
     ConfigError,

@@ -26,7 +26,7 @@ from tenacity.wait import wait_base, wait_random_exponential
 
 from mafiabench.redact import short_error
 
-from .base import BackendError, ConfigError, GenerateSettings, TransientError
+from .backend import BackendError, ConfigError, GenerateSettings, TransientError
 
 T = TypeVar("T")
 C = TypeVar("C")

@@ -6,7 +6,9 @@ from typing import Annotated
 
 import typer
 
-from mafiabench.build.baselines import (
+from mafiabench.commands import command
+from mafiabench.errors import UserError
+from mafiabench.transform.baselines import (
     DETECTIVE_POLICIES,
     MAFIOSO_POLICIES,
     NIGHTS,
@@ -16,8 +18,6 @@ from mafiabench.build.baselines import (
     exact_baseline,
     profile_of,
 )
-from mafiabench.commands import command
-from mafiabench.errors import UserError
 
 
 def register(app: typer.Typer) -> None:

@@ -70,7 +70,7 @@ def main(
     dashboards: Annotated[Path, typer.Option(help="dashboards folder (with --publish)")] = Path("dashboards"),
     json_: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> int:
-    from mafiabench.detect.run import DetectorSpec, DetectReport, make_detectors
+    from mafiabench.detect.detection_runs import DetectorSpec, DetectReport, make_detectors
     from mafiabench.errors import UserError
     from mafiabench.redact import install_log_scrubber
 

@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
 
 def parse_faults(spec: str) -> dict[str, float]:
     """`KIND=RATE,...` -> {kind: rate}; a bad kind or rate is a UserError naming the flag and the value."""
-    from mafiabench.testing.fake_server import FAULT_KINDS
+    from mafiabench.testing.fake_http_server import FAULT_KINDS
 
     rates: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):

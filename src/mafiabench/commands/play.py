@@ -9,12 +9,12 @@ from typing import Annotated, Any
 
 import typer
 
-from mafiabench.backends.registry import aclose_clients
+from mafiabench.backends.endpoints import aclose_clients
 from mafiabench.commands import command
 from mafiabench.errors import UserError
 from mafiabench.play.config import GameConfig, endpoints_from, load_game_config, validate
+from mafiabench.play.omniscient_transcript import format_transcript
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
-from mafiabench.play.transcript import format_transcript
 from mafiabench.record import GameRecord, write_record_atomic
 
 RANDOM_SEAT = "policy/random"  # a seat given neither on the command line nor in the file

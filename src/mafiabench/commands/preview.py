@@ -30,7 +30,7 @@ def main(
     samples: Annotated[int, typer.Option(help="sample games per cell for the estimate")] = 3,
     max_cells: Annotated[int, typer.Option(help="cells listed (totals always cover all)")] = 60,
 ) -> int:
-    from mafiabench.study.preview import estimate_plan
+    from mafiabench.study.estimate import estimate_plan
     from mafiabench.study.spec import load_experiment
 
     exp = load_experiment(experiment)

@@ -114,7 +114,7 @@ def run_catalogue(
         bool, typer.Option("--check", help="exit 1 if the file differs from the generated catalogue")
     ] = False,
 ) -> int:
-    from mafiabench.build import catalogue
+    from mafiabench.transform import catalogue
 
     path = output or catalogue.DEFAULT_PATH
     text = catalogue.generate()

@@ -6,7 +6,7 @@ queries and which charts it shows), `templates/` (jinja2, autoescaped; `base.htm
 `macros.html.j2` the shared tables, badges, links and figures), `charts.py` (Altair chart builders), `html.py` (the
 template environment, number filters, `Page`), `data.py` (read-only access to the warehouse), `registry.py`.
 May import: the warehouse through a DuckDB connection only (`data.Marts`); `mafiabench.warehouse.builds` for the
-gate status; `mafiabench.errors`. Never the engine, the agents, the backends or `mafiabench.build.baselines`: the
+gate status; `mafiabench.errors`. Never the engine, the agents, the backends or `mafiabench.transform.baselines`: the
 baselines are read from the `mart_baselines` table like every other number.
 
 Adding a page (e.g. `strategema.html`):

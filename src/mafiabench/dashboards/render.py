@@ -29,8 +29,8 @@ import duckdb
 from mafiabench import __version__
 from mafiabench.dashboards.data import Marts
 from mafiabench.dashboards.html import ASSETS, STYLESHEET, VEGA_BUNDLE, Page, data_status, render_page, stylesheet
+from mafiabench.dashboards.page_registry import Context, registered
 from mafiabench.dashboards.pages.transcripts import transcript_pages, transcript_path
-from mafiabench.dashboards.registry import Context, registered
 from mafiabench.errors import UserError
 
 KEEP_FILES = ("README.md",)  # hand-written files of the output folder that a render carries over

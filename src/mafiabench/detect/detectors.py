@@ -22,8 +22,8 @@ from pathlib import Path
 from string import Template
 from typing import Any, Protocol
 
-from mafiabench.backends.base import Backend, BackendError, GenerateSettings, Message
-from mafiabench.detect.transcript import Transcript
+from mafiabench.backends.backend import Backend, BackendError, GenerateSettings, Message
+from mafiabench.detect.cleansed_transcript import Transcript
 from mafiabench.engine.core import derive_seed
 from mafiabench.errors import UserError
 from mafiabench.redact import redact

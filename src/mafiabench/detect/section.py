@@ -17,13 +17,13 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
+from mafiabench.detect.detection_runs import DetectorSpec
 from mafiabench.detect.detectors import (
     DEFAULT_PROMPT_VERSION,
     POLICIES,
     load_detector_prompt,
     load_detector_prompt_file,
 )
-from mafiabench.detect.run import DetectorSpec
 from mafiabench.errors import UserError
 
 SIMULATION = "simulation"

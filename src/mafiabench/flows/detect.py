@@ -15,7 +15,7 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 
-from mafiabench.detect.run import DetectorSpec
+from mafiabench.detect.detection_runs import DetectorSpec
 from mafiabench.errors import UserError
 from mafiabench.flows.tasks import build_marts, detect_games, import_dataset, render_dashboards
 from mafiabench.redact import install_log_scrubber

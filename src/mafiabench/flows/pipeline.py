@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mafiabench.detect.run import DetectorSpec, DetectReport, detect_warehouse
+from mafiabench.detect.detection_runs import DetectorSpec, DetectReport, detect_warehouse
 from mafiabench.importers import run_import
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect
@@ -36,7 +36,7 @@ def import_sources(experiment: Any, warehouse: Path | str) -> list[str]:
 
 async def detect(spec: DetectorSpec, warehouse: Path | str, *, endpoints: Any = None,
                  cache_dir: str | None = None) -> DetectReport:
-    """The Mafia Detector over the warehouse's eligible games (see `mafiabench.detect.run`)."""
+    """The Mafia Detector over the warehouse's eligible games (see `mafiabench.detect.detection_runs`)."""
     return await detect_warehouse(warehouse, spec, endpoints=endpoints, cache_dir=cache_dir)
 
 

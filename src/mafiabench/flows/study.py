@@ -24,7 +24,7 @@ from prefect import flow, get_run_logger, task
 from prefect.artifacts import acreate_markdown_artifact
 from prefect.cache_policies import NO_CACHE
 
-from mafiabench.detect.run import DetectReport
+from mafiabench.detect.detection_runs import DetectReport
 from mafiabench.flows.tasks import build_marts, detect_games, import_dataset, render_dashboards
 from mafiabench.redact import install_log_scrubber
 from mafiabench.study.plan import Shard, ShardResult, is_infrastructure_fault

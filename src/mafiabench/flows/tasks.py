@@ -10,7 +10,7 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 
 from mafiabench import publish as publishing
-from mafiabench.detect.run import DetectorSpec
+from mafiabench.detect.detection_runs import DetectorSpec
 from mafiabench.flows import pipeline
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from mafiabench.agents.base import PlayerView
+from mafiabench.agents.agent import PlayerView
 from mafiabench.agents.prompts import memory_lines
 from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.engine.events import Event

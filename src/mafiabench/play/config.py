@@ -20,9 +20,9 @@ from pydantic import (
 )
 
 from mafiabench.agents.llm import ModelSettings
-from mafiabench.agents.scripted import POLICIES
-from mafiabench.backends.base import ConfigError, provider_modules
-from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
+from mafiabench.agents.policies import POLICIES
+from mafiabench.backends.backend import ConfigError, provider_modules
+from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.engine import VARIANTS, rules_for
 from mafiabench.errors import UserError
 

@@ -13,13 +13,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from mafiabench.agents.base import Agent, AgentTurn, PlayerView
+from mafiabench.agents.agent import Agent, AgentTurn, PlayerView
 from mafiabench.agents.human import GameAbandoned, HumanAgent
 from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, prompt_provenance, utc_now
+from mafiabench.agents.policies import PolicyAgent
 from mafiabench.agents.prompts import resolve_prompts
-from mafiabench.agents.scripted import PolicyAgent
-from mafiabench.backends.base import Backend, Completion, ConfigError, GenerateSettings, Message
-from mafiabench.backends.registry import EndpointConfig, check_backend, resolve_backend, split_spec
+from mafiabench.backends.backend import Backend, Completion, ConfigError, GenerateSettings, Message
+from mafiabench.backends.endpoints import EndpointConfig, check_backend, resolve_backend, split_spec
 from mafiabench.engine import GameEngine, make_game, rules_for
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, ModelCall, Provenance, record_from_engine

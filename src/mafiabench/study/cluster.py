@@ -29,7 +29,7 @@ import uuid
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mafiabench.backends.registry import aclose_clients
+from mafiabench.backends.endpoints import aclose_clients
 from mafiabench.errors import UserError
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mafiabench.backends.registry import BUILTIN_ENDPOINTS, EndpointConfig, aclose_clients
+from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, aclose_clients
 from mafiabench.errors import UserError
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices

@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from mafiabench.agents.llm import ModelSettings
-from mafiabench.backends.registry import EndpointConfig
+from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.detect.section import DetectorSection, resolve_prompt_file
 from mafiabench.engine import rules_for
 from mafiabench.errors import UserError
@@ -211,7 +211,7 @@ class Concurrency(BaseModel):
     latency_s: dict[str, Annotated[float, Field(ge=0, le=3600, allow_inf_nan=False)]] = Field(
         default_factory=dict,
         description="Expected seconds per model call, per provider (endpoint name), for preview's wall-time "
-        "estimate, e.g. {openai = 1.2}; unlisted providers use a default per provider (study/preview.py).",
+        "estimate, e.g. {openai = 1.2}; unlisted providers use a default per provider (study/estimate.py).",
     )
 
     def worker_processes(self, uses_http: bool, cpus: int | None = None) -> int:

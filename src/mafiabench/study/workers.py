@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
 
-from mafiabench.backends.registry import EndpointConfig, aclose_clients, check_backend
+from mafiabench.backends.endpoints import EndpointConfig, aclose_clients, check_backend
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord, Provenance
 

@@ -3,7 +3,7 @@
 May import engine, agents, backends, play and record; in the package only the `fake-server` command imports it.
 """
 
-from .fake_server import FakeModelServer, Fault
+from .fake_http_server import FakeModelServer, Fault
 from .random_play import play_random, random_answer
 
 __all__ = ["FakeModelServer", "Fault", "play_random", "random_answer"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from mafiabench.dashboards.registry import PageSpec, registered
+from mafiabench.dashboards.page_registry import PageSpec, registered
 
 for _info in pkgutil.iter_modules(__path__):
     if not _info.name.startswith("_"):

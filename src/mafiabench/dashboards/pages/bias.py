@@ -7,7 +7,7 @@ from typing import Any
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import options
 from mafiabench.dashboards.html import Page
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 
 def with_rate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ from typing import Any
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import Marts
 from mafiabench.dashboards.html import Page
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 TOP_GAMES = 20
 

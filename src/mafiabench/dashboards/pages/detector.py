@@ -14,8 +14,8 @@ import altair as alt
 from mafiabench.dashboards.charts import DATA, WIDTH, _dropdown, _spec
 from mafiabench.dashboards.data import Marts
 from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.page_registry import Context, register
 from mafiabench.dashboards.pages.transcripts import transcript_path
-from mafiabench.dashboards.registry import Context, register
 
 PATH = "detector.html"
 METRICS = {"single": "single-match (at least one right)", "exact": "exact-match (all right)"}

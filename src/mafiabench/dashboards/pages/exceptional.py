@@ -6,7 +6,7 @@ from __future__ import annotations
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import Marts
 from mafiabench.dashboards.html import Page
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 RULE_TEXT = {
     "upset": "the outcome's probability under its cell's rate (this game left out) is at most the threshold",

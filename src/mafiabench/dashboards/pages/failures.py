@@ -8,7 +8,7 @@ from typing import Any
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import options
 from mafiabench.dashboards.html import Page, games_url
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 
 def _role_key(row: dict[str, Any]) -> str:

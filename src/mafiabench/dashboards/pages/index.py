@@ -6,7 +6,7 @@ from typing import Any
 
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.html import Page, fmt_int
-from mafiabench.dashboards.registry import Context, register, registered
+from mafiabench.dashboards.page_registry import Context, register, registered
 
 
 @register("index.html", "Overview", "The study in numbers.", order=0)

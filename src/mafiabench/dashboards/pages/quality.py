@@ -8,7 +8,7 @@ from typing import Any
 
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.html import Page
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 
 def pretty_json(text: Any, indent: int | None = 1) -> str:

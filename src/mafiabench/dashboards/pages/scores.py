@@ -9,7 +9,7 @@ from typing import Any
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import studies_by_size
 from mafiabench.dashboards.html import Page
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 LATENT_LABELS = {
     "deceive": "deceive: a (as mafioso)",

@@ -10,7 +10,7 @@ from typing import Any
 
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.html import Page
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 ABLATIONS = ("baseline", "no_speaking", "argmax_voting", "limited_memory")
 ABLATION_SETTING = (8, 2)  # the configuration the reference ran its ablations on

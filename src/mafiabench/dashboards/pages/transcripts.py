@@ -16,7 +16,7 @@ from typing import Any
 
 from mafiabench.dashboards.data import Marts
 from mafiabench.dashboards.html import Page
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 _SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,150}")
 CHUNK = 500

@@ -6,7 +6,7 @@ from __future__ import annotations
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import options
 from mafiabench.dashboards.html import Page
-from mafiabench.dashboards.registry import Context, register
+from mafiabench.dashboards.page_registry import Context, register
 
 TABLE_DIMENSIONS = ("all", "experiment", "study", "prompt_version", "source")
 

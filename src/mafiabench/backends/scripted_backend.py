@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from .base import BackendError, Completion, ConfigError, EndpointConfig, GenerateSettings, Message, register_provider
+from .backend import BackendError, Completion, ConfigError, EndpointConfig, GenerateSettings, Message, register_provider
 from .fake import FakeBrain, estimate_tokens
 
 Responder = Callable[[Sequence[Message], GenerateSettings], str]

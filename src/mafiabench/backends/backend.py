@@ -126,7 +126,7 @@ PROVIDER_MODULES: Mapping[str, str] = {
     "openai": "mafiabench.backends.openai_backend",
     "anthropic": "mafiabench.backends.anthropic_backend",
     "fake": "mafiabench.backends.fake",
-    "scripted": "mafiabench.backends.scripted",
+    "scripted": "mafiabench.backends.scripted_backend",
 }
 ENTRY_POINT_GROUP = "mafiabench.backends"
 

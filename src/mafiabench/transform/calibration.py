@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from mafiabench.build.python_models import Z95, fit_latent
+from mafiabench.transform.python_models import Z95, fit_latent
 
 
 def published_like(rng: np.random.Generator, models: int, backgrounds: int, games: int, a: np.ndarray,

@@ -32,7 +32,7 @@ from typing import Any, cast
 
 import orjson
 
-from mafiabench.backends.base import Message
+from mafiabench.backends.backend import Message
 from mafiabench.backends.fake import MALFORMED_ANSWER, FakeBrain, estimate_tokens
 
 FAULT_KINDS = (

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .base import Backend, ConfigError, EndpointConfig, get_provider, loaded_providers
+from .backend import Backend, ConfigError, EndpointConfig, get_provider, loaded_providers
 
 __all__ = ["BUILTIN_ENDPOINTS", "EndpointConfig", "aclose_clients", "check_backend", "resolve_backend", "split_spec"]
 

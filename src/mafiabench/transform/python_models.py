@@ -35,8 +35,8 @@ import numpy as np
 import polars as pl
 from scipy import linalg, optimize, stats
 
-from mafiabench.build.coherence import coherence_tables
-from mafiabench.build.detector_marts import detector_tables, transcript_tables
+from mafiabench.transform.coherence import coherence_tables
+from mafiabench.transform.detector_marts import detector_tables, transcript_tables
 
 Z95 = 1.959963984540054
 DEFAULT_RIDGE = 1e-3  # kept for callers; the priors below are what keeps the fit finite
@@ -453,12 +453,12 @@ def _fraction(value: Any) -> Fraction:
 
 
 def baseline_rows() -> list[dict[str, Any]]:
-    """Rows of `mafiabench.build.baselines.baseline_table()`: exact fractions kept as "a/b" text beside their floats.
+    """Rows of `transform.baselines.baseline_table()`: exact fractions kept as "a/b" text beside their floats.
 
     Reads the keys that function returns (`profile`, `description`, `night`, `town_win_fraction`,
     `town_win_after_tie`).
     """
-    from mafiabench.build.baselines import baseline_table
+    from mafiabench.transform.baselines import baseline_table
 
     rows: list[dict[str, Any]] = []
     for item in baseline_table():
@@ -474,7 +474,7 @@ def baseline_rows() -> list[dict[str, Any]]:
                 "mafia_win_fraction": f"{(1 - town).numerator}/{(1 - town).denominator}",
                 "mafia_win_probability": float(1 - town),
                 "town_win_after_tie": None if after_tie is None else float(_fraction(after_tie)),
-                "source": "mafiabench.build.baselines",
+                "source": "mafiabench.transform.baselines",
             }
         )
     return rows

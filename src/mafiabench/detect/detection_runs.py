@@ -21,7 +21,8 @@ from typing import Any
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field
 
-from mafiabench.backends.registry import EndpointConfig, aclose_clients, check_backend, resolve_backend
+from mafiabench.backends.endpoints import EndpointConfig, aclose_clients, check_backend, resolve_backend
+from mafiabench.detect.cleansed_transcript import Transcript, cleanse, day_numbers
 from mafiabench.detect.detectors import (
     DEFAULT_PROMPT_VERSION,
     Detection,
@@ -30,7 +31,6 @@ from mafiabench.detect.detectors import (
     PolicyDetector,
     load_detector_prompt_file,
 )
-from mafiabench.detect.transcript import Transcript, cleanse, day_numbers
 from mafiabench.engine.events import Event
 from mafiabench.errors import UserError
 from mafiabench.warehouse.landing import warehouse_lock

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mafiabench.backends.registry import EndpointConfig
+from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.play.runner import BackendPool, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
 from mafiabench.study.design import Cell, cell_prefix, expand_cells, planned_game
@@ -244,7 +244,7 @@ def _detection_usage(exp: Experiment, recs: Sequence[Any], table: PriceTable) ->
     per day cut, the prompt rendered over the cleansed transcript, output counted at the detector's token cap."""
     if exp.detector is None or not exp.detector.simulated:
         return {}
-    from mafiabench.detect.run import prompt_tokens_per_cut
+    from mafiabench.detect.detection_runs import prompt_tokens_per_cut
 
     spec = exp.detector.spec(exp.name)
     models = [m for m in spec.models if not m.startswith("policy/")]

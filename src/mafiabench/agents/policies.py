@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from mafiabench.agents.base import AgentTurn, PlayerView
+from mafiabench.agents.agent import AgentTurn, PlayerView
 from mafiabench.engine.core import Answer, Decision, derive_seed
 from mafiabench.errors import UserError
 

@@ -1,8 +1,8 @@
 """Build the marts: the dbt project's models (staging views, intermediate and mart tables), then the Python models.
 
-The SQL models are a dbt project (`build/sql/`, shipped as package data; `./sql/dbt_project.yml` in the working folder
-wins) run in-process with dbt-duckdb (`build.dbt_runner`): lineage comes from `ref()`/`source()`, each layer's YAML
-describes every model and column, and its data tests return the rows that break a rule.
+The SQL models are a dbt project (`transform/sql/`, shipped as package data; `./sql/dbt_project.yml` in the working
+folder wins) run in-process with dbt-duckdb (`transform.dbt_runner`): lineage comes from `ref()`/`source()`, each
+layer's YAML describes every model and column, and its data tests return the rows that break a rule.
 
 A build is *staged*: every model is written under `__staged_<name>` in the warehouse, the Python models read those
 and write theirs beside them, and nothing a reader queries changes. `publish` then renames the staged relations over
@@ -26,14 +26,14 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 import polars as pl
 
-from mafiabench.build import dbt_runner
-from mafiabench.build.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
 from mafiabench.errors import UserError
+from mafiabench.transform import dbt_runner
+from mafiabench.transform.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
 from mafiabench.warehouse.raw import ensure_schema
 
 if TYPE_CHECKING:  # imported in `stage` only: numpy and scipy cost every command that imports this module
-    from mafiabench.build.python_models import PythonModel
+    from mafiabench.transform.python_models import PythonModel
 
 LAYERS = ("staging", "intermediate", "marts")
 PRICES_PATH = Path(__file__).resolve().parents[1] / "prices.toml"
@@ -205,7 +205,7 @@ def stage(
 ) -> Staged:
     """Run the dbt models, then the Python models, all under staged names; nothing published changes. With
     `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile)."""
-    from mafiabench.build import python_models
+    from mafiabench.transform import python_models
     from mafiabench.warehouse.landing import ensure_runs_table
 
     try:
