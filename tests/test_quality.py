@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import gate_verdicts
 from mafiabench.publish import build_warehouse
 from mafiabench.quality.gate import QualityGateError
 from mafiabench.warehouse.builds import gate_passed, latest_build
@@ -35,6 +36,7 @@ def test_clean_data_passes_and_is_published() -> None:
     result = build_warehouse(con)
     assert result.passed and result.published and gate_passed(con)
     assert not result.failures
+    gate_verdicts.check("clean", result.validation)
     stored = rows(con, "select * from validation_results where build_id = ?", [result.build_id])
     assert len(stored) == len(result.validation) > 20
     assert all(r["success"] for r in stored)
@@ -55,13 +57,15 @@ def test_empty_warehouse_is_refused() -> None:
     con = fresh_con()
     result = build_warehouse(con, raise_on_failure=False)
     assert not result.published and not gate_passed(con)
+    gate_verdicts.check("empty warehouse", result.validation)
     assert [f.rule for f in result.failures] == ["games were landed (a gate over no games proves nothing)",
                                                  "at most 50% of the games are invalid or unscored"]
 
 
-def _failures(con: duckdb.DuckDBPyConnection, **build: object) -> dict[str, list[dict[str, object]]]:
+def _failures(con: duckdb.DuckDBPyConnection, case: str, **build: object) -> dict[str, list[dict[str, object]]]:
     result = build_warehouse(con, raise_on_failure=False, **build)  # type: ignore[arg-type]
     assert not result.published
+    gate_verdicts.check(case, result.validation)
     return {f.rule: f.failing_rows for f in result.failures}
 
 
@@ -69,7 +73,7 @@ def test_all_games_invalid_fails_the_build_naming_why() -> None:
     con = fresh_con()
     load_records(con, cell_records("x", n=5, mafia_wins=2, models="X", valid=False,
                                    invalid_reason="inconsistent memories"))
-    failed = _failures(con)
+    failed = _failures(con, "all games invalid")
     assert failed["at most 50% of the games are invalid or unscored"] == [
         {"n_games": 5, "n_scored": 0, "unusable_share": 1.0, "main_reason": "inconsistent memories"}]
     assert failed["every study that has games has a scored game"] == [
@@ -83,10 +87,12 @@ def test_the_unusable_share_is_a_setting() -> None:
     recs = cell_records("ok", n=4, mafia_wins=2, models="X")
     recs += [mini_record(f"bad-{i}", models="X", valid=False, invalid_reason="no votes cast") for i in range(6)]
     load_records(con, recs)
-    failed = _failures(con)
+    failed = _failures(con, "unusable share")
     assert list(failed) == ["at most 50% of the games are invalid or unscored"]
     assert failed["at most 50% of the games are invalid or unscored"][0]["unusable_share"] == pytest.approx(0.6)
-    assert build_warehouse(con, max_unusable=0.7).published
+    result = build_warehouse(con, max_unusable=0.7)
+    assert result.published
+    gate_verdicts.check("unusable share under a higher threshold", result.validation)
 
 
 def test_a_capability_cell_with_games_but_none_scored_fails() -> None:
@@ -98,7 +104,7 @@ def test_a_capability_cell_with_games_but_none_scored_fails() -> None:
                          design=design("deceive|Y|X", "deceive", "Y", "X"), valid=False,
                          invalid_reason="inconsistent memories")
     load_records(con, recs)
-    failed = _failures(con)
+    failed = _failures(con, "capability cell unscored")
     assert list(failed) == ["every capability cell that has games has a scored game"]
     assert failed["every capability cell that has games has a scored game"] == [
         {"study": "exp", "prompt_version": "v4.1", "capability": "deceive", "background": "X", "target_model": "Y",
@@ -113,7 +119,7 @@ def test_the_homogeneous_invariant_over_no_scored_game_fails() -> None:
     recs += cell_records("z", n=2, mafia_wins=1, models="Z", design=design("homogeneous|Z", None, "Z", "Z"),
                          valid=False, invalid_reason="technical failure")
     load_records(con, recs)
-    failed = _failures(con)
+    failed = _failures(con, "homogeneous cell unscored")
     assert "homogeneous cells: the invariant is checked on scored games (n > 0)" in failed
     assert failed["homogeneous cells: the invariant is checked on scored games (n > 0)"][0]["target_model"] == "Z"
     sql_rule = next(r for r in failed if r.startswith("in a homogeneous cell"))
@@ -203,6 +209,7 @@ def test_corrupted_raw_data_fails_the_gate_with_a_clear_message(
     staged = rows(con, "select table_name from duckdb_tables() where starts_with(table_name, '__staged') "
                        "union all select view_name from duckdb_views() where starts_with(view_name, '__staged')")
     assert staged == []
+    gate_verdicts.check(case, err.value.result.validation)
     message = str(err.value)
     assert message.startswith("quality gate failed for build")
     assert "not published" in message
@@ -222,6 +229,7 @@ def test_failure_can_be_returned_instead_of_raised() -> None:
     con.execute("update raw_games set winner = null where game_id = 'h-3'")
     result = build_warehouse(con, raise_on_failure=False)
     assert not result.passed and not result.published
+    gate_verdicts.check("missing winner returned", result.validation)
     rules = {f.rule for f in result.failures}
     assert "one winner per finished game" in rules
     failing = next(f for f in result.failures if f.suite == "valid_game_checks")
@@ -243,4 +251,6 @@ def test_games_flagged_invalid_do_not_block_publishing() -> None:
                       invalid_reason="technical failure", source="naacl")
     load_records(con, [bad, *cell_records("ok", n=2, mafia_wins=1, models="X", source="naacl")])
     con.execute("update raw_games set winner = null where game_id = 'bad'")
-    assert build_warehouse(con).published
+    result = build_warehouse(con)
+    assert result.published
+    gate_verdicts.check("games flagged invalid", result.validation)

@@ -9,17 +9,22 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import gate_verdicts
+from mafiabench.publish import dbt_test_results
 from mafiabench.transform import dbt_runner
-from mafiabench.transform.marts import Staged, data_tests, stage
+from mafiabench.transform.marts import Staged, stage
 from mafiabench.warehouse.raw import load_records
 from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record
 
 TESTS = dbt_runner.PACKAGED_PROJECT / "tests"
 
 
-def run_asserts(con: duckdb.DuckDBPyConnection, staged: Staged) -> dict[str, list]:
-    """Every data test's violating rows (a sample), by test name."""
-    return {r.name: rows for r, rows in data_tests(con, staged)}
+def run_asserts(con: duckdb.DuckDBPyConnection, staged: Staged, case: str | None = None) -> dict[str, list]:
+    """Every data test's violating rows (a sample), by test name; its verdicts checked against the golden `case`."""
+    results = dbt_test_results(con, staged)
+    if case is not None:
+        gate_verdicts.check(case, results)
+    return {r.expectation: r.failing_rows for r in results}
 
 
 def staged_table(name: str) -> str:
@@ -74,7 +79,7 @@ def test_every_assert_has_a_corruption_case() -> None:
 
 def test_asserts_pass_on_clean_data() -> None:
     con = clean_con()
-    results = run_asserts(con, stage(con))
+    results = run_asserts(con, stage(con), "dbt tests clean")
     assert set(CORRUPTIONS) <= set(results)
     for name, bad in results.items():
         assert bad == [], name
@@ -93,7 +98,7 @@ def corrupted() -> dict[str, list]:
     staged = stage(con)
     for name in mart_level:
         CORRUPTIONS[name](con)
-    return run_asserts(con, staged)
+    return run_asserts(con, staged, "dbt tests corrupted")
 
 
 @pytest.mark.parametrize("name", sorted(CORRUPTIONS))
