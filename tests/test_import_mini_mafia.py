@@ -369,3 +369,35 @@ def test_a_game_copied_from_another_batch_is_never_counted_in_the_folder_it_sits
         assert counted == (1,)  # the marts count valid games only: the game once
     finally:
         con.close()
+
+
+MISMATCH = Path(__file__).parent / "fixtures" / "datasets" / "mini_mafia_mismatch"
+
+
+def test_a_game_whose_id_names_a_batch_not_imported_counts_in_its_folders_cell(tmp_path: Path) -> None:
+    """The published v4.1 release holds 128 files whose game_id names a batch the release does not hold (the real
+    `batch_20250821_150540_v4.1/game_00094.json` says it is game 5 of `batch_20250821_150011_v4.1`); no other file
+    holds those games. The reference counts each in its folder's cell, so must we: valid, scored, with the mismatch
+    kept as a note and the file's own id in the design (fixtures/datasets/mini_mafia_mismatch/README.md)."""
+    games = {g.provenance.source_file: g for g in read_mini_mafia(MISMATCH) if isinstance(g, GameRecord)}
+    folder = "batch_20250821_150540_v4.1"
+    own, named = games[f"{folder}/game_0000.json"], games[f"{folder}/game_00094.json"]
+    assert own.validity == {"valid": True, "reason": None}
+    assert named.validity["valid"] is True and named.validity["reason"] is None
+    (note,) = named.validity["details"]
+    assert note.startswith("note: the file's game_id 'batch_20250821_150011_v4.1_game_0005' names batch "
+                           "'batch_20250821_150011_v4.1', not this folder's 'batch_20250821_150540_v4.1'")
+    assert named.design is not None and own.design is not None
+    assert named.design["source_game_id"] == "batch_20250821_150011_v4.1_game_0005"
+    assert "source_game_id" not in own.design
+    assert named.game_id == f"mini-mafia-batch-{folder}_game_0094"  # the folder's id: unique per file
+    assert named.design["cell"] == own.design["cell"] and named.design["batch_id"] == folder
+    con = connect(tmp_path / "w.duckdb")
+    try:
+        report = run_import("mini-mafia", MISMATCH, con)
+        assert (report.games_read, report.landed, report.valid, report.invalid) == (2, 2, 2, {})
+        assert con.execute("select count(*), count(*) filter (where winner = 'town') from raw_games "
+                           "where valid and batch_id = ? and target_model = 'deepseek/deepseek-chat'",
+                           [folder]).fetchone() == (2, 1)
+    finally:
+        con.close()

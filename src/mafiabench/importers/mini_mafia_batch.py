@@ -158,6 +158,9 @@ class Batch:
     design: dict[str, Any] = field(default_factory=dict)
     temperature: float | None = None  # from a `_temp<t>` folder suffix
     study: str | None = None  # the study this import is (default: the batch id)
+    # Every batch id and folder name of the import this batch is read in: a game whose id names one of them is a
+    # copy of that batch's game; one naming another batch is this folder's own (`build_record`).
+    imported_batches: frozenset[str] = frozenset()
 
 
 def _field(obj: Any, key: str, where: str) -> Any:
@@ -382,18 +385,30 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     unknown = [f"{s.name}'s memory has an unrecognised line: {t[1]!r:.120}" for s in seats for t in s.tokens
                if t[0] == "info"]
 
-    # The game's own id names its batch (`<batch>_game_NNNN`). A file copied into another batch's folder lands
-    # invalid under this folder's id: it is never counted in this folder's cell (whose models may not be the ones
-    # it was played with), and its original, imported from its own batch, lands valid under its own id whichever
-    # folder is read first.
+    # The game's own id names its batch (`<batch>_game_NNNN`). When that batch is part of this import too, the file
+    # is a copy of one of its games: it lands invalid under this folder's id, never counted in this folder's cell
+    # (whose models may not be the ones it was played with), and its original lands valid from its own folder. When
+    # the batch it names is not imported (the published v4.1 release: 128 games whose ids name batches the release
+    # does not hold, and no other file holds them), the game is this folder's, as the reference counts it: valid, in
+    # this folder's cell, with the mismatch kept as a note and its own id in `design.source_game_id`.
     game_number = data.get("game_number", file_number)
     identity = str(data.get("game_id") or f"{batch.batch_id}_game_{file_number:04d}")
     home = _GAME_ID.match(identity)
-    foreign = home is not None and home["batch"] not in (batch.batch_id, batch.folder.name)
-    if foreign and home is not None:
-        problems.insert(0, f"the file's game_id {identity!r} names batch {home['batch']!r}, not this folder's "
-                           f"{batch.folder.name!r}: a game copied from another batch, whose models are not known here")
+    mismatch = home["batch"] if home is not None and home["batch"] not in (batch.batch_id, batch.folder.name) else None
+    foreign = mismatch is not None and mismatch in batch.imported_batches
+    notes: list[str] = []
+    source_game_id = None
+    if mismatch is not None:
+        source_game_id = identity
         identity = f"{batch.batch_id}_game_{file_number:04d}"
+        if foreign:
+            problems.insert(0, f"the file's game_id {source_game_id!r} names batch {mismatch!r}, not this folder's "
+                               f"{batch.folder.name!r}: a copy of a game of that batch (imported too), whose models "
+                               "are not known here")
+        else:
+            notes.append(f"note: the file's game_id {source_game_id!r} names batch {mismatch!r}, not this folder's "
+                         f"{batch.folder.name!r}; no batch of that name is in this import, so the game counts in "
+                         "this folder's cell, as the reference counts it")
 
     reasons = []
     if foreign:
@@ -417,6 +432,8 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
         design["game_type"] = batch.game_type
     if batch.temperature is not None:
         design["temperature"] = batch.temperature
+    if source_game_id is not None:
+        design["source_game_id"] = source_game_id
     return GameRecord(
         game_id=make_game_id(SOURCE, str(identity)),
         variant=VARIANT,
@@ -430,7 +447,7 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
         prompt=batch.prompt,
         design=design,
         provenance=Provenance(git_commit=git_commit(), source=SOURCE, source_file=rel, source_sha256=sha),
-        validity=validity(reasons, problems or None),
+        validity=validity(reasons, problems + notes or None),
     )
 
 
@@ -468,6 +485,15 @@ def _layout(root: Path) -> tuple[Path, list[tuple[Path, list[Path]]]]:
     return base, [(f, sorted(p for p in f.glob("game_*.json") if _GAME_FILE.match(p.name))) for f in folders]
 
 
+def _batch_id(folder: Path) -> str:
+    """A batch's id as its config gives it (its folder name when the config is unreadable or names none)."""
+    try:
+        config = json.loads((folder / "batch_config.json").read_bytes())
+    except (OSError, ValueError):
+        return folder.name
+    return str(config.get("batch_id") or folder.name) if isinstance(config, dict) else folder.name
+
+
 def default_study(path: Path | str) -> str:
     """The study an import is when none is named: the folder imported (for one game file, its batch's parent)."""
     root = Path(path).resolve()
@@ -484,12 +510,14 @@ def read_mini_mafia(path: Path | str, *, study: str | None = None) -> Iterator[I
     root = Path(path)
     base, batches = _layout(root)
     study = study or default_study(root)
+    imported = frozenset(_batch_id(folder) for folder, _ in batches) | frozenset(f.name for f, _ in batches)
     for folder, games in batches:
         batch: Batch | None = None
         problem: str | None = None
         try:
             batch = read_batch_config(folder, relative_name(folder / "batch_config.json", base))
             batch.study = study
+            batch.imported_batches = imported
         except FormatProblem as exc:
             problem = str(exc)
         if not games and problem:
