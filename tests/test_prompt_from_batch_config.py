@@ -104,8 +104,8 @@ def test_the_hash_is_the_one_the_batch_importer_records_for_the_same_file() -> N
         if not imported or set(templates) != set(TEMPLATES):
             continue
         loaded = PromptSet.from_batch_config(config)
-        assert loaded.sha256 == canonical_sha(templates)
-        assert {g.prompt["templates_sha256"] for g in imported} == {loaded.sha256}  # type: ignore[index]
+        assert loaded.templates_sha256 == canonical_sha(templates)
+        assert {g.prompt["templates_sha256"] for g in imported} == {loaded.templates_sha256}  # type: ignore[index]
         checked += 1
     assert checked >= 1
 

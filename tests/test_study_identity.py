@@ -4,16 +4,12 @@ the prompt hash covers every word a model can be shown (template files and the c
 from __future__ import annotations
 
 import asyncio
-import inspect
 from pathlib import Path
 from typing import Any
 
 import duckdb
 import pytest
 
-import mafiabench.agents.prompts as prompt_module
-from mafiabench.agents import llm
-from mafiabench.agents.prompts import load_prompts
 from mafiabench.errors import UserError
 from mafiabench.study.run import run_study
 from mafiabench.study.spec import Experiment, parse_experiment
@@ -108,30 +104,3 @@ def test_a_fingerprint_recorded_before_any_game_landed_follows_the_file(tmp_path
     finally:
         con.close()
     assert play(experiment(tmp_path, rules={"discussion_rounds": 1})).games_played == 6
-
-
-def test_the_prompt_hash_covers_the_code_that_writes_prompt_text() -> None:
-    prompts = load_prompts("mini-mafia", "v4.1-full")
-    record = llm.prompt_provenance(prompts)
-    assert record["templates_sha256"] == prompts.sha256 and record["sha256"] != prompts.sha256
-    # every function of prompts.py that turns game state into words is hashed (loaders and parsers are not)
-    loaders = {"load_prompts", "resolve_prompts", "_batch_config_prompts"}
-    writers = {
-        name for name, fn in vars(prompt_module).items()
-        if inspect.isfunction(fn) and fn.__module__ == prompt_module.__name__ and name not in loaders
-    }
-    assert writers <= {fn.__name__ for fn in llm.PROMPT_CODE}
-    # and every LLMAgent method that builds prompt text
-    builders = {name for name, fn in vars(llm.LLMAgent).items()
-                if inspect.isfunction(fn) and ("render(" in inspect.getsource(fn) or "lines" in name)}
-    assert builders <= {fn.__name__ for fn in llm.PROMPT_CODE if fn.__qualname__.startswith("LLMAgent.")}
-
-
-def test_changing_a_line_of_memory_rendering_changes_the_prompt_hash(monkeypatch: pytest.MonkeyPatch) -> None:
-    before = llm.prompt_code_sha256()
-
-    def _line(*args: Any) -> str:  # "The mafia killed X" reworded
-        return "The mafia eliminated someone"
-
-    monkeypatch.setattr(llm, "PROMPT_CODE", tuple(_line if f is prompt_module._line else f for f in llm.PROMPT_CODE))
-    assert llm.prompt_code_sha256() != before

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from mafiabench.agents.agent import AgentTurn, PlayerView
-from mafiabench.agents.prompts import PromptSet, memory_lines
+from mafiabench.agents.prompts import PromptSet, load_prompts, memory_lines
 from mafiabench.engine.core import Answer, Decision
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class HumanAgent:
     async def act(self, decision: Decision, view: PlayerView) -> AgentTurn:
         if self._shown == 0:
             self._introduce(decision, view)
-        lines = memory_lines(view)
+        lines = memory_lines(view, self.prompts or load_prompts(view.variant))
         for line in lines[self._shown :]:
             self._say(f"  {line}")
         self._shown = max(len(lines), 1)

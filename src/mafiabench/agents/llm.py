@@ -3,8 +3,6 @@ format-failure policy, and records every call as a typed, timestamped entry of t
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -12,7 +10,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
-import mafiabench.agents.prompts as prompt_module
 from mafiabench.agents.agent import AgentTurn, PlayerView
 from mafiabench.agents.parsing import (
     parse_belief,
@@ -28,12 +25,12 @@ from mafiabench.agents.prompts import (
     chat_lines,
     composition_text,
     decision_values,
+    duration_text,
     join_names,
     memory_lines,
     render,
 )
 from mafiabench.backends.backend import Backend, BackendError, GenerateSettings, Message
-from mafiabench.engine.async_mafia import duration_text
 from mafiabench.engine.core import Answer, Decision
 from mafiabench.errors import UserError
 from mafiabench.record import ModelCall
@@ -107,9 +104,7 @@ class LLMAgent:
         calls: list[ModelCall] = []
         answer, error, _ = await self._ask(decision, prompt, prefix_chars, calls)
         if error and self.settings.reprompt_on_failure:
-            retry_prompt = (
-                f"{prompt}\n\nYour previous answer could not be used ({error}). Answer again in the required format."
-            )
+            retry_prompt = render(self.prompts.fragments["reprompt"], prompt=prompt, error=error)
             answer, error, _ = await self._ask(decision, retry_prompt, prefix_chars, calls)
         return AgentTurn(answer, calls)
 
@@ -240,10 +235,10 @@ class LLMAgent:
             return self._reference(decision, view)
         if view.variant == "async":
             base, suffix = self._async(decision, view)
-            memory = chat_lines(view)
+            memory = chat_lines(view, self.prompts)
         elif view.variant == "mini-mafia":
             base, suffix = self._mini_mafia(decision, view)
-            memory = memory_lines(view)
+            memory = memory_lines(view, self.prompts)
         else:
             base, suffix = self._classic(decision, view)
             memory = self._classic_memory(view)
@@ -275,12 +270,12 @@ class LLMAgent:
             suffix = t["night_action_suffix"].format(
                 round_num=decision.round, action=decision.action, candidates=", ".join(decision.choices)
             )
-        memory = "\n".join(memory_lines(view)) or "No previous events."
+        memory = "\n".join(memory_lines(view, self.prompts)) or self.prompts.memory["no_events"]
         values = {
             "name": view.name,
             "role": view.role,
             "other_players": ", ".join(self._others(view)),
-            "composition": composition_text(rules.composition, "reference"),
+            "composition": composition_text(rules.composition, self.prompts, "reference"),
         }
         marker = "\x00memory\x00"
         try:
@@ -297,13 +292,13 @@ class LLMAgent:
         values: dict[str, object] = {
             "message_limit": rules.message_limit,
             "composition_text": composition_text(
-                rules.composition, self.prompts.options.get("composition_order", "ours")
+                rules.composition, self.prompts, self.prompts.options.get("composition_order", "ours")
             ),
             "name": view.name,
             "role": view.role,
             "others": ", ".join(self._others(view))
             if self.prompts.options.get("others_order") == "shuffled"
-            else join_names(self._others(view)),
+            else join_names(self._others(view), self.prompts),
         }
         if "rules" in f:  # v4.1: a rules paragraph generated from the rules object
             night = f["night_scripted"] if rules.night == "scripted" else f["night_agents"]
@@ -320,29 +315,26 @@ class LLMAgent:
     def _async(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
         rules: Any = view.rules
         t = self.prompts.templates
+        f = self.prompts.fragments
         mates = [e.data.get("teammates") or [] for e in view.events if e.type == "role_assigned"]
         if view.team == "mafia":
             others = [m for ms in mates for m in ms]
-            role_text = (
-                "You are mafia"
-                + (f", together with {join_names(others)}" if others else "")
-                + ". Blend in with the bystanders and avoid being lynched; at night you and your fellow mafia chat "
-                "privately and choose a bystander to kill."
-            )
+            together = render(f["together"], names=join_names(others, self.prompts)) if others else ""
+            role_text = render(f["role_mafia"], together=together)
         else:
-            role_text = "You are a bystander. Work out who the mafia are from the chat and get them lynched."
+            role_text = f["role_bystander"]
         base = render(
             t["base"],
             name=view.name,
             n_players=rules.n_players,
-            composition_text=composition_text(rules.composition),
-            day_length=duration_text(rules.day_seconds),
-            night_length=duration_text(rules.night_seconds),
+            composition_text=composition_text(rules.composition, self.prompts),
+            day_length=duration_text(rules.day_seconds, self.prompts),
+            night_length=duration_text(rules.night_seconds, self.prompts),
             role_text=role_text,
-            players=f"The players are: {join_names(list(view.players))}.",
+            players=render(f["players"], names=join_names(list(view.players), self.prompts)),
         )
         clock = decision.clock or "00:00:00"
-        chat = "public chat" if decision.phase == "day" else "mafia's night chat"
+        chat = f["chat_day"] if decision.phase == "day" else f["chat_night"]
         key = {"schedule": "schedule", "speak": "generate", "vote": "vote", "kill": "kill"}[decision.action]
         return base, render(t[key], clock=clock, chat=chat, name=view.name, **decision_values(decision))
 
@@ -357,7 +349,7 @@ class LLMAgent:
             t["base"],
             name=view.name,
             n_players=rules.n_players,
-            composition_text=composition_text(rules.composition),
+            composition_text=composition_text(rules.composition, self.prompts),
             detective_text=f["detective"] if rules.detective else "",
             day_text=f["day_speaking"] if rules.speaking and rules.speaking_rounds else "",
             reveal_text=f["reveal"] if rules.reveal_role else f["hidden"],
@@ -371,8 +363,8 @@ class LLMAgent:
         answer_text = f["answer_belief"] if belief else f["answer_name"]
         return base, render(
             t[decision.action],
-            active=join_names(alive),
-            gone=join_names(gone) or "nobody",
+            active=join_names(alive, self.prompts),
+            gone=join_names(gone, self.prompts) or f["nobody"],
             answer_text=answer_text,
             **decision_values(decision),
         )
@@ -381,10 +373,10 @@ class LLMAgent:
         rules: Any = view.rules
         if rules.memory == "current_phase":
             starts = [e.seq for e in view.events if e.type == "phase_start"]
-            return memory_lines(view, since_seq=starts[-1] if starts else 0)
+            return memory_lines(view, self.prompts, since_seq=starts[-1] if starts else 0)
         if rules.memory == "last_k":
-            return memory_lines(view, reasoning_keep=rules.memory_k)
-        return memory_lines(view)
+            return memory_lines(view, self.prompts, reasoning_keep=rules.memory_k)
+        return memory_lines(view, self.prompts)
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -400,46 +392,6 @@ def _common_prefix(a: str, b: str) -> int:
     return lo
 
 
-# Code that writes words a model reads besides the template files (memory lines, composition, the async role text,
-# the reference-style filling): its source is hashed into every record's prompt hash, so that a change to what
-# players are told changes the hash even when no template file changed.
-PROMPT_CODE: tuple[Callable[..., Any], ...] = (
-    prompt_module.join_names,
-    prompt_module.composition_text,
-    prompt_module.memory_lines,
-    prompt_module._who,
-    prompt_module._vote_text,
-    prompt_module._line,
-    prompt_module.chat_lines,
-    prompt_module.render,
-    prompt_module.decision_values,
-    duration_text,
-    LLMAgent.build_prompt,
-    LLMAgent._others,
-    LLMAgent._reference,
-    LLMAgent._mini_mafia,
-    LLMAgent._async,
-    LLMAgent._classic,
-    LLMAgent._classic_memory,
-)
-
-
-def prompt_code_sha256() -> str:
-    """sha256 over the source of `PROMPT_CODE` (and `MANAGER`, the async announcer's name)."""
-    h = hashlib.sha256(prompt_module.MANAGER.encode() + b"\0")
-    for fn in PROMPT_CODE:
-        h.update(f"{fn.__module__}.{fn.__qualname__}".encode() + b"\0" + inspect.getsource(fn).encode() + b"\0")
-    return h.hexdigest()
-
-
 def prompt_provenance(prompts: PromptSet) -> dict[str, Any]:
-    """What a record says about its prompt: `sha256` covers every word a model could be shown (the template files
-    or batch_config templates, and `PROMPT_CODE`); `templates_sha256` covers the templates alone (the hash the
-    Mini-Mafia batch importer records, so games played from a user's batch_config match the imported ones)."""
-    out = prompts.provenance()
-    combined = hashlib.sha256(f"{prompts.sha256}\0{_PROMPT_CODE_SHA256}".encode()).hexdigest()
-    return {**out, "sha256": combined, "templates_sha256": prompts.sha256}
-
-
-_PROMPT_CODE_SHA256 = prompt_code_sha256()
-
+    """What a record says about its prompt (see `PromptSet.provenance`)."""
+    return prompts.provenance()

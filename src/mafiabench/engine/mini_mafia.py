@@ -81,7 +81,7 @@ class MiniMafia(GameEngine):
                 target=detective.name,
                 visibility=player_visibility(mafioso.name),
                 text=f"{detective.name} is the detective and knows that you are the mafioso.",
-                data={"detective": detective.name},
+                data={"kind": "detective_known", "detective": detective.name},
             )
 
         # Day 1

@@ -28,7 +28,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from mafiabench.agents.agent import PlayerView
-from mafiabench.agents.prompts import memory_lines
+from mafiabench.agents.prompts import BATCH_CONFIG_WORDS, load_prompts, memory_lines
 from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.engine.events import Event
 from mafiabench.engine.mini_mafia import MiniMafiaRules
@@ -349,7 +349,7 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     if knows is not None:
         log.emit("night", 1, "info", target=detective.name, visibility=f"player:{mafioso.name}",
                  text=f"{detective.name} is the detective and knows that you are the mafioso.",
-                 data={"detective": detective.name})
+                 data={"kind": "detective_known", "detective": detective.name})
     log.emit("day", 1, "phase_start", text="Day 1 begins.")
     active = len(day_players)
     for i, t in enumerate(talk):
@@ -555,8 +555,9 @@ def read_game_file(game_path: Path, batch: Batch, rel: str) -> ImportedGame:
 def to_batch_game(record: GameRecord, batch_id: str, game_number: int) -> dict[str, Any]:
     """A simulated Mini-Mafia record in the batch format, for benchmarks and round-trip tests of the importer.
 
-    Memories are the lines our own prompts show (`agents.prompts.memory_lines`), cut as the reference tool cuts
-    them: the night victim's memory stops before its death, the arrested player's has no vote line.
+    Memories are the lines our own prompts show (`agents.prompts.memory_lines` with the reference's words), cut as
+    the reference tool cuts them: the night victim's memory stops before its death, the arrested player's has no vote
+    line.
     """
     team = {p.name: p.team for p in record.players}
     victim = next((e.target for e in record.events if e.type == "kill"), None)
@@ -578,7 +579,7 @@ def to_batch_game(record: GameRecord, batch_id: str, game_number: int) -> dict[s
             seen = [e for e in seen if e.type == "role_assigned"] + [
                 e for e in record.events if e.type == "phase_start" and e.phase == "day"][:1]
         view = PlayerView(p.name, p.role, p.team, "mini-mafia", MiniMafiaRules(), names, tuple(seen))
-        memory = [_named_votes(line, p.name) for line in memory_lines(view)]
+        memory = [_named_votes(line, p.name) for line in memory_lines(view, load_prompts(*BATCH_CONFIG_WORDS))]
         players.append({"name": p.name, "role": p.role, "alive": p.name != victim,
                         "imprisoned": p.name == arrested, "memory": memory})
     return {"game_id": f"{batch_id}_game_{game_number:04d}", "game_number": game_number,
