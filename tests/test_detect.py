@@ -21,6 +21,7 @@ from mafiabench.record import GameRecord
 from mafiabench.testing import FakeModelServer
 from mafiabench.warehouse.raw import connect, load_records
 
+WORDS = load_detector_prompt().words
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 ROLE_WORDS = re.compile(r"\b(mafia|mafioso|mafiosos|bystander|bystanders|villager|detective|role)\b", re.I)
 
@@ -49,7 +50,7 @@ def assert_clean(game: GameInput) -> int:
     cuts = game.cuts(None)
     assert cuts, f"{game.game_id} has no day to cut"
     for cut in cuts:
-        t = game.transcript(cut)
+        t = game.transcript(cut, WORDS)
         kept_lines = set(t.lines)
         for e in game.events:
             stamp = f"[{e.data['clock']}] " if e.data.get("clock") else ""
@@ -84,7 +85,7 @@ def test_cleansed_transcript_of_a_simulated_game_leaks_no_role_night_chat_or_pri
     (game,) = load_games(con, DetectorSpec())
     con.close()
     assert assert_clean(game) >= 2
-    t = game.transcript(1)
+    t = game.transcript(1, WORDS)
     assert any(ln.endswith("was voted out.") for ln in t.lines)
     assert any(" voted for " in ln for ln in t.lines)
 
@@ -117,7 +118,7 @@ def test_most_voted_detector_names_the_top_k_with_seeded_ties(tmp_path: Path) ->
     events = [Event(i, "day", 1, "vote", v, t) for i, (v, t) in enumerate(votes)]
     picks: Counter[str] = Counter()
     for g in range(300):
-        t = cleanse(f"g{g}", events, players, 2, 1)
+        t = cleanse(f"g{g}", events, players, 2, 1, WORDS)
         d = asyncio.run(PolicyDetector("policy/most-voted").detect(t))
         assert len(d.predicted) == 2 and d.predicted[0] == "C" and not d.format_failure
         picks[d.predicted[1]] += 1
@@ -127,7 +128,7 @@ def test_most_voted_detector_names_the_top_k_with_seeded_ties(tmp_path: Path) ->
 
 
 def test_random_detector_names_k_distinct_players() -> None:
-    t = cleanse("g", [], ("A", "B", "C", "D"), 2, 1)
+    t = cleanse("g", [], ("A", "B", "C", "D"), 2, 1, WORDS)
     for _ in range(3):
         d = asyncio.run(PolicyDetector("policy/random").detect(t))
         assert len(set(d.predicted)) == 2 and set(d.predicted) <= {"A", "B", "C", "D"}
@@ -205,7 +206,7 @@ def test_unknown_detector_or_prompt_is_a_clear_error(tmp_path: Path) -> None:
 def test_llm_detector_fills_and_flags_a_short_answer() -> None:
     from mafiabench.backends.scripted_backend import ScriptedBackend
 
-    t = cleanse("g", [], ("Ann", "Bo", "Cy", "Di"), 2, 1)
+    t = cleanse("g", [], ("Ann", "Bo", "Cy", "Di"), 2, 1, WORDS)
     d = LLMDetector("scripted/x", ScriptedBackend(["I am sure it is Cy."]))
     det = asyncio.run(d.detect(t))
     assert det.predicted[0] == "Cy" and len(set(det.predicted)) == 2

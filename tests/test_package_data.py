@@ -16,7 +16,8 @@ def test_every_data_file_is_package_data() -> None:
     patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["mafiabench"]
     files = [p for p in PACKAGE.rglob("*") if p.is_file() and p.suffix not in {".py", ".pyc", *DOCS_ONLY}
              and "__pycache__" not in p.parts]
-    assert any(p.name == "v1.txt" and p.parent.name == "prompts" and p.parent.parent.name == "detect" for p in files)
+    assert any(p.name == "prompt.txt" and p.parent.parent.name == "prompts" and p.parent.parent.parent.name == "detect"
+               for p in files)
     shipped = {f for pat in patterns for f in PACKAGE.glob(pat)}
     missing = [str(p.relative_to(PACKAGE)) for p in files if p not in shipped]
     assert not missing, f"not in [tool.setuptools.package-data]: {missing}"

@@ -4,7 +4,7 @@ Two properties: (1) render every action of every shipped variant/version (and a 
 the version's files as shipped and once with every letter of those files' text swapped in case: a word of the prompt
 that did not change comes from code, and fails unless it is game data (a player's name, a role, a player's own
 message); (2) editing any sentence in a copy of a version's folder (a memory line, a fragment, a template) changes
-what the model reads and the hash the record carries.
+what the model reads and the hash the record carries. The same for the detector's prompt and transcript lines.
 """
 
 from __future__ import annotations
@@ -32,6 +32,8 @@ from mafiabench.agents.prompts import (
     render,
 )
 from mafiabench.backends.backend import Backend
+from mafiabench.detect.cleansed_transcript import cleanse
+from mafiabench.detect.detectors import DetectorPrompt, load_detector_prompt, load_detector_prompt_file, render_prompt
 from mafiabench.engine import Answer, Decision, make_game
 
 PROMPTS = Path(str(resources.files("mafiabench.agents") / "prompts"))
@@ -212,3 +214,47 @@ def test_editing_a_memory_line_changes_what_the_model_reads_and_the_hash(tmp_pat
     reads = [LLMAgent("m", cast(Backend, None), ps).build_prompt(decision, view)[0] for ps in (shipped, edited)]
     assert "was found dead." in reads[0] and "was found at dawn." in reads[1]
     assert edited.provenance()["sha256"] != shipped.provenance()["sha256"]
+
+
+# -- the detector reads its prompt version's words too ----------------------------------------------------------------
+
+DETECT = Path(str(resources.files("mafiabench.detect") / "prompts"))
+
+
+def detector_folder(dest: Path, swap: bool) -> DetectorPrompt:
+    shutil.copytree(DETECT / "v1", dest)
+    if swap:
+        (dest / "prompt.txt").write_text(swapped((dest / "prompt.txt").read_text(encoding="utf-8")), encoding="utf-8")
+        table = tomllib.loads((dest / "transcript.toml").read_text(encoding="utf-8"))
+        (dest / "transcript.toml").write_text("".join(f"{k} = {json.dumps(swapped(v))}\n" for k, v in table.items()),
+                                              encoding="utf-8")
+    return load_detector_prompt_file(dest / "prompt.txt", transcript=dest / "transcript.toml")
+
+
+def test_every_word_the_detector_reads_comes_from_its_prompt_folder(tmp_path: Path) -> None:
+    shown, changed = detector_folder(tmp_path / "a", False), detector_folder(tmp_path / "b", True)
+    assert shown.sha256 == load_detector_prompt("v1").sha256  # the copy is the shipped version
+    checked = 0
+    for seed in range(3):
+        rng = random.Random(seed)
+        game = make_game("async", RULES["async"][0], seed)
+        game.reset()
+        while not game.done:
+            game.step({d.player: answer(d, rng) for d in game.pending()})
+        names = tuple(p.name for p in game.players)
+        for cut in range(0, 4):  # cut 0: no day yet, the empty-transcript words
+            texts = [render_prompt(p, cleanse("g", game.log, names, 2, cut, p.words)) for p in (shown, changed)]
+            assert not unread_words(texts[0], texts[1], names)
+            checked += len(texts[0])
+    assert checked > 2000
+
+
+def test_editing_a_transcript_line_changes_the_detector_prompt_hash(tmp_path: Path) -> None:
+    shutil.copytree(DETECT / "v1", tmp_path / "v1")
+    words = tmp_path / "v1" / "transcript.toml"
+    words.write_text(words.read_text(encoding="utf-8").replace("was voted out.", "was lynched."), encoding="utf-8")
+    edited = load_detector_prompt_file(tmp_path / "v1" / "prompt.txt", transcript=words)
+    assert edited.sha256 != load_detector_prompt("v1").sha256
+    assert edited.words["elimination"].endswith("was lynched.")
+    own = load_detector_prompt_file(tmp_path / "v1" / "prompt.txt")  # a user's own file: the shipped lines
+    assert own.sha256 == load_detector_prompt("v1").sha256

@@ -3,18 +3,19 @@
 Kept: day-phase, public events of the kinds `message`, `vote` and `elimination`, of days 1..cut. Redacted: the role
 revealed with an elimination (the line says only who was voted out). Dropped: everything else — the setup and role
 assignments, night chat and night votes, night deaths, investigations, beliefs, scheduler and private events, phase
-announcements, game end. The same function serves simulated and imported games: it reads events only.
+announcements, game end. The same function serves simulated and imported games: it reads events only. The lines'
+words are the detector prompt version's (`transcript.toml`, a `DetectorPrompt.words`), hashed with its question.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from string import Template
 
 from mafiabench.engine.events import PUBLIC, Event
 
-MANAGER = "Game-Manager"
 KEPT_TYPES = ("message", "vote", "elimination")
 
 
@@ -45,7 +46,9 @@ def kept(e: Event, cut: int) -> bool:
     return e.phase == "day" and e.round <= cut and e.visibility == PUBLIC and e.type in KEPT_TYPES
 
 
-def cleanse(game_id: str, events: Sequence[Event], players: Sequence[str], k: int, cut: int) -> Transcript:
+def cleanse(
+    game_id: str, events: Sequence[Event], players: Sequence[str], k: int, cut: int, words: Mapping[str, str]
+) -> Transcript:
     lines: list[str] = []
     votes: list[tuple[str, str]] = []
     day = 0
@@ -54,15 +57,18 @@ def cleanse(game_id: str, events: Sequence[Event], players: Sequence[str], k: in
             continue
         if e.round != day:
             day = e.round
-            lines.append(f"--- Day {day} ---")
-        stamp = f"[{e.data['clock']}] " if e.data.get("clock") else ""
+            lines.append(_fill(words["day"], day=day))
+        stamp = _fill(words["stamp"], clock=e.data["clock"]) if e.data.get("clock") else ""
         if e.type == "message":
-            text = " ".join((e.text or "").split())
-            lines.append(f"{stamp}{e.actor}: {text}")
+            lines.append(_fill(words["message"], stamp=stamp, actor=e.actor, text=" ".join((e.text or "").split())))
         elif e.type == "vote":
-            lines.append(f"{stamp}{MANAGER}: {e.actor} voted for {e.target}")
+            lines.append(_fill(words["vote"], stamp=stamp, actor=e.actor, target=e.target))
             if e.actor and e.target:
                 votes.append((e.actor, e.target))
         elif e.type == "elimination":
-            lines.append(f"{stamp}{MANAGER}: {e.target} was voted out.")
+            lines.append(_fill(words["elimination"], stamp=stamp, target=e.target))
     return Transcript(game_id, cut, tuple(players), k, tuple(lines), tuple(votes))
+
+
+def _fill(template: str, **values: object) -> str:
+    return Template(template).substitute({k: str(v) for k, v in values.items()})

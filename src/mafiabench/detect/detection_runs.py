@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +45,7 @@ class DetectorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     models: tuple[str, ...] = Field(DEFAULT_DETECTORS, description="Detectors: provider/model or policy/...")
-    prompt_version: str = Field(DEFAULT_PROMPT_VERSION, description="Detector prompt file (detect/prompts/).")
+    prompt_version: str = Field(DEFAULT_PROMPT_VERSION, description="Detector prompt version (a folder of detect/prompts/).")
     prompt_file: str | None = Field(None, description="Your own detector prompt file (overrides prompt_version).")
     temperature: float | None = Field(0.0, description="Sampling temperature of model detectors (reference: 0).")
     max_tokens: int | None = Field(60, description="Token cap of a detector answer.")
@@ -79,8 +79,8 @@ class GameInput:
             last = min(last, max_cut)
         return list(range(1, last + 1))
 
-    def transcript(self, cut: int) -> Transcript:
-        return cleanse(self.game_id, self.events, self.players, len(self.mafia), cut)
+    def transcript(self, cut: int, words: Mapping[str, str]) -> Transcript:
+        return cleanse(self.game_id, self.events, self.players, len(self.mafia), cut, words)
 
 
 @dataclass
@@ -172,7 +172,8 @@ def prompt_tokens_per_cut(spec: DetectorSpec, game_id: str, events: Sequence[Eve
     prompt = load_detector_prompt_file(spec.prompt_file) if spec.prompt_file else load_detector_prompt(
         spec.prompt_version)
     game = GameInput(game_id, "simulation", "", tuple(players), tuple(players[:k]), tuple(events))
-    return [estimate_tokens(render_prompt(prompt, game.transcript(cut))) for cut in game.cuts(spec.max_cut)]
+    return [estimate_tokens(render_prompt(prompt, game.transcript(cut, prompt.words)))
+            for cut in game.cuts(spec.max_cut)]
 
 
 def make_detectors(spec: DetectorSpec, endpoints: dict[str, EndpointConfig] | None = None,
@@ -278,8 +279,8 @@ async def detect_warehouse(
         todo: list[tuple[Transcript, Detector]] = []
         for g in games:
             for cut in g.cuts(spec.max_cut):
-                t = g.transcript(cut)
                 for d in detectors:
+                    t = g.transcript(cut, d.transcript_words)
                     report.planned += 1
                     if (g.game_id, cut, d.spec, d.prompt_sha256) in have:
                         report.already_landed += 1

@@ -13,6 +13,7 @@ import hashlib
 import random
 import re
 import time
+import tomllib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,28 +35,48 @@ DEFAULT_PROMPT_VERSION = "v1"
 
 @dataclass(frozen=True)
 class DetectorPrompt:
+    """A detector prompt version: the question (`prompt.txt`) and the words of the cleansed transcript's lines
+    (`transcript.toml`), everything the detector model reads besides game data. `sha256` covers both files."""
+
     version: str
     template: str
     sha256: str
+    words: dict[str, str] = field(default_factory=dict)
+
+
+def _files_sha256(files: Sequence[tuple[str, str]]) -> str:
+    h = hashlib.sha256()
+    for name, text in files:
+        h.update(name.encode() + b"\0" + text.encode() + b"\0")
+    return h.hexdigest()
 
 
 @cache
 def load_detector_prompt(version: str = DEFAULT_PROMPT_VERSION) -> DetectorPrompt:
+    """A shipped version: the folder `prompts/<version>/` (`prompt.txt`, `transcript.toml`)."""
     root = resources.files("mafiabench.detect") / "prompts"
-    path = root / f"{version}.txt"
-    if not path.is_file():
-        known = sorted(p.name.removesuffix(".txt") for p in root.iterdir() if p.name.endswith(".txt"))
-        raise UserError(f"no detector prompt {version!r} (looked for {path}); known: {', '.join(known)}")
-    text = path.read_text(encoding="utf-8")
-    return DetectorPrompt(version, text, hashlib.sha256(text.encode()).hexdigest())
+    folder = root / version
+    if not (folder / "prompt.txt").is_file():
+        known = sorted(p.name for p in root.iterdir() if (p / "prompt.txt").is_file())
+        raise UserError(f"no detector prompt {version!r} (looked for {folder}/prompt.txt); known: {', '.join(known)}")
+    return _prompt(version, folder.joinpath("prompt.txt").read_text(encoding="utf-8"),
+                   folder.joinpath("transcript.toml").read_text(encoding="utf-8"))
+
+
+def _prompt(version: str, template: str, transcript_toml: str) -> DetectorPrompt:
+    words = {k: str(v) for k, v in tomllib.loads(transcript_toml).items()}
+    sha = _files_sha256([("prompt.txt", template), ("transcript.toml", transcript_toml)])
+    return DetectorPrompt(version, template, sha, words)
 
 
 PLACEHOLDERS = ("players", "k", "cut", "transcript")
 
 
-def load_detector_prompt_file(path: str | Path) -> DetectorPrompt:
+def load_detector_prompt_file(path: str | Path, transcript: str | Path | None = None) -> DetectorPrompt:
     """Your own detector prompt: a text file with the placeholders `$players`, `$k`, `$cut`, `$transcript` (an
-    unknown `$name` is an error naming the file). Its version is `file:<name>`; its SHA-256 keys the detections."""
+    unknown `$name` is an error naming the file). Its version is `file:<name>`; the transcript's lines are those of
+    the default version (or of the `transcript` file given), and the SHA-256 of both keys the detections (a copy of
+    the shipped `prompt.txt` hashes as the shipped version)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -74,12 +95,15 @@ def load_detector_prompt_file(path: str | Path) -> DetectorPrompt:
         raise UserError(f"{path}: bad placeholder in the detector prompt: {exc} (write $$ for a dollar sign)") from None
     if "$transcript" not in text and "${transcript}" not in text:
         raise UserError(f"{path}: the detector prompt never shows the transcript (no $transcript placeholder)")
-    return DetectorPrompt(f"file:{path.name}", text, hashlib.sha256(text.encode()).hexdigest())
+    shipped = resources.files("mafiabench.detect") / "prompts" / DEFAULT_PROMPT_VERSION / "transcript.toml"
+    lines = (Path(transcript) if transcript is not None else shipped).read_text(encoding="utf-8")
+    return _prompt(f"file:{path.name}", text, lines)
 
 
 def render_prompt(prompt: DetectorPrompt, t: Transcript) -> str:
+    """The prompt over a transcript cleansed with this prompt's words (`cleanse(..., prompt.words)`)."""
     return Template(prompt.template).substitute(
-        players=", ".join(t.players), k=t.k, cut=t.cut, transcript=t.text or "(no public messages)"
+        players=", ".join(t.players), k=t.k, cut=t.cut, transcript=t.text or prompt.words["empty"]
     )
 
 
@@ -109,6 +133,8 @@ class Detector(Protocol):
     def prompt_sha256(self) -> str: ...
     @property
     def temperature(self) -> float | None: ...
+    @property
+    def transcript_words(self) -> dict[str, str]: ...  # the words of the transcript it reads (or is shown with)
 
     async def detect(self, t: Transcript) -> Detection: ...
 
@@ -158,6 +184,7 @@ class PolicyDetector:
         self.policy = spec.split("/", 1)[1]
         if self.policy not in POLICIES:
             raise UserError(f"unknown offline detector {spec!r}; known: {', '.join('policy/' + p for p in POLICIES)}")
+        self.transcript_words = load_detector_prompt().words  # it reads votes only; its transcript is shown in these
 
     async def detect(self, t: Transcript) -> Detection:
         rng = rng_for(t, self.spec)
@@ -191,6 +218,7 @@ class LLMDetector:
         self.prompt = prompt or load_detector_prompt(prompt_version)
         self.prompt_version: str | None = self.prompt.version
         self.prompt_sha256: str = self.prompt.sha256
+        self.transcript_words = self.prompt.words
         self.temperature: float | None = temperature
         self.settings = dict(max_tokens=max_tokens, max_attempts=max_attempts, backoff_base_s=backoff_base_s,
                              timeout_s=timeout_s)
