@@ -45,7 +45,7 @@ class DetectorSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     models: tuple[str, ...] = Field(DEFAULT_DETECTORS, description="Detectors: provider/model or policy/...")
-    prompt_version: str = Field(DEFAULT_PROMPT_VERSION, description="Detector prompt version (a folder of detect/prompts/).")
+    prompt_version: str = Field(DEFAULT_PROMPT_VERSION, description="Detector prompt version (detect/prompts/<v>/).")
     prompt_file: str | None = Field(None, description="Your own detector prompt file (overrides prompt_version).")
     temperature: float | None = Field(0.0, description="Sampling temperature of model detectors (reference: 0).")
     max_tokens: int | None = Field(60, description="Token cap of a detector answer.")
