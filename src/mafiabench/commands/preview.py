@@ -87,6 +87,13 @@ def render(est: Any, *, max_cells: int = 60) -> str:
         )
     if len(est.cells) > max_cells:
         lines.append(f"  ... and {len(est.cells) - max_cells} more cells (--max-cells)")
+    mirrored = [c for c in est.cells if c.cell.mirror_pair]
+    if mirrored:
+        pairs = len({c.cell.mirror_pair for c in mirrored})
+        lines.append(
+            f"Mirror pairs: {pairs:,} ({len(mirrored):,} cells, {sum(c.games for c in mirrored):,} games): each pair "
+            "of models plays both ways round, game i with the same seed, so the game's asymmetry cancels"
+        )
     total = est.total()
     lines += [
         "",

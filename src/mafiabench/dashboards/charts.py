@@ -668,3 +668,62 @@ def strategema_chart(rows: Rows) -> dict[str, Any]:
         column="setting",
         width=220,
     )
+
+
+def ratings_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
+    """The leaderboard: each model's rating with its 95% interval, one panel per side (overall, as mafia, as town)."""
+    study = _dropdown("study", studies, "Study: ")
+    y = alt.Y("model:N", title="model", sort=alt.EncodingSortField("rating", order="descending"),
+              axis=alt.Axis(labelLimit=320))
+    tooltip = [
+        alt.Tooltip("model:N"),
+        alt.Tooltip("side:N"),
+        alt.Tooltip("rating:Q", format=".2f"),
+        alt.Tooltip("ci_low:Q", title="95% low", format=".2f"),
+        alt.Tooltip("ci_high:Q", title="95% high", format=".2f"),
+        alt.Tooltip("rank:Q"),
+        alt.Tooltip("rank_low:Q", title="rank, best in 95%"),
+        alt.Tooltip("rank_high:Q", title="rank, worst in 95%"),
+        alt.Tooltip("n_games:Q", title="games"),
+    ]
+    rule = alt.Chart().mark_rule(color="#1d2330", strokeWidth=1.6).encode(
+        x=alt.X("ci_low:Q", title="rating (logit scale; 0 = the study's mean model)"), x2="ci_high:Q", y=y,
+        tooltip=tooltip,
+    )
+    point = alt.Chart().mark_point(filled=True, size=70, color="#3b6fb6").encode(x="rating:Q", y=y, tooltip=tooltip)
+    chart = (
+        alt.layer(rule, point, data=DATA)
+        .properties(width=240, height=alt.Step(22))
+        .facet(column=alt.Column("side:N", title=None, sort=["overall", "mafia", "town"],
+                                 header=alt.Header(labelFontWeight="bold")))
+        .transform_filter("datum.study == study")
+        .add_params(study)
+        .resolve_scale(y="independent")
+    )
+    return _spec(chart, rows)
+
+
+def deceiver_detector_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
+    """Each model's rating as mafia (x) against its rating as town (y), with both intervals: who deceives, who
+    detects, and who does both."""
+    study = _dropdown("study", studies, "Study: ")
+    tooltip = [
+        alt.Tooltip("model:N"),
+        alt.Tooltip("mafia:Q", title="as mafia", format=".2f"),
+        alt.Tooltip("town:Q", title="as town", format=".2f"),
+        alt.Tooltip("mafia_games:Q", title="games as mafia"),
+        alt.Tooltip("town_games:Q", title="games as town"),
+    ]
+    x = alt.X("mafia:Q", title="rating as mafia (deceiving)")
+    y = alt.Y("town:Q", title="rating as town (detecting)")
+    xerr = alt.Chart().mark_rule(color="#888").encode(x="mafia_low:Q", x2="mafia_high:Q", y=y)
+    yerr = alt.Chart().mark_rule(color="#888").encode(x=x, y="town_low:Q", y2="town_high:Q")
+    point = alt.Chart().mark_point(filled=True, size=80, color="#7b4fb6").encode(x=x, y=y, tooltip=tooltip)
+    label = alt.Chart().mark_text(align="left", dx=7, dy=-7, fontSize=11).encode(x=x, y=y, text="model:N")
+    chart = (
+        alt.layer(xerr, yerr, point, label, data=DATA)
+        .properties(width=WIDTH, height=360)
+        .transform_filter("datum.study == study")
+        .add_params(study)
+    )
+    return _spec(chart, rows)

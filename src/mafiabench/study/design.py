@@ -40,6 +40,7 @@ class Cell:
     capabilities: tuple[str, ...] = ()
     target: str | None = None
     background: str | None = None
+    mirror_pair: str | None = None
 
     @property
     def homogeneous(self) -> bool:
@@ -111,6 +112,13 @@ def expand_cells(exp: Experiment) -> list[Cell]:
                         entry["caps"].append(cap)
         for name, e in merged.items():
             cells.append(Cell(name, e["agents"], n, dict(exp.rules), tuple(e["caps"]), e["target"], e["bg"]))
+    if exp.mirror is not None:
+        n = exp.cell_games(exp.mirror.games_per_pair)
+        for a, b in exp.mirror.pairs():
+            pair = mirror_pair_name(a, b)
+            for mafia, town in ((a, b), (b, a)):
+                agents = {"default": town, "mafioso": mafia}
+                cells.append(Cell(f"mirror|{mafia}|{town}", agents, n, dict(exp.rules), mirror_pair=pair))
     names = [c.name for c in cells]
     clash = sorted({x for x in names if names.count(x) > 1})
     if clash:
@@ -118,6 +126,12 @@ def expand_cells(exp: Experiment) -> list[Cell]:
 
         raise UserError(f"experiment {exp.name!r}: cell names clash between [[cells]] and [design]: {clash}")
     return cells
+
+
+def mirror_pair_name(a: str, b: str) -> str:
+    """The pair both mirror cells share (it seeds their games): `mirror|A|B` with A and B sorted."""
+    first, second = sorted((a, b))
+    return f"mirror|{first}|{second}"
 
 
 def experiment_key(exp: Experiment) -> str:
@@ -160,8 +174,9 @@ def cell_fingerprints(exp: Experiment, cells: list[Cell]) -> list[CellFingerprin
 
 
 def game_seed(exp: Experiment, cell: Cell, index: int) -> int:
-    """`derive_seed(experiment, cell, index)`; a non-zero base seed salts the experiment part."""
-    return derive_seed(experiment_key(exp), cell.name, index)
+    """`derive_seed(experiment, cell, index)`; a non-zero base seed salts the experiment part. The two cells of a
+    mirror pair draw from the pair's name, so game i is dealt the same way round both ways."""
+    return derive_seed(experiment_key(exp), cell.mirror_pair or cell.name, index)
 
 
 def planned_game(exp: Experiment, cell: Cell, i: int) -> PlannedGame:
@@ -177,6 +192,7 @@ def planned_game(exp: Experiment, cell: Cell, i: int) -> PlannedGame:
             "capabilities": list(cell.capabilities),
             "target": cell.target,
             "background": cell.background,
+            **({"mirror_pair": cell.mirror_pair} if cell.mirror_pair else {}),
         },
     )
 

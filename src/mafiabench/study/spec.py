@@ -288,6 +288,34 @@ class ImportSource(BaseModel):
         return v
 
 
+class MirrorSpec(BaseModel):
+    """Mirror pairs: every pair of models plays twice, once each way round (A as mafia against B as town, then B
+    against A), game for game with the same seed, so the game's asymmetry (and each seed's luck) cancels in the pair.
+
+    In every game the mafia seats are one model's and every other seat the other's. A pair is two cells,
+    `mirror|A|B` and `mirror|B|A` (mafia model first); game i of both is played with the same seed."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    models: list[str] = Field(min_length=2, description="Agent specs; every pair of them plays both ways round.")
+    games_per_pair: StrictInt | None = Field(
+        None, ge=1, le=MAX_GAMES_PER_CELL, description="Games each way round; default: the experiment's games_per_cell."
+    )
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, v: list[str]) -> list[str]:
+        for spec in v:
+            check_agent_spec(spec)
+        if len(set(v)) != len(v):
+            raise ValueError(f"mirror.models must be distinct: {sorted({m for m in v if v.count(m) > 1})}")
+        return v
+
+    def pairs(self) -> list[tuple[str, str]]:
+        """Each unordered pair once, in file order."""
+        return [(a, b) for i, a in enumerate(self.models) for b in self.models[i + 1 :]]
+
+
 class Experiment(BaseModel):
     """A study: cells × games, with the settings to play them and the limits to respect."""
 
@@ -309,6 +337,9 @@ class Experiment(BaseModel):
     )
     endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra or overriding endpoints.")
     cells: list[CellSpec] = Field(default_factory=list, description="Explicit cells (seat assignments).")
+    mirror: MirrorSpec | None = Field(
+        None, description="[mirror]: every pair of models played both ways round with the same seeds."
+    )
     design: DesignSpec | None = Field(
         None, validate_default=True, description="A Mini-Mafia background design (targets × backgrounds)."
     )
@@ -399,8 +430,11 @@ class Experiment(BaseModel):
     @classmethod
     def _design(cls, v: DesignSpec | None, info: ValidationInfo) -> DesignSpec | None:
         if v is None:
-            if "cells" in info.data and not info.data["cells"]:
-                raise ValueError("give [[cells]] (explicit seat assignments) or a [design] (targets × backgrounds)")
+            if "cells" in info.data and not info.data["cells"] and info.data.get("mirror") is None:
+                raise ValueError(
+                    "give [[cells]] (explicit seat assignments), a [design] (targets × backgrounds) or a [mirror] "
+                    "(pairs of models, both ways round)"
+                )
             return v
         if info.data.get("variant", "mini-mafia") != "mini-mafia":
             raise ValueError("a background [design] needs variant = 'mini-mafia' (its roles are fixed)")
@@ -442,6 +476,8 @@ class Experiment(BaseModel):
                         bg = b if isinstance(b, str) else b.name
                         names.add(f"homogeneous|{target}" if homogeneous else f"{cap}|{target}|{bg}")
             n += len(names) * self.cell_games(d.games_per_cell)
+        if self.mirror is not None:
+            n += 2 * len(self.mirror.pairs()) * self.cell_games(self.mirror.games_per_pair)
         return n
 
     def cell_games(self, given: int | None) -> int:
@@ -467,6 +503,8 @@ class Experiment(BaseModel):
             for b in self.design.backgrounds:
                 for s in [b] if isinstance(b, str) else b.role_map().values():
                     seen.setdefault(s, None)
+        for s in self.mirror.models if self.mirror is not None else []:
+            seen.setdefault(s, None)
         return list(seen)
 
     def model_settings(self) -> dict[str, ModelSettings]:

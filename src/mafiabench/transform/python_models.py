@@ -37,6 +37,7 @@ from scipy import linalg, optimize, stats
 
 from mafiabench.transform.coherence import coherence_tables
 from mafiabench.transform.detector_marts import detector_tables, transcript_tables
+from mafiabench.transform.ratings import rating_tables
 
 Z95 = 1.959963984540054
 DEFAULT_RIDGE = 1e-3  # kept for callers; the priors below are what keeps the fit finite
@@ -620,5 +621,20 @@ PYTHON_MODELS: list[PythonModel] = [
         depends_on=("raw_detection_transcripts",),
         outputs=("mart_detector_transcripts",),
         run=transcript_tables,
+    ),
+    PythonModel(
+        name="mart_ratings",
+        layer="marts",
+        kind="python",
+        grain="mart_ratings: one row per (study, side, model); mart_head_to_head: one row per (study, model on the "
+        "mafia side, model on the town side); mart_self_play: one row per (study, model); mart_rating_coverage: one "
+        "row per (study, category of game)",
+        purpose="the leaderboard (transform.ratings): Bradley-Terry skill ratings in team form, as mafia, as town "
+        "and overall, with 95% intervals and rank intervals; scored games only, self-play shown apart, the rest "
+        "counted",
+        materialized="table",
+        depends_on=("fct_games", "fct_player_games"),
+        outputs=("mart_ratings", "mart_head_to_head", "mart_self_play", "mart_rating_coverage"),
+        run=rating_tables,
     ),
 ]

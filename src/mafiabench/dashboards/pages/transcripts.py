@@ -72,6 +72,14 @@ def build_index(ctx: Context) -> Page:
             {"ids": ids},
         ):
             bars[r["game_id"]] = list(r["keys"] or [])
+    if ids and m.has("mart_head_to_head"):  # the leaderboard's head-to-head cells (key as leaderboard.py writes it)
+        for r in m.rows(
+            """select game_id, list('h2h|' || mafia_model || '|' || town_model) as keys
+               from (select unnest(game_ids) as game_id, mafia_model, town_model from mart_head_to_head)
+               where game_id in (select unnest($ids)) group by game_id""",
+            {"ids": ids},
+        ):
+            bars.setdefault(r["game_id"], []).extend(r["keys"] or [])
     for g in games:
         gid = g["game_id"]
         g["roles"] = roles.get(gid, {})
@@ -173,16 +181,14 @@ def transcript_pages(m: Marts, game_ids: Sequence[str], *, rendered: Mapping[str
         calls = (
             _by_game(
                 m.rows(
-                    """select game_id, call_index, player, action, phase, round, provider || '/' || model as model,
-                          started_at, attempts,
-                          error_class, coalesce(format_failure, false) as format_failure, response_text
-                   from raw_model_calls where game_id in (select unnest($ids))
-                     and (format_failure or (response_text is null and error_class is not null))
+                    """select game_id, call_index, player, action, phase, round, model, started_at, attempts,
+                          error_class, format_failure, response_text
+                   from mart_model_answers where game_id in (select unnest($ids))
                    order by game_id, call_index""",
                     params,
                 )
             )
-            if m.has("raw_model_calls")
+            if m.has("mart_model_answers")
             else {}
         )
         for gid in chunk:
@@ -212,6 +218,7 @@ def transcript_page(
     gid = str(game["game_id"])
     views = [v for v in (event_view(e) for e in events) if v is not None]
     attach_raw_answers(views, [c for c in calls if c.get("format_failure")])
+    attach_full_answers(views, [c for c in calls if not c.get("format_failure") and c.get("response_text")])
     failure = failure_text(game, [c for c in calls if c.get("response_text") is None and c.get("error_class")])
     game = {**game, "failure": failure, "ended": game.get("status") not in ("failed", "abandoned", "unfinished")}
     return Page(
@@ -243,6 +250,23 @@ def attach_raw_answers(views: list[dict[str, Any]], failed_format: Sequence[Mapp
         for i, call in enumerate(pending):
             if call.get("player") == v.get("actor") and (action is None or call.get("action") == action):
                 v["raw_answer"] = call.get("response_text") or ""
+                del pending[i]
+                break
+
+
+def attach_full_answers(views: list[dict[str, Any]], answers: Sequence[Mapping[str, Any]]) -> None:
+    """The replay: put each parsed model answer on the event it became (same player and action, in order) when the
+    model wrote more than the event shows (the reasoning after its message or vote), beside what the others saw."""
+    pending = list(answers)
+    for v in views:
+        action = _CALL_ACTION.get(str(v["kind"]))
+        if action is None or "raw_answer" in v:
+            continue
+        for i, call in enumerate(pending):
+            if call.get("player") == v.get("actor") and call.get("action") == action:
+                text = str(call.get("response_text") or "")
+                if text.strip() != str(v.get("text") or "").strip():
+                    v["full_answer"] = text
                 del pending[i]
                 break
 

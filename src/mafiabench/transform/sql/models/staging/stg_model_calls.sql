@@ -27,6 +27,7 @@ final as (
         coalesce(prefix_reuse_chars, 0) as prefix_reuse_chars,
         -- A call failed for good when it produced no response; a retried success keeps its last error class.
         (response_text is null and error_class is not null) as failed,
+        response_text,
         replaced
     from source
 )

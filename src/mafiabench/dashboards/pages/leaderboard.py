@@ -1,0 +1,91 @@
+"""The leaderboard: skill ratings across models, as mafia, as town and overall, with intervals; a deceiver-against-
+detector scatter; a head-to-head matrix whose cells open their games; self-play apart; cost and tokens per game.
+
+Reads `mart_ratings`, `mart_head_to_head`, `mart_self_play`, `mart_rating_coverage` (transform/ratings.py says how
+they are fitted) and `mart_cell_costs`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mafiabench.dashboards import charts
+from mafiabench.dashboards.data import Marts
+from mafiabench.dashboards.html import Page, games_url
+from mafiabench.dashboards.page_registry import Context, register
+
+PATH = "leaderboard.html"
+
+
+def head_to_head_key(mafia_model: str, town_model: str) -> str:
+    """The games-list filter of a matrix cell (the games list reads the same keys from `mart_head_to_head`)."""
+    return f"h2h|{mafia_model}|{town_model}"
+
+
+def _studies(m: Marts) -> list[str]:
+    return [r["study"] for r in m.rows(
+        "select study, sum(n_games) as n from mart_ratings where side = 'overall' group by study order by n desc, study"
+    )]
+
+
+def _scatter_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_model: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        if r["side"] == "overall":
+            continue
+        entry = by_model.setdefault((r["study"], r["model"]), {"study": r["study"], "model": r["model"]})
+        side = r["side"]
+        entry.update({side: r["rating"], f"{side}_low": r["ci_low"], f"{side}_high": r["ci_high"],
+                      f"{side}_games": r["n_games"]})
+    return [e for e in by_model.values() if "mafia" in e and "town" in e]
+
+
+def _matrix(m: Marts, study: str) -> dict[str, Any]:
+    pairs = m.rows("select * exclude (game_ids) from mart_head_to_head where study = ? order by mafia_model, "
+                   "town_model", [study])
+    mafia = sorted({p["mafia_model"] for p in pairs})
+    town = sorted({p["town_model"] for p in pairs})
+    cells = {(p["mafia_model"], p["town_model"]): p for p in pairs}
+    for p in pairs:
+        p["link"] = games_url(study=study, bar=head_to_head_key(p["mafia_model"], p["town_model"]))
+    return {"study": study, "mafia": mafia, "town": town,
+            "rows": [[cells.get((a, b)) for b in town] for a in mafia], "n_pairs": len(pairs),
+            "mirrored": sum(1 for p in pairs if p["mirrored"])}
+
+
+@register(
+    PATH,
+    "Leaderboard",
+    "Who is strongest, as mafia and as town, and how sure we are: ratings with intervals, head to head, replays.",
+    order=15,
+)
+def build(ctx: Context) -> Page:
+    m = ctx.marts
+    page = Page(PATH, "Leaderboard: skill ratings by side, with uncertainty", "leaderboard.html.j2",
+                {"available": m.has("mart_ratings"), "rows": []})
+    if not page.data["available"]:
+        return page
+    rows = m.rows("select * from mart_ratings order by study, side, rank, model")
+    studies = _studies(m)
+    page.data.update(
+        rows=rows,
+        studies=studies,
+        coverage=m.rows("select * from mart_rating_coverage order by study, category"),
+        self_play=m.rows("select * from mart_self_play order by study, model") if m.has("mart_self_play") else [],
+        matrices=[_matrix(m, s) for s in studies[:5]] if m.has("mart_head_to_head") else [],
+        not_converged=sum(1 for r in rows if not r["converged"]),
+        costs=m.rows(
+            """select provider || '/' || model as model, sum(n_games) as n_games,
+                      (sum(input_tokens) + sum(output_tokens)) / nullif(sum(n_games), 0) as tokens_per_game,
+                      sum(cost_usd) / nullif(sum(n_games), 0) as cost_usd_per_game, bool_and(fully_priced) as priced
+               from mart_cell_costs group by 1 order by 1"""
+        ) if m.has("mart_cell_costs") else [],
+    )
+    if rows:
+        page.add_chart("ratings", charts.ratings_chart(rows, studies=studies),
+                       "Ratings with 95% intervals, overall and by side (choose the study above).")
+        scatter = _scatter_rows(rows)
+        if scatter:
+            page.add_chart("scatter", charts.deceiver_detector_chart(scatter, studies=studies),
+                           "Each model as mafia (deceiving) against as town (detecting), with 95% intervals.")
+    return page
