@@ -218,3 +218,15 @@ def test_ratings_order_the_published_models_as_the_published_scores_do(
     assert rho >= at_least, rho
     top = max(scores, key=lambda m: scores[m])
     assert max(scores, key=lambda m: rows[m]) == top or rows[top] >= sorted(rows[m] for m in scores)[-2]
+
+
+def test_a_page_export_is_csv_with_formula_text_defused(tmp_path: Path) -> None:
+    """`Page.add_export` tables are written beside the page; text a spreadsheet would run is not a formula."""
+    from mafiabench.dashboards.html import Page
+    from mafiabench.dashboards.render import write_csv
+
+    page = Page("leaderboard.html", "t", "leaderboard.html.j2")
+    name = page.add_export("ratings", [{"model": "=cmd()", "rating": -0.5, "ids": ["a", "b"], "sd": None}])
+    assert name == "leaderboard.ratings.csv"
+    write_csv(tmp_path / name, page.exports["ratings"])
+    assert list(csv.reader((tmp_path / name).open())) == [["model", "rating", "ids", "sd"], ["'=cmd()", "-0.5", "a;b", ""]]

@@ -17,6 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
+from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import quote, urlencode
 
@@ -154,6 +155,7 @@ class Page:
     template: str
     data: dict[str, Any] = field(default_factory=dict)
     charts: list[ChartBlock] = field(default_factory=list)
+    exports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     @property
     def root(self) -> str:
@@ -162,6 +164,15 @@ class Page:
 
     def add_chart(self, key: str, spec: dict[str, Any], caption: str = "") -> None:
         self.charts.append(ChartBlock(key, spec, caption))
+
+    def add_export(self, key: str, rows: Sequence[Mapping[str, Any]]) -> str:
+        """A table the page offers as CSV, written beside it as `<page>.<key>.csv`; returns that file's name (link
+        it with `{{ m.csv_link("<key>") }}`). The rows are written as given: export what the table shows."""
+        self.exports[key] = [dict(r) for r in rows]
+        return self.export_name(key)
+
+    def export_name(self, key: str) -> str:
+        return f"{Path(self.path).stem}.{key}.csv"
 
 
 EMBED_OPTIONS = {

@@ -308,8 +308,33 @@ def _write(out: Path, page: Page, nav: list[tuple[str, str]], footer: str, trans
            status: str = "") -> None:
     path = out / page.path
     path.parent.mkdir(parents=True, exist_ok=True)
+    for key, rows in page.exports.items():
+        write_csv(path.parent / page.export_name(key), rows)
     path.write_text(render_page(page, nav=nav, footer=footer, transcripts=transcripts, data_status=status),
                     encoding="utf-8")
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """A page's table as CSV (lists joined with `;`, missing values empty), with a header even when it has no rows.
+    Text that a spreadsheet would read as a formula (=, +, -, @ first) is written with a leading apostrophe: model
+    text is data wherever it is shown."""
+    import csv
+
+    def cell(v: Any) -> Any:
+        if v is None:
+            return ""
+        if isinstance(v, list):
+            v = ";".join(map(str, v))
+        if isinstance(v, str) and v[:1] in ("=", "+", "-", "@"):
+            return "'" + v
+        return v
+
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for r in rows:
+            writer.writerow([cell(r.get(c)) for c in columns])
 
 
 def warehouse_status(m: Marts) -> str:

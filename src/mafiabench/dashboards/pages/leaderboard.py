@@ -81,6 +81,10 @@ def build(ctx: Context) -> Page:
                from mart_cell_costs group by 1 order by 1"""
         ) if m.has("mart_cell_costs") else [],
     )
+    page.add_export("ratings", rows)
+    if m.has("mart_head_to_head"):
+        pairs = m.rows("select * from mart_head_to_head order by study, mafia_model, town_model")
+        page.add_export("head_to_head", pairs)
     if rows:
         page.add_chart("ratings", charts.ratings_chart(rows, studies=studies),
                        "Ratings with 95% intervals, overall and by side (choose the study above).")
