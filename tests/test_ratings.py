@@ -229,4 +229,5 @@ def test_a_page_export_is_csv_with_formula_text_defused(tmp_path: Path) -> None:
     name = page.add_export("ratings", [{"model": "=cmd()", "rating": -0.5, "ids": ["a", "b"], "sd": None}])
     assert name == "leaderboard.ratings.csv"
     write_csv(tmp_path / name, page.exports["ratings"])
-    assert list(csv.reader((tmp_path / name).open())) == [["model", "rating", "ids", "sd"], ["'=cmd()", "-0.5", "a;b", ""]]
+    written = list(csv.reader((tmp_path / name).open()))
+    assert written == [["model", "rating", "ids", "sd"], ["'=cmd()", "-0.5", "a;b", ""]]
