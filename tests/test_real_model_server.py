@@ -1,0 +1,107 @@
+"""`LlamaServer` and the real-model install: the server starts on a free loopback port and is ready when /health
+says so, and it never outlives what started it (the `with` block left by an exception or Ctrl-C, or the owner
+killed with SIGKILL); a missing compiler, CMake, binary or model is a clear error, never a skip.
+
+The first tests need no server (they run in `make test`); the rest are `real_model` (`make real-model`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from mafiabench.testing import llama_server
+from mafiabench.testing.llama_server import LlamaServer, RealModelError
+from real_model_support import require_installed, start_server
+
+
+def test_missing_cmake_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAFIABENCH_REAL_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path))  # nothing on it
+    with pytest.raises(RealModelError, match=r"cmake not found on PATH: install CMake \(Debian: apt-get install"):
+        llama_server.build_server()
+
+
+def test_missing_compiler_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAFIABENCH_REAL_MODEL_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cmake").symlink_to("/bin/true")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RealModelError, match=r"c\+\+ not found on PATH: install a C/C\+\+ compiler"):
+        llama_server.build_server()
+
+
+def test_missing_binary_or_model_names_the_command_that_installs_them(tmp_path: Path) -> None:
+    server = LlamaServer(tmp_path / "llama-server", tmp_path / "model.gguf")
+    with pytest.raises(RealModelError, match="run `make real-model`"):
+        server.start()
+
+
+def test_a_server_that_exits_before_ready_says_so(tmp_path: Path) -> None:
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"not a model")
+    log = tmp_path / "server.log"
+    server = LlamaServer(Path("/bin/false"), model, log_path=log)
+    with pytest.raises(RealModelError, match="exited with code 1 before it was ready"):
+        server.start()
+    assert server.process is None
+
+
+@pytest.mark.real_model
+def test_ready_serves_the_model_and_stops(tmp_path: Path) -> None:
+    with start_server(tmp_path, slots=1, ctx_per_slot=1024) as server:
+        pid = server.pid
+        assert pid is not None
+        with urllib.request.urlopen(f"{server.base_url}/models", timeout=10) as response:
+            models = json.loads(response.read())
+        assert [m["id"] for m in models["data"]] == ["gemma-3-270m"]
+        assert server.tokenize("Hello there") > 0
+    assert not _alive(pid)
+
+
+OWNER = """
+import sys, time
+from pathlib import Path
+from mafiabench.testing.llama_server import LlamaServer
+server = LlamaServer(Path(sys.argv[1]), Path(sys.argv[2]), slots=1, ctx_per_slot=1024)
+with server:
+    print(server.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.real_model
+@pytest.mark.parametrize("owner_signal", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_no_orphan_server_when_its_owner_stops(owner_signal: signal.Signals) -> None:
+    """Ctrl-C leaves the `with` block (SIGTERM to the server); SIGKILL leaves nothing to clean up, so the kernel's
+    parent-death signal ends the server."""
+    binary, model = require_installed()
+    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(binary), str(model)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        pid = int(owner.stdout.readline())
+        assert _alive(pid)
+        owner.send_signal(owner_signal)
+        owner.wait(30)
+        deadline = time.monotonic() + 15
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _alive(pid), f"llama-server {pid} outlived its owner ({owner_signal.name})"
+    finally:
+        if owner.poll() is None:
+            owner.kill()
