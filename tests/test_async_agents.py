@@ -11,9 +11,9 @@ import pytest
 from mafiabench.agents.llm import LLMAgent
 from mafiabench.agents.parsing import parse_chat_message, parse_schedule
 from mafiabench.backends.backend import Completion, GenerateSettings, Message
-from mafiabench.backends.fake import FakeBrain
 from mafiabench.engine.core import Decision
 from mafiabench.play.runner import BackendPool, GameSpec, LimitedBackend, play_game
+from mafiabench.testing.fake_model import FakeBrain
 
 SHORT = {"n_players": 8, "n_mafia": 2, "day_seconds": 30, "night_seconds": 20, "max_days": 3}
 

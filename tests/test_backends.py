@@ -22,7 +22,6 @@ from mafiabench.backends import (
     ConfigError,
     EndpointConfig,
     FakeBackend,
-    FakeBrain,
     GenerateSettings,
     Message,
     ScriptedBackend,
@@ -432,7 +431,7 @@ def test_endpoint_from_dict() -> None:
         EndpointConfig("a/b", "fake")
 
 
-# --- fake and scripted providers ---------------------------------------------------------------------------------
+# --- fake and scripted providers (the fault wrapper here; the game-aware answers in test_fake_model.py) -----------
 
 
 def test_fake_backend_is_deterministic() -> None:
@@ -447,9 +446,14 @@ def test_fake_backend_is_deterministic() -> None:
     assert first.output_tokens == len(first.text) // 4 + 1
 
 
+def constant(messages: Sequence[Message], replay_key: str | None) -> str:
+    """An answerer that knows no game: the fault wrapper needs nothing more."""
+    return "Bob"
+
+
 def test_fake_fault_rates_roughly_honoured() -> None:
     options = {"p_rate_limit": 0.2, "p_server_error": 0.1, "p_empty": 0.1, "p_malformed": 0.05, "seed": 7}
-    backend = FakeBackend("m", options)
+    backend = FakeBackend("m", options, constant)
     settings = [GenerateSettings(max_attempts=1, replay_key=f"k{i}") for i in range(2000)]
 
     async def run_all() -> list[Completion | BackendError]:
@@ -477,7 +481,7 @@ def test_fake_fault_rates_roughly_honoured() -> None:
 
 
 def test_fake_faults_go_through_retries_and_latency() -> None:
-    backend = FakeBackend("m", {"p_rate_limit": 0.5, "latency_ms": 20, "seed": 1})
+    backend = FakeBackend("m", {"p_rate_limit": 0.5, "latency_ms": 20, "seed": 1}, constant)
     completions = [
         generate(backend, VOTE, GenerateSettings(max_attempts=10, backoff_base_s=0.0, replay_key=str(i)))
         for i in range(10)
@@ -490,61 +494,10 @@ def test_fake_endpoint_options_validated() -> None:
     with pytest.raises(ConfigError, match="unknown fake endpoint option"):
         check_backend("flaky/m", {"flaky": EndpointConfig("flaky", "fake", options={"p_oops": 0.1})})
     with pytest.raises(ConfigError, match="probability"):
-        FakeBackend("m", {"p_timeout": 2})
+        FakeBackend("m", {"p_timeout": 2}, constant)
     flaky = resolve_backend("flaky/m", {"flaky": EndpointConfig("flaky", "fake", options={"p_timeout": 1.0})})
     assert flaky.provider == "flaky"
     assert generate_error(flaky).error_class == "timeout"
-
-
-def test_brain_line_scan_equals_regex() -> None:
-    """The fake's regexes run only over lines holding their key words: the same matches as over the whole text, on
-    texts built to trip it (keys in any case, several on a line, at the ends, non-ASCII letters that fold)."""
-    import random
-
-    from mafiabench.backends import fake
-
-    parts = ["players", "Players", "OTHER PLAYERS are", "names:", "Names", "participants", "from:", "FROM: ",
-             "your name is", "Your Name Is ", "Ann", "Ben 2", "Cy", ", ", " and ", ": ", " are ", "\n", "\n\n",
-             "x" * 45, "ſ", "PLAYERſ", "é", "\t", ".", ";", "vote ", "alive players (3):", "from:Ann"]
-    rng = random.Random(7)
-    cases = [
-        (fake._CHOICES_RE, fake._CHOICES_KEYS),
-        (fake._LIST_RE, fake._LIST_KEYS),
-        (fake._SELF_RE, fake._SELF_KEYS),
-    ]
-    hits = 0
-    for _ in range(3000):
-        text = "".join(rng.choice(parts) for _ in range(rng.randint(0, 30)))
-        for regex, keys in cases:
-            expected = regex.findall(text)
-            assert fake._findall(regex, text, keys) == expected, (regex.pattern, text)
-            hits += bool(expected)
-    assert hits > 1000  # the texts do match, often
-
-
-def brain(prompt: str, key: str = "k") -> str:
-    return FakeBrain("m").answer([Message("user", prompt)], key)
-
-
-def test_brain_contract() -> None:
-    for i in range(20):
-        assert brain("Answer <send> to speak now or <wait> to listen.", str(i)) in {"<send>", "<wait>"}
-        belief = json.loads(
-            brain("Reply in JSON with your probability for each player.\nChoose from: Ann, Ben, Player 3.", str(i))
-        )
-        assert set(belief["probability"]) == {"Ann", "Ben", "Player 3"} and belief["reasoning"]
-        assert abs(sum(belief["probability"].values()) - 1) < 1e-3
-        assert all(p > 0 for p in belief["probability"].values())
-        vote = brain("Night falls.\nChoose a victim from: Ann, Ben, Cy.\n", str(i))
-        assert vote.split("\n")[0] in {"Ann", "Ben", "Cy"}
-        talk = brain("Your name is Ann. Other players: Ann, Ben, Cy.\nWhat message do you want to say?", str(i))
-        first_line = talk.split("\n")[0]
-        assert first_line.startswith('"') and first_line.endswith('"') and len(first_line) > 2
-        assert "Ann" not in first_line  # never accuses itself
-    named = [brain("[00:00:05] Zed: hello\n[00:00:10] Yara: hi\nWhat do you say?", str(i)) for i in range(30)]
-    assert any("Zed" in t or "Yara" in t for t in named)
-    assert all(t.startswith('"') for t in named)
-    assert brain("Say something.").startswith('"')  # no names at all: generic message
 
 
 # --- scripted provider and cache ---------------------------------------------------------------------------------

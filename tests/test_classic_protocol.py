@@ -13,10 +13,11 @@ import pytest
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.agents.parsing import parse_belief
 from mafiabench.backends.backend import Completion, GenerateSettings, Message
-from mafiabench.backends.fake import FakeBrain, estimate_tokens
+from mafiabench.backends.fake import estimate_tokens
 from mafiabench.engine.classic import ClassicRules
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
+from mafiabench.testing.fake_model import FakeBrain
 from test_marts_common import landed, rows
 
 CLOCK = "2026-01-01T00:00:00.000+00:00"

@@ -22,7 +22,7 @@ from .backend import (
 )
 from .cache import CachingBackend, cache_key
 from .endpoints import BUILTIN_ENDPOINTS, EndpointConfig, aclose_clients, check_backend, resolve_backend, split_spec
-from .fake import FakeBackend, FakeBrain
+from .fake import FakeBackend
 from .retry import backoff_delay, call_with_retries
 from .scripted_backend import ScriptedBackend
 
@@ -40,7 +40,6 @@ __all__ = [
     "ConfigError",
     "EndpointConfig",
     "FakeBackend",
-    "FakeBrain",
     "GenerateSettings",
     "Message",
     "OpenAIBackend",

@@ -122,11 +122,13 @@ class Backend(Protocol):
 # --- endpoints and providers --------------------------------------------------------------------------------------
 
 # Built-in provider kinds and the module that registers each; third-party kinds come from the entry-point group.
+# The offline kinds answer with a fake model that knows the game's prompts, so it lives in `testing`: named here, never
+# imported by this package (the backends know no game).
 PROVIDER_MODULES: Mapping[str, str] = {
     "openai": "mafiabench.backends.openai_backend",
     "anthropic": "mafiabench.backends.anthropic_backend",
-    "fake": "mafiabench.backends.fake",
-    "scripted": "mafiabench.backends.scripted_backend",
+    "fake": "mafiabench.testing.fake_model",
+    "scripted": "mafiabench.testing.fake_model",
 }
 ENTRY_POINT_GROUP = "mafiabench.backends"
 

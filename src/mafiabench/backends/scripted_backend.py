@@ -1,7 +1,8 @@
 """Provider "scripted": answers decided in advance or by a function, with no latency and no faults.
 
 Tests and offline demos use it to drive games through the full agent path (prompt, backend, parse) with answers
-they control, so their records look exactly like those of real runs.
+they control, so their records look exactly like those of real runs. It knows no game: the `scripted/naive` provider
+(answers by `mafiabench.testing.fake_model.FakeBrain`) is registered there.
 """
 
 from __future__ import annotations
@@ -9,17 +10,15 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sequence
 
-from .backend import BackendError, Completion, ConfigError, EndpointConfig, GenerateSettings, Message, register_provider
-from .fake import FakeBrain, estimate_tokens
+from .backend import BackendError, Completion, GenerateSettings, Message
+from .fake import Answerer, estimate_tokens
 
 Responder = Callable[[Sequence[Message], GenerateSettings], str]
-
-RESPONDERS = ("naive",)
 
 
 class ScriptedBackend:
     """`ScriptedBackend(["Alice", '"Hi"'])` answers in order; `ScriptedBackend(fn)` answers `fn(messages)`;
-    `ScriptedBackend.responder("naive")` answers with the FakeBrain (the spec `scripted/naive`)."""
+    `ScriptedBackend.answering(fn)` answers `fn(messages, replay_key)`."""
 
     provider = "scripted"
 
@@ -52,13 +51,10 @@ class ScriptedBackend:
             self._respond = pop
 
     @classmethod
-    def responder(cls, name: str) -> ScriptedBackend:
-        """The named built-in responder, e.g. `scripted/naive`."""
-        if name != "naive":
-            raise ConfigError(f"unknown scripted responder {name!r}; known: {', '.join(RESPONDERS)}")
-        brain = FakeBrain(model="scripted/naive")
-        backend = cls(lambda messages: "", model=name)
-        backend._respond = lambda messages, settings: brain.answer(messages, settings.replay_key)
+    def answering(cls, answer: Answerer, *, model: str = "custom") -> ScriptedBackend:
+        """A backend whose answer is `answer(messages, replay_key)` (a fake model's, deterministic per request)."""
+        backend = cls(lambda messages: "", model=model)
+        backend._respond = lambda messages, settings: answer(messages, settings.replay_key)
         return backend
 
     async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion:
@@ -78,12 +74,3 @@ class ScriptedBackend:
             raw={"provider": "scripted", "model": self.model, "text": text},
         )
 
-
-def check(endpoint: EndpointConfig, model: str, spec: str) -> None:
-    if model not in RESPONDERS:
-        raise ConfigError(f"unknown scripted responder {model!r}; known: {', '.join(RESPONDERS)}")
-
-
-@register_provider("scripted", check=check)
-def create(endpoint: EndpointConfig, model: str) -> ScriptedBackend:
-    return ScriptedBackend.responder(model)

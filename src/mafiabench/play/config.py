@@ -146,9 +146,9 @@ class EndpointSpec(BaseModel):
     def _options(self) -> EndpointSpec:
         """Fake-provider options (fault rates, latency) are checked where the file is read, before preview."""
         if self.kind == "fake":
-            from mafiabench.backends.fake import FakeBackend
+            from mafiabench.backends.fake import check_fault_options
 
-            FakeBackend("check", self.options)  # a ConfigError naming the option and its value
+            check_fault_options(self.options)  # a ConfigError naming the option and its value
         return self
 
 

@@ -33,7 +33,8 @@ from typing import Any, cast
 import orjson
 
 from mafiabench.backends.backend import Message
-from mafiabench.backends.fake import MALFORMED_ANSWER, FakeBrain, estimate_tokens
+from mafiabench.backends.fake import MALFORMED_ANSWER, estimate_tokens
+from mafiabench.testing.fake_model import FakeBrain
 
 FAULT_KINDS = (
     "400",
