@@ -169,7 +169,7 @@ def test_llmafia_config_with_players_not_a_list_is_unreadable_with_its_reason(tm
 
 @pytest.mark.parametrize("cut", ["inside-a-quoted-field", "fewer-fields"])
 def test_dallinger_info_csv_cut_mid_row_does_not_land_as_a_valid_game(tmp_path: Path, cut: str) -> None:
-    name = "a1b2c3d4e5f60718293a4b5c6d7e8f90-data"
+    name = "4c5d6e7f-8091-a2b3-c4d5-e6f708192a3b-data"  # the valid real-shaped game
     game = tmp_path / name
     shutil.copytree(DATASETS / "dallinger" / name, game)
     (whole,) = read_dallinger(game)

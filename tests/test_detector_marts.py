@@ -162,3 +162,83 @@ def test_gate_passes_good_rows_and_refuses_broken_ones(tmp_path: Path) -> None:
     assert not results["detector accuracy: single_rate is within [0, 1]"]
     assert not results["detector accuracy: each rate inside its interval, exact <= single (baseline too)"]
     con.close()
+
+
+def test_paper_tables_by_hand(tmp_path: Path) -> None:
+    """Tables II/III rows: a row per day with its transcripts, the pooled Average over every cut of the source, the
+    per-row exact baseline and the source's baseline pooled over its cuts."""
+    con = hand_warehouse(tmp_path / "w.duckdb")
+    rows = {(r["source"], r["row_label"]): r for r in detector_tables(con)["mart_detector_tables"].to_dicts()}
+    assert sorted(rows) == [("ibraheem2022-human", "1"), ("ibraheem2022-human", "Average"),
+                            ("simulation", "1"), ("simulation", "2"), ("simulation", "Average")]
+    counts = {k: (r["day"], r["n_transcripts"], r["n_games"], r["n_single"], r["n_exact"]) for k, r in rows.items()}
+    assert counts[("simulation", "1")] == (1, 2, 2, 1, 0)
+    assert counts[("simulation", "2")] == (2, 2, 2, 2, 1)
+    assert counts[("simulation", "Average")] == (None, 4, 2, 3, 1)  # g1 and g2, two cuts each, pooled
+    average = rows[("simulation", "Average")]
+    assert (average["single_rate"], average["exact_rate"]) == (0.75, 0.25)
+    assert average["source_baseline_single_fraction"] == "17/45" and average["source_baseline_exact_fraction"] == "1/45"
+    assert rows[("ibraheem2022-human", "1")]["source_baseline_single_fraction"] == "1/5"
+    # Games of different sizes in one source: the source's baseline is pooled over its cuts (g1, g2: two cuts of
+    # n = 10; g3: one of n = 5), not over its games.
+    con.execute("update raw_games set source = 'simulation', experiment = 'exp' where game_id = 'g3'")
+    rows = {r["row_label"]: r for r in detector_tables(con)["mart_detector_tables"].to_dicts()}
+    pooled = (Fraction(17, 45) * 4 + Fraction(1, 5)) / 5
+    assert {r["source_baseline_single_fraction"] for r in rows.values()} == {str(pooled)}  # 77/225
+    assert rows["Average"]["baseline_single_fraction"] == str(pooled)
+    assert rows["1"]["baseline_single_fraction"] == str((Fraction(17, 45) * 2 + Fraction(1, 5)) / 3)
+    con.close()
+
+
+def test_paper_tables_reproduce_the_published_human_average(tmp_path: Path) -> None:
+    """Hidden in Plain Text, Table II/III, human transcripts: days 1-4 of 28/28/23/8 transcripts with 13/16/17/5
+    single and 3/3/4/1 exact matches (46.43%, 57.14%, 73.91%, 62.50%; 10.71%, 10.71%, 17.39%, 12.50%) pool into
+    the printed Average row: (87) 58.62% and 12.64%."""
+    con = connect(tmp_path / "w.duckdb")
+    lengths = [2] * 5 + [3] * 15 + [4] * 8
+    hits = {1: (13, 3), 2: (16, 3), 3: (17, 4), 4: (5, 1)}
+    seen = {d: 0 for d in hits}
+    rows = []
+    for i, days in enumerate(lengths):
+        gid = f"h{i:02d}"
+        con.execute("insert into raw_games (game_id, variant, status, source, experiment, valid) values "
+                    "(?, 'async', 'finished', 'ibraheem2022-human', 'ibraheem2022-human', true)", [gid])
+        for seat in range(10):
+            con.execute("insert into raw_players (game_id, seat, name, role, team) values (?, ?, ?, ?, ?)",
+                        [gid, seat, f"P{seat}", *(("mafioso", "mafia") if seat < 2 else ("bystander", "town"))])
+        for cut in range(1, days + 1):
+            k = seen[cut]
+            seen[cut] += 1
+            single, exact = hits[cut]
+            predicted = ["P0", "P1"] if k < exact else ["P0", "P5"] if k < single else ["P5", "P6"]
+            rows.append({"game_id": gid, "cut": cut, "detector": "d", "prompt_sha256": "", "k": 2, "n_candidates": 10,
+                         "predicted": predicted, "format_failure": False, "random_fallback": False,
+                         "transcript_sha256": f"{gid}-{cut}", "attempts": 0})
+    load_detections(con, rows, [])
+    table = {r["row_label"]: r for r in detector_tables(con)["mart_detector_tables"].to_dicts()}
+    printed = {"1": (28, "46.43", "10.71"), "2": (28, "57.14", "10.71"), "3": (23, "73.91", "17.39"),
+               "4": (8, "62.50", "12.50"), "Average": (87, "58.62", "12.64")}
+    got = {label: (r["n_transcripts"], f"{100 * r['single_rate']:.2f}", f"{100 * r['exact_rate']:.2f}")
+           for label, r in table.items()}
+    assert got == printed
+    con.close()
+
+
+def test_table_one_over_the_games_a_detector_read(tmp_path: Path) -> None:
+    """Table I of the real-shaped human game H (9 players, 3 day cuts, 9 public day messages of 27 words)."""
+    from mafiabench.detect.detection_runs import DetectorSpec, run_detection
+    from mafiabench.importers import run_import
+
+    path = tmp_path / "w.duckdb"
+    con = connect(path)
+    run_import("dallinger", Path(__file__).parent / "fixtures" / "datasets" / "dallinger" /
+               "4c5d6e7f-8091-a2b3-c4d5-e6f708192a3b-data", con)
+    con.close()
+    run_detection(path, DetectorSpec(models=("policy/random",)))
+    con = connect(path)
+    (row,) = detector_tables(con)["mart_detector_datasets"].to_dicts()
+    con.close()
+    assert row == {"source": "ibraheem2022-human", "study": "ibraheem2022-human", "source_label": "human (Dallinger)",
+                   "n_games": 1, "participants_max": 9, "participants_mean": 9.0, "participants_min": 9,
+                   "days_max": 3, "days_mean": 3.0, "days_min": 3, "share_at_most_3_days": 1.0,
+                   "utterances_per_game": 9.0, "words_per_utterance": 3.0}

@@ -19,6 +19,7 @@ from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import connect, load_records
 
+HUMAN = "4c5d6e7f-8091-a2b3-c4d5-e6f708192a3b-data"
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 EVIL = "<script>alert('detector')</script> & <b>bold</b>"
 
@@ -37,7 +38,7 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
     db, out = tmp_path / "w.duckdb", tmp_path / "dashboards"
     con = connect(db)
     load_records(con, records)
-    run_import("dallinger", FIXTURES / "dallinger", con)
+    run_import("dallinger", FIXTURES / "dallinger" / HUMAN, con)  # the valid real-shaped human game
     con.close()
     report = run_detection(db, DetectorSpec(models=("policy/most-voted", "policy/random")))
     assert report.landed == report.planned > 0
@@ -58,6 +59,16 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
                      "whole game", "day 1", "(1/28)", "ibraheem2022-human"):  # n = 8, k = 2: 1/C(8, 2) = 1/28
         assert fragment in page, fragment
     assert 'class="vis"' in page  # the chart is placed
+    # The paper's Tables I-III in its layout, for the simulated and the human games, and as CSV beside the page.
+    for fragment in ("Table I: dataset metrics", "Mean words per utterance", "Table II: single-match accuracies",
+                     "Table III: exact-match accuracies", "<td>Average</td>", "Random (human (Dallinger))",
+                     "Random (LLM (simulated): det)", 'href="detector.tables.csv"'):
+        assert fragment in page, fragment
+    tables = (out / "detector.tables.csv").read_text(encoding="utf-8").splitlines()
+    assert tables[0].startswith("detector,prompt_version,prompt_sha256,source,study,source_label,row_label,day,")
+    assert sum(",Average," in line for line in tables) == 4  # 2 detectors x 2 sources
+    datasets = (out / "detector.datasets.csv").read_text(encoding="utf-8").splitlines()
+    assert len(datasets) == 3 and "human (Dallinger),1,9,9.0,9" in datasets[1] + datasets[2]
     href = cleansed_path("det-2")
     assert f'href="{href}"' in page
     cleansed = (out / href).read_text(encoding="utf-8")

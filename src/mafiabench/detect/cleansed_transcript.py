@@ -1,10 +1,14 @@
-"""Cleansed transcripts: what the detector may read of a game truncated after day `cut`.
+"""Cleansed transcripts: what the detector may read of a game truncated after day `cut` — what the players saw in the
+daytime, as "Hidden in Plain Text" (§III.D) gave its detector.
 
-Kept: day-phase, public events of the kinds `message`, `vote` and `elimination`, of days 1..cut. Redacted: the role
-revealed with an elimination (the line says only who was voted out). Dropped: everything else — the setup and role
-assignments, night chat and night votes, night deaths, investigations, beliefs, scheduler and private events, phase
-announcements, game end. The same function serves simulated and imported games: it reads events only. The lines'
-words are the detector prompt version's (`transcript.toml`, a `DetectorPrompt.words`), hashed with its question.
+Kept, day by day under a day header: the morning announcement of each night death (who was found dead, never their
+role), the day's public messages and votes, and who was voted out (role redacted). Dropped: the setup and role
+assignments, night chat and night votes, investigations, beliefs, scheduler and private events, game end. A night
+victim is announced on the morning that follows their night: night d of a game that starts at night (the human
+games), night d - 1 of one that starts by day (ours), so a game that ends on a night kill has a last cut holding
+only that morning's announcement. The same function serves simulated and imported games: it reads events only. The
+lines' words are the detector prompt version's (`transcript.toml`, a `DetectorPrompt.words`), hashed with its
+question.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from string import Template
 from mafiabench.engine.events import PUBLIC, Event
 
 KEPT_TYPES = ("message", "vote", "elimination")
+NIGHT_DEATH = "death"
 
 
 @dataclass(frozen=True)
@@ -37,28 +42,50 @@ class Transcript:
         return hashlib.sha256(self.text.encode()).hexdigest()
 
 
-def day_numbers(events: Iterable[Event]) -> list[int]:
-    """The days a game has a public day record for (its possible cuts), ascending."""
-    return sorted({e.round for e in events if e.phase == "day" and e.visibility == PUBLIC and e.type in KEPT_TYPES})
+def starts_at_night(events: Iterable[Event]) -> bool:
+    """Whether the game's first played phase is a night (the Dallinger human games) rather than a day."""
+    return next((e.phase == "night" for e in events if e.phase in ("day", "night")), False)
+
+
+def morning_of(e: Event, night_first: bool) -> int:
+    """The day whose morning announces a death of night `e.round`."""
+    return e.round if night_first else e.round + 1
+
+
+def is_night_death(e: Event) -> bool:
+    return e.phase == "night" and e.type == NIGHT_DEATH and e.visibility == PUBLIC and e.target is not None
 
 
 def kept(e: Event, cut: int) -> bool:
     return e.phase == "day" and e.round <= cut and e.visibility == PUBLIC and e.type in KEPT_TYPES
 
 
+def day_numbers(events: Sequence[Event]) -> list[int]:
+    """The days a game has a public day record for (its possible cuts), ascending: days with day events and the
+    mornings that announce a night death."""
+    night_first = starts_at_night(events)
+    days = {e.round for e in events if e.phase == "day" and e.visibility == PUBLIC and e.type in KEPT_TYPES}
+    days |= {morning_of(e, night_first) for e in events if is_night_death(e)}
+    return sorted(days)
+
+
 def cleanse(
     game_id: str, events: Sequence[Event], players: Sequence[str], k: int, cut: int, words: Mapping[str, str]
 ) -> Transcript:
-    lines: list[str] = []
+    ordered = sorted(events, key=lambda e: e.seq)
+    night_first = starts_at_night(ordered)
+    by_day: dict[int, list[str]] = {}
     votes: list[tuple[str, str]] = []
-    day = 0
-    for e in sorted(events, key=lambda e: e.seq):
+    for e in ordered:
+        stamp = _fill(words["stamp"], clock=e.data["clock"]) if e.data.get("clock") else ""
+        if is_night_death(e):
+            day = morning_of(e, night_first)
+            if day <= cut:
+                by_day.setdefault(day, []).append(_fill(words["death"], stamp=stamp, target=e.target))
+            continue
         if not kept(e, cut):
             continue
-        if e.round != day:
-            day = e.round
-            lines.append(_fill(words["day"], day=day))
-        stamp = _fill(words["stamp"], clock=e.data["clock"]) if e.data.get("clock") else ""
+        lines = by_day.setdefault(e.round, [])
         if e.type == "message":
             lines.append(_fill(words["message"], stamp=stamp, actor=e.actor, text=" ".join((e.text or "").split())))
         elif e.type == "vote":
@@ -67,7 +94,11 @@ def cleanse(
                 votes.append((e.actor, e.target))
         elif e.type == "elimination":
             lines.append(_fill(words["elimination"], stamp=stamp, target=e.target))
-    return Transcript(game_id, cut, tuple(players), k, tuple(lines), tuple(votes))
+    out: list[str] = []
+    for day in sorted(by_day):
+        out.append(_fill(words["day"], day=day))
+        out += by_day[day]
+    return Transcript(game_id, cut, tuple(players), k, tuple(out), tuple(votes))
 
 
 def _fill(template: str, **values: object) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,10 +58,46 @@ class DetectorSpec(BaseModel):
         None, description="Only simulated games of these experiments (imported games are kept)."
     )
     valid_only: bool = Field(True, description="Skip games flagged invalid (the human-game study kept valid ones).")
+    imported_games: tuple[str, ...] | None = Field(
+        None, description="Read exactly these imported games (valid or not): a study's pinned game list."
+    )
     max_cut: int | None = Field(None, ge=1, description="Cut after at most this many days; default the last day.")
     concurrency: int = Field(8, ge=1, description="Detector calls in flight at once.")
     max_attempts: int = Field(5, ge=1, description="Tries per detector call, retries included.")
     backoff_base_s: float = Field(1.0, ge=0, description="Base of the exponential backoff between tries.")
+
+
+_GAME_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def load_game_list(path: str | Path) -> tuple[str, ...]:
+    """A study's pinned game list: one game id a line, `#` comments, blank lines ignored. The file must say why
+    (at least one comment); a malformed or repeated id is an error naming the file and line."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"{path}: game list file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read the game list: {exc}") from None
+    ids: list[str] = []
+    said_why = False
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line, _, comment = raw.partition("#")
+        said_why = said_why or bool(comment.strip())
+        line = line.strip()
+        if not line:
+            continue
+        if not _GAME_ID.match(line):
+            raise UserError(f"{path}: line {number}: {line!r} is not a game id (letters, digits, '.', '_', '-')")
+        if line in ids:
+            raise UserError(f"{path}: line {number}: game {line} is listed twice")
+        ids.append(line)
+    if not ids:
+        raise UserError(f"{path}: the game list names no game")
+    if not said_why:
+        raise UserError(f"{path}: the game list does not say why these games (add a # comment with the reason)")
+    return tuple(ids)
 
 
 @dataclass(frozen=True)
@@ -95,6 +132,8 @@ class DetectReport:
     wall_s: float = 0.0
     # Sources asked for (`sources`) of which no eligible game was found: a typo, or an import not done yet.
     sources_without_games: list[str] = field(default_factory=list)
+    # Pinned games (`imported_games`) not found finished in the warehouse: not imported yet, or a wrong id.
+    pinned_missing: list[str] = field(default_factory=list)
 
     def to_text(self) -> str:
         lines = [
@@ -105,6 +144,9 @@ class DetectReport:
         lines += [f"  failed: {f}" for f in self.failed[:20]]
         lines += [f"  no eligible game of source {s!r} (finished, valid, of the variants asked; imported yet?)"
                   for s in self.sources_without_games]
+        if self.pinned_missing:
+            lines.append(f"  {len(self.pinned_missing)} pinned game(s) not in the warehouse (imported yet?): "
+                         + ", ".join(self.pinned_missing[:10]) + (" ..." if len(self.pinned_missing) > 10 else ""))
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,7 +158,12 @@ def load_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Seq
     """Finished games with their players and events, from the raw tables."""
     where = ["status = 'finished'", "variant in (select unnest($variants))"]
     params: dict[str, Any] = {"variants": list(spec.variants)}
-    if spec.valid_only:
+    if spec.imported_games is not None:
+        where.append("(source = 'simulation' or game_id in (select unnest($pinned)))")
+        params["pinned"] = list(spec.imported_games)
+        if spec.valid_only:  # a pinned game is read whatever its validity: the list decides
+            where.append("(coalesce(valid, true) or source <> 'simulation')")
+    elif spec.valid_only:
         where.append("coalesce(valid, true)")
     if spec.sources is not None:
         where.append("source in (select unnest($sources))")
@@ -276,6 +323,8 @@ async def detect_warehouse(
         report.games = len(games)
         seen = {g.source for g in games}
         report.sources_without_games = [s for s in (spec.sources or ()) if s not in seen]
+        found = {g.game_id for g in games}
+        report.pinned_missing = [g for g in spec.imported_games or () if g not in found]
         todo: list[tuple[Transcript, Detector]] = []
         for g in games:
             for cut in g.cuts(spec.max_cut):

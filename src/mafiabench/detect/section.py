@@ -7,6 +7,8 @@
     temperature = 0.0                    # recorded with every detection (the reference: 0)
     simulated = true                     # this experiment's own finished games
     imported = ["ibraheem2022-human"]    # and/or imported games of these sources (mafiabench import ...)
+    # imported_games = "human_games.txt" # pin exactly these imported games (ids, one a line; a # comment says why),
+                                         # valid or not: reproduces a published game set whatever the rules decide
 
 Validated before anything runs; `mafiabench run` detects after landing the games, `mafiabench detect` on its own.
 """
@@ -17,7 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
-from mafiabench.detect.detection_runs import DetectorSpec
+from mafiabench.detect.detection_runs import DetectorSpec, load_game_list
 from mafiabench.detect.detectors import (
     DEFAULT_PROMPT_VERSION,
     POLICIES,
@@ -46,6 +48,10 @@ class DetectorSection(BaseModel):
     simulated: StrictBool = Field(True, description="Detect on this experiment's own finished games.")
     imported: tuple[str, ...] = Field(
         (), description="Sources of imported games to detect on too, e.g. ibraheem2022-human, llmafia."
+    )
+    imported_games: str | None = Field(
+        None, description="A file of imported game ids (relative to the experiment file) to read exactly, valid or "
+        "not: a study's pinned game list, its reason in a # comment."
     )
     variants: tuple[str, ...] = Field(("async", "classic"), description="Only games of these variants.")
     valid_only: StrictBool = Field(True, description="Skip games flagged invalid.")
@@ -88,6 +94,16 @@ class DetectorSection(BaseModel):
                 raise ValueError(str(exc)) from None
         return v
 
+    @field_validator("imported_games")
+    @classmethod
+    def _pinned(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                load_game_list(v)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
+        return v
+
     @field_validator("imported")
     @classmethod
     def _imported(cls, v: tuple[str, ...]) -> tuple[str, ...]:
@@ -111,6 +127,8 @@ class DetectorSection(BaseModel):
     def _some_games(self) -> DetectorSection:
         if not self.simulated and not self.imported:
             raise ValueError("the detector reads no games: set simulated = true and/or list imported sources")
+        if self.imported_games is not None and not self.imported:
+            raise ValueError("imported_games pins imported games, but no imported source is listed (imported = [...])")
         return self
 
     def spec(self, experiment: str | None) -> DetectorSpec:
@@ -126,6 +144,7 @@ class DetectorSection(BaseModel):
             variants=self.variants,
             experiments=(experiment,) if experiment and self.simulated else None,
             valid_only=self.valid_only,
+            imported_games=load_game_list(self.imported_games) if self.imported_games else None,
             max_cut=self.max_cut,
             concurrency=self.concurrency,
             max_attempts=self.max_attempts,
@@ -134,10 +153,12 @@ class DetectorSection(BaseModel):
 
 
 def resolve_prompt_file(data: dict[str, object], base: Path) -> dict[str, object]:
-    """Make a relative `[detector] prompt_file` relative to the experiment file that names it."""
+    """Make a relative `[detector] prompt_file` or `imported_games` relative to the experiment file that names it."""
     section = data.get("detector")
-    if isinstance(section, dict) and isinstance(section.get("prompt_file"), str):
-        path = Path(str(section["prompt_file"])).expanduser()
-        if not path.is_absolute():
-            data = {**data, "detector": {**section, "prompt_file": str(base / path)}}
+    for key in ("prompt_file", "imported_games"):
+        if isinstance(section, dict) and isinstance(section.get(key), str):
+            path = Path(str(section[key])).expanduser()
+            if not path.is_absolute():
+                section = {**section, key: str(base / path)}
+                data = {**data, "detector": section}
     return data

@@ -79,6 +79,11 @@ class ImportReport:
     # Events landed with a quirk flag (`data.flag`: a vote after the voter's elimination, a message from an
     # eliminated player, a repeated phase change): kept in the log, counted by no tally.
     flags: dict[str, int] = field(default_factory=dict)
+    # Games whose verdict the validity rules cannot settle from the export (`validity.undecided`): landed with the
+    # verdict the rules give, listed so a study can pin its own game list.
+    undecided: list[tuple[str, str]] = field(default_factory=list)
+    # What the rules decided and a reader should know (`validity.notes`: a node that failed after the end, ...).
+    notes: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -97,6 +102,8 @@ class ImportReport:
             "unreadable": [{"file": f, "reason": r} for f, r in self.unreadable],
             "studies": dict(sorted(self.studies.items())),
             "flagged_events": dict(sorted(self.flags.items())),
+            "undecided": [{"file": f, "why": w} for f, w in self.undecided],
+            "notes": [{"file": f, "note": n} for f, n in self.notes],
             "seconds": round(self.seconds, 3),
         }
 
@@ -111,6 +118,13 @@ class ImportReport:
         lines += [f"    {reason}: {n}" for reason, n in sorted(self.invalid.items())]
         lines.append(f"  flagged events (landed, counted by no tally): {sum(self.flags.values())}")
         lines += [f"    {flag}: {n}" for flag, n in sorted(self.flags.items())]
+        if self.undecided:
+            lines.append(f"  undecided by the rules (landed as the rules say; a study may pin its game list): "
+                         f"{len(self.undecided)}")
+            lines += [f"    {f}: {w}" for f, w in self.undecided]
+        if self.notes:
+            lines.append(f"  notes (decided by the rules): {len(self.notes)}")
+            lines += [f"    {f}: {n}" for f, n in self.notes]
         lines += [f"  study {name}: {n} games" for name, n in sorted(self.studies.items())]
         lines.append(f"  unreadable (not landed): {len(self.unreadable)}")
         lines += [f"    {r if r.startswith(f) else f'{f}: {r}'}" for f, r in self.unreadable]
@@ -165,6 +179,10 @@ def run_import(
         for e in item.events:
             if (flag := e.data.get("flag")) is not None:
                 report.flags[str(flag)] = report.flags.get(str(flag), 0) + 1
+        where = str(item.provenance.source_file or item.game_id)
+        if item.validity.get("undecided"):
+            report.undecided.append((where, str(item.validity["undecided"])))
+        report.notes += [(where, str(n)) for n in item.validity.get("notes") or []]
         if item.validity.get("valid", True):
             report.valid += 1
         else:
@@ -487,15 +505,22 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
     What a live game lets through but no rule allows is kept and flagged (`data.flag`), and no tally counts it:
     a vote cast by a player already eliminated (`vote_after_elimination`), for an eliminated player
     (`vote_for_eliminated_player`), a town player's vote at night (`night_vote_by_town`), a message from an
-    eliminated player (`message_after_elimination`)."""
+    eliminated player (`message_after_elimination`).
+
+    A player who dropped out (a `dropout` item) is absent, not eliminated: votes cast against them count as cast
+    and they may still be eliminated, as the live game allowed; only the win condition stops counting them (the
+    live game did). A dropout item flagged by its reader (the player was eliminated within that phase anyway)
+    checks no win condition: the elimination decides."""
     role_of = dict(players)
     active = {n for n, _ in players}
+    absent: set[str] = set()
     summary = AsyncSummary()
     over = False
 
     def winner_now() -> str | None:
-        mafia = sum(1 for n in active if team_of(role_of[n]) == "mafia")
-        return "town" if mafia == 0 else "mafia" if mafia >= len(active) - mafia else None
+        present = active - absent
+        mafia = sum(1 for n in present if team_of(role_of[n]) == "mafia")
+        return "town" if mafia == 0 else "mafia" if mafia >= len(present) - mafia else None
 
     for ph in phases:
         after = over
@@ -546,11 +571,11 @@ def build_async_log(log: EventLog, players: list[tuple[str, str]], phases: list[
                 log.emit(ph.kind, ph.round, "info", actor=it.actor, text=it.text, visibility=it.visibility,  # type: ignore[arg-type]
                          data=base)
             elif it.kind == "dropout" and it.actor is not None:
-                was_active = it.actor in active
-                active.discard(it.actor)
+                was_present = it.actor in active and it.actor not in absent
+                absent.add(it.actor)
                 log.emit(ph.kind, ph.round, "info", actor=it.actor, text=f"{it.actor} dropped out.",  # type: ignore[arg-type]
                          data={**base, "kind": "dropout"})
-                if was_active and not over and winner_now() is not None:
+                if was_present and "flag" not in it.data and not over and winner_now() is not None:
                     over = True
                     summary.game_over_winner = winner_now()
             elif it.kind == "elimination" and it.target is not None:

@@ -54,6 +54,11 @@ _PHASE_CHANGE = re.compile(r"^Phase Change to (?P<kind>Daytime|Nighttime)(?::\s*
 _TRUE = {"true", "t", "1", "yes", "y"}
 _FALSE = {"false", "f", "0", "no", "n", ""}
 DEATH_MATCH_SECONDS = 10.0
+# The protocol of the studies that use these games (Hidden in Plain Text: 7-12 players, its detector names two
+# mafiosos); a game outside it is landed, invalid with this reason.
+PROTOCOL_PLAYERS = (7, 12)
+PROTOCOL_MAFIA = 2
+OUTSIDE_PROTOCOL = "outside the study's protocol"
 
 
 class FormatProblem(ValueError):
@@ -115,6 +120,7 @@ class _Node:
     death: datetime | None
     failed: bool
     failed_at: datetime | None
+    created: datetime | None = None
 
 
 def _nodes(folder: Path, rel: str) -> list[_Node]:
@@ -139,6 +145,7 @@ def _nodes(folder: Path, rel: str) -> list[_Node]:
             death=_time(row.get("property3"), f"{where}: field property3"),
             failed=_bool(row.get("failed"), f"{where}: field failed"),
             failed_at=_time(row.get("time_of_death"), f"{where}: field time_of_death"),
+            created=_time(row.get("creation_time"), f"{where}: field creation_time"),
         ))
     nodes.sort(key=lambda n: (int(n.id) if n.id.isdigit() else 0, n.id))
     if not nodes:
@@ -163,9 +170,20 @@ def _winner(folder: Path, rel: str) -> tuple[str | None, list[str]]:
     raise FormatProblem(f"{rel}/network.csv: field property2 must be mafia or bystanders, got {raw!r}")
 
 
+def _game_over_at(nodes: list[_Node], recorded: str | None) -> datetime | None:
+    """When the game was decided: the last elimination of a game with a recorded winner (None if unfinished)."""
+    deaths = [n.death for n in nodes if n.death is not None]
+    return max(deaths) if recorded is not None and deaths else None
+
+
 def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     nodes = _nodes(folder, rel)
     recorded, notes = _winner(folder, rel)
+    over_at = _game_over_at(nodes, recorded)
+    # Nodes created after the game was decided (the waiting room let people in after the end) never played.
+    late = [n for n in nodes if over_at is not None and n.created is not None and n.created > over_at]
+    nodes = [n for n in nodes if n not in late]
+    remarks = [f"{n.name} joined after the game had ended: not a player" for n in late]
     name_of = {n.id: n.name for n in nodes}
     names = [n.name for n in nodes]
     rows = []
@@ -247,6 +265,7 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
 
     # Eliminations from node death times, each matched to the phase change it caused; dropouts from failed nodes.
     ended: dict[int, str] = {}
+    phase_of_death: dict[str, int] = {}
     for n in sorted((n for n in nodes if n.death is not None), key=lambda n: n.death or start):
         assert n.death is not None
         near = [(abs((starts[i] - n.death).total_seconds()), i) for i in range(1, len(starts))]
@@ -256,6 +275,7 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
             problems.append(f"{n.name} and {ended[index]} both eliminated in {phases[index].kind} "
                             f"{phases[index].round}")
         ended[index] = n.name
+        phase_of_death[n.name] = index
         t_end = max(secs(n.death), phases[index].t)
         phases[index].items.append(Item(t_end, 2, seq + 1, "elimination", target=n.name,
                                         data={"time": n.death.isoformat(sep=" ")}))
@@ -265,9 +285,18 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
         if n.failed and n.failed_at is None:
             problems.append(f"{n.name}'s node failed (dropped out) at an unknown time")
         if n.failed and n.failed_at is not None and (n.death is None or n.failed_at < n.death):
-            problems.append(f"{n.name} dropped out of the game")
-            phase_at(n.failed_at).items.append(Item(secs(n.failed_at), 1, seq + 2, "dropout", actor=n.name,
-                                                    data={"time": n.failed_at.isoformat(sep=" ")}))
+            if over_at is not None and n.failed_at >= over_at:
+                remarks.append(f"{n.name}'s node failed after the game had ended: not a dropout")
+                continue
+            ph = phase_at(n.failed_at)
+            drop: dict[str, Any] = {"time": n.failed_at.isoformat(sep=" ")}
+            if phase_of_death.get(n.name) == phases.index(ph):
+                drop["flag"] = "dropout_before_elimination"
+                remarks.append(f"{n.name} dropped out in {ph.kind} {ph.round} and was eliminated in that phase "
+                               "anyway: play did not change")
+            else:
+                problems.append(f"{n.name} dropped out of the game in {ph.kind} {ph.round}")
+            ph.items.append(Item(secs(n.failed_at), 1, seq + 2, "dropout", actor=n.name, data=drop))
 
     players = [(n.name, n.role) for n in nodes]
     n_mafia = sum(1 for _, r in players if r == "mafioso")
@@ -281,6 +310,7 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     outcome = async_outcome(recorded, summary)
     game_end(log, outcome, players)
 
+    n_players = len(players)
     reasons = []
     if problems:
         reasons.append("technical failure")
@@ -290,7 +320,18 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     if without:
         reasons.append("no votes cast")
     details = problems + [f"no votes cast in {p}" for p in without]
-    n_players = len(players)
+    if not PROTOCOL_PLAYERS[0] <= n_players <= PROTOCOL_PLAYERS[1] or n_mafia != PROTOCOL_MAFIA:
+        reasons.append(OUTSIDE_PROTOCOL)
+        details.append(f"{n_players} players and {n_mafia} mafioso{'s' if n_mafia != 1 else ''} (the study's "
+                       f"games have {PROTOCOL_PLAYERS[0]}-{PROTOCOL_PLAYERS[1]} players and {PROTOCOL_MAFIA} "
+                       "mafiosos)")
+    verdict = validity(reasons, details or None)
+    if reasons == ["no votes cast"] and all(p.startswith("night") for p in without):
+        # The export cannot tell a mafia that chose not to kill from one that stopped playing: say so.
+        verdict["undecided"] = (f"no mafia vote in {', '.join(without)}: a choice not to kill or players not "
+                                "playing; the export cannot tell (pin the game list to decide)")
+    if remarks:
+        verdict["notes"] = remarks
     return GameRecord(
         game_id=make_game_id(SOURCE, folder.name.removesuffix("-data")),
         variant=VARIANT,
@@ -303,7 +344,7 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
         design={"experiment": SOURCE, "cell": f"n_players={n_players};n_mafia={n_mafia}", "game_index": None,
                 "capabilities": [], "target": None, "background": "human"},
         provenance=Provenance(git_commit=git_commit(), source=SOURCE, source_file=rel, source_sha256=sha),
-        validity=validity(reasons, details or None),
+        validity=verdict,
     )
 
 

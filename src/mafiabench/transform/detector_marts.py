@@ -9,8 +9,19 @@ the exact random baseline computed per game and averaged over the same games.
   detection per game in both, so the games are independent draws and a binomial interval applies: Wilson 95%
   (scipy), with the number of games, beside the baseline averaged over exactly those games (kept exact as "a/b").
 
-Reads only raw tables (`raw_detections`, `raw_detection_transcripts`, `raw_games`, `raw_players`), so it does not
-depend on how the SQL models are organised. Registered with the build in `python_models.PYTHON_MODELS`.
+- `mart_detector_tables`: Tables II and III of "Hidden in Plain Text" as printed: one row per (detector, prompt
+  sha256, source, study, row), a row per day cut and the pooled "Average" row over all the source's cuts (the
+  paper's (111) and (87)), with the number of transcripts and the match counts; beside each row the exact per-game
+  baseline averaged over that row's transcripts, and on every row the source's random baseline: the paper ran a
+  Monte Carlo of 1,000,000 trials per source; here it is exact, the per-game baseline pooled over all the source's
+  cuts (what a uniform random detector scores on the Average row, in expectation). No interval: the cuts of one
+  game are not independent draws.
+- `mart_detector_datasets`: Table I (dataset metrics) per source and study, over the games a detector read:
+  participants, game length in days (day cuts), the share of games of 3 days or fewer, public day messages per
+  game and words per message.
+
+Reads only raw tables (`raw_detections`, `raw_detection_transcripts`, `raw_games`, `raw_players`, `raw_events`), so
+it does not depend on how the SQL models are organised. Registered with the build in `python_models.PYTHON_MODELS`.
 """
 
 from __future__ import annotations
@@ -214,11 +225,139 @@ def accuracy_rows(detections: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [accuracy_row(dict(zip(names, key, strict=True)), groups[key]) for key in keys]
 
 
+AVERAGE = "Average"
+
+PAPER_TABLES_SCHEMA: dict[str, Any] = {
+    "detector": pl.Utf8,
+    "prompt_version": pl.Utf8,
+    "prompt_sha256": pl.Utf8,
+    "source": pl.Utf8,
+    "study": pl.Utf8,
+    "source_label": pl.Utf8,
+    "row_label": pl.Utf8,
+    "day": pl.Int64,
+    "n_transcripts": pl.Int64,
+    "n_games": pl.Int64,
+    "n_single": pl.Int64,
+    "n_exact": pl.Int64,
+    "single_rate": pl.Float64,
+    "exact_rate": pl.Float64,
+    "baseline_single": pl.Float64,
+    "baseline_exact": pl.Float64,
+    "baseline_single_fraction": pl.Utf8,
+    "baseline_exact_fraction": pl.Utf8,
+    "source_baseline_single": pl.Float64,
+    "source_baseline_exact": pl.Float64,
+    "source_baseline_single_fraction": pl.Utf8,
+    "source_baseline_exact_fraction": pl.Utf8,
+}
+
+
+def paper_table_rows(detections: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tables II and III as printed: per (detector, prompt, source, study) a row per day cut and the pooled Average."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in detections:
+        key = (r["detector"], r["prompt_version"], r["prompt_sha256"], r["source"], r["study"], r["source_label"])
+        groups.setdefault(key, []).append(r)
+    names = ("detector", "prompt_version", "prompt_sha256", "source", "study", "source_label")
+    out: list[dict[str, Any]] = []
+    for key in sorted(groups, key=lambda k: tuple(map(str, k))):
+        items = groups[key]
+        pooled = _pooled(items)
+        days = sorted({r["cut"] for r in items})
+        for label, day, rows in [*((str(d), d, [r for r in items if r["cut"] == d]) for d in days),
+                                 (AVERAGE, None, items)]:
+            row = _pooled(rows)
+            out.append({
+                **dict(zip(names, key, strict=True)),
+                "row_label": label,
+                "day": day,
+                **row,
+                "source_baseline_single": pooled["baseline_single"],
+                "source_baseline_exact": pooled["baseline_exact"],
+                "source_baseline_single_fraction": pooled["baseline_single_fraction"],
+                "source_baseline_exact_fraction": pooled["baseline_exact_fraction"],
+            })
+    return out
+
+
+def _pooled(items: list[dict[str, Any]]) -> dict[str, Any]:
+    n = len(items)
+    p_single = sum((Fraction(r["baseline_single_fraction"]) for r in items), Fraction(0)) / n
+    p_exact = sum((Fraction(r["baseline_exact_fraction"]) for r in items), Fraction(0)) / n
+    singles = sum(r["single_match"] for r in items)
+    exacts = sum(r["exact_match"] for r in items)
+    return {
+        "n_transcripts": n,
+        "n_games": len({r["game_id"] for r in items}),
+        "n_single": singles,
+        "n_exact": exacts,
+        "single_rate": singles / n,
+        "exact_rate": exacts / n,
+        "baseline_single": float(p_single),
+        "baseline_exact": float(p_exact),
+        "baseline_single_fraction": fraction_text(p_single),
+        "baseline_exact_fraction": fraction_text(p_exact),
+    }
+
+
+DATASETS_SCHEMA: dict[str, Any] = {
+    "source": pl.Utf8,
+    "study": pl.Utf8,
+    "source_label": pl.Utf8,
+    "n_games": pl.Int64,
+    "participants_max": pl.Int64,
+    "participants_mean": pl.Float64,
+    "participants_min": pl.Int64,
+    "days_max": pl.Int64,
+    "days_mean": pl.Float64,
+    "days_min": pl.Int64,
+    "share_at_most_3_days": pl.Float64,
+    "utterances_per_game": pl.Float64,
+    "words_per_utterance": pl.Float64,
+}
+
+
+def dataset_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Table I over the games a detector read: a game's length is its number of day cuts (its last cut)."""
+    rows = con.execute(
+        """with games as (
+               select d.game_id, max(d.cut) as days, any_value(d.n_candidates) as n_players
+               from raw_detections d group by d.game_id
+           ),
+           talk as (
+               select e.game_id, count(*) as utterances,
+                      sum(len(string_split(trim(regexp_replace(e.text, '\\s+', ' ', 'g')), ' '))) as words
+               from raw_events e
+               where e.game_id in (select game_id from games) and e.type = 'message' and e.phase = 'day'
+                     and e.visibility = 'public' and trim(coalesce(e.text, '')) <> ''
+               group by e.game_id
+           )
+           select r.source, coalesce(r.experiment, r.source) as study, count(*) as n_games,
+                  max(g.n_players), avg(g.n_players), min(g.n_players), max(g.days), avg(g.days), min(g.days),
+                  avg(case when g.days <= 3 then 1.0 else 0.0 end),
+                  avg(coalesce(t.utterances, 0)),
+                  case when sum(t.utterances) > 0 then sum(t.words) * 1.0 / sum(t.utterances) end
+           from games g
+           join raw_games r on r.game_id = g.game_id
+           left join talk t on t.game_id = g.game_id
+           group by all order by 1, 2"""
+    ).fetchall()
+    names = [c for c in DATASETS_SCHEMA if c != "source_label"]
+    out = []
+    for values in rows:
+        row = dict(zip(names, values, strict=True))
+        out.append({**row, "source_label": source_label(row["source"], row["study"])})
+    return out
+
+
 def detector_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
     detections = detection_rows(con)
     return {
         "mart_detections": pl.DataFrame(detections, schema=DETECTIONS_SCHEMA, orient="row"),
         "mart_detector_accuracy": pl.DataFrame(accuracy_rows(detections), schema=ACCURACY_SCHEMA, orient="row"),
+        "mart_detector_tables": pl.DataFrame(paper_table_rows(detections), schema=PAPER_TABLES_SCHEMA, orient="row"),
+        "mart_detector_datasets": pl.DataFrame(dataset_rows(con), schema=DATASETS_SCHEMA, orient="row"),
     }
 
 

@@ -1,7 +1,8 @@
 """The Mafia Detector page (metrics.md §8, "Hidden in Plain Text"): how often a detector that reads only the cleansed
 transcript names the mafia, per source (our LLM games, human games, LLMafia games) and per day, beside the exact
-random baseline of the same games; the dataset profiles of those sources; and one page per game showing exactly
-the cleansed transcript the detector read (`mart_detector_accuracy`, `mart_detections`,
+random baseline of the same games; the paper's Tables I-III in its layout (also offered as CSV beside the page);
+the dataset profiles of those sources; and one page per game showing exactly the cleansed transcript the detector
+read (`mart_detector_accuracy`, `mart_detector_tables`, `mart_detector_datasets`, `mart_detections`,
 `mart_detector_transcripts`, `mart_dataset_profile`)."""
 
 from __future__ import annotations
@@ -86,6 +87,52 @@ def accuracy_chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return _spec(chart, rows)
 
 
+PAPER_TABLES = {"single": "Table II: single-match accuracies", "exact": "Table III: exact-match accuracies"}
+# Table I's rows as the paper prints them: (label, column of mart_detector_datasets, decimals or None for integers).
+DATASET_METRICS = (
+    ("Maximum participants", "participants_max", None),
+    ("Mean participants", "participants_mean", 2),
+    ("Minimum participants", "participants_min", None),
+    ("Maximum game length (days)", "days_max", None),
+    ("Mean game length (days)", "days_mean", 2),
+    ("Minimum game length (days)", "days_min", None),
+    ("Ratio of games 3 days or shorter", "share_at_most_3_days", 2),
+    ("Mean utterances per game", "utterances_per_game", 2),
+    ("Mean words per utterance", "words_per_utterance", 2),
+)
+
+
+def paper_tables(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tables II and III per detector (and prompt), laid out as printed: a row per day and the Average row, a column
+    per source with "(transcripts) rate", then a Random column per source (its baseline, on the first row)."""
+    blocks: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows:
+        block = blocks.setdefault((r["detector"], r["prompt_sha256"]), {
+            "detector": r["detector"], "prompt_version": r["prompt_version"], "sources": [], "row_labels": [],
+            "cells": {}, "random": {}})
+        if r["source_label"] not in block["sources"]:
+            block["sources"].append(r["source_label"])
+        block["random"][r["source_label"]] = r
+        block["cells"].setdefault(r["row_label"], {})[r["source_label"]] = r
+    for block in blocks.values():
+        days = sorted({int(label) for label in block["cells"] if label != "Average"})
+        block["row_labels"] = [*map(str, days), "Average"]
+    return list(blocks.values())
+
+
+def dataset_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Table I: a row per metric, a column per source."""
+    sources = [r["source_label"] for r in rows]
+    metrics = []
+    for label, column, digits in DATASET_METRICS:
+        values = []
+        for r in rows:
+            v = r[column]
+            values.append("–" if v is None else str(int(v)) if digits is None else f"{v:.{digits}f}")
+        metrics.append({"label": label, "values": values})
+    return {"sources": sources, "games": [r["n_games"] for r in rows], "metrics": metrics}
+
+
 def profile_rows(m: Marts, sources: list[str]) -> list[dict[str, Any]] | None:
     if not m.has("mart_dataset_profile"):
         return None
@@ -138,7 +185,20 @@ def build(ctx: Context) -> Page:
         g["cleansed"] = cleansed_path(g["game_id"])
     total = m.scalar("select count(distinct game_id) from mart_detections") or 0
     sources = [r["source"] for r in m.rows("select distinct source from mart_detections order by source")]
+    tables = m.rows(
+        """select * from mart_detector_tables
+           order by detector, prompt_sha256, source_label, day is null, day"""
+    ) if m.has("mart_detector_tables") else []
+    datasets = m.rows("select * from mart_detector_datasets order by source_label") \
+        if m.has("mart_detector_datasets") else []
+    if tables:
+        page.add_export("tables", tables)
+    if datasets:
+        page.add_export("datasets", datasets)
     page.data.update(
+        paper=paper_tables(tables),
+        paper_metrics=PAPER_TABLES,
+        dataset_metrics=dataset_table(datasets) if datasets else None,
         by_detector=by_detector,
         games=games,
         total_games=total,
