@@ -40,23 +40,49 @@ def test_band_mean_and_sample_sd() -> None:
     assert coh.band([])[0] == 0 and math.isnan(coh.band([0.3])[2])
 
 
-def test_welch_t_test_of_consistency_winners_against_losers() -> None:
-    """Hand computation of Welch's t and its Welch-Satterthwaite degrees of freedom."""
+def test_pooled_t_test_of_consistency_winners_against_losers_per_study() -> None:
+    """Student's pooled two-sample t-test, by hand: won = 0.1, 0.2, 0.3 (mean 0.2, SS 0.02), lost = 0.3 .. 0.6
+    (mean 0.45, SS 0.05): pooled variance 0.07 / 5, t = -0.25 / sqrt(0.014 (1/3 + 1/4)) = -2.7664, df = 5,
+    p = 0.03953. The per-game row averages a game's mafiosos; games outside the main configurations and other
+    studies do not count."""
     import duckdb
     import polars as pl
 
     from mafiabench.transform.python_models import consistency_tests
 
-    won, lost = [0.1, 0.2, 0.3], [0.4, 0.6]
+    players = pl.DataFrame({
+        "study": ["s"] * 9 + ["other"] * 2,
+        "game_id": ["g1", "g1", "g2", "g2", "g3", "g3", "g4", "ablation", "ablation", "o1", "o1"],
+        "player": list("abcdefghijk"),
+        "team": ["mafia", "town", "mafia", "town", "mafia", "mafia", "town", "mafia", "town", "mafia", "town"],
+        "won": [True, False, True, False, False, False, True, True, False, True, False],
+        "mean_jsd": [0.1, 0.3, 0.2, 0.4, 0.5, 0.6, 0.3, 0.9, 0.9, 0.0, 1.0],
+    })
+    games = pl.DataFrame({"game_id": ["g1", "g2", "g3", "g4", "ablation", "o1"],
+                          "is_main": [True, True, True, True, False, True]})
     con = duckdb.connect()
-    frame = pl.DataFrame({"variant": ["classic"] * 5, "won": [True] * 3 + [False] * 2, "mean_jsd": won + lost})
-    con.register("mart_strategic_consistency", frame)
-    out = consistency_tests(con)["mart_consistency_tests"].to_dicts()[0]
-    v1, v2 = 0.01 / 3, 0.02 / 2  # sample variances 0.01 and 0.02 over n
-    t = (0.2 - 0.5) / math.sqrt(v1 + v2)
-    df = (v1 + v2) ** 2 / (v1**2 / 2 + v2**2 / 1)
-    assert out["t_statistic"] == pytest.approx(t) and out["df"] == pytest.approx(df)
-    assert out["p_value"] == pytest.approx(2 * stats.t.sf(abs(t), df))
+    con.register("mart_strategic_consistency", players)
+    con.register("mart_classic_games", games)
+    out = {(r["study"], r["comparison"], r["unit"]): r
+           for r in consistency_tests(con)["mart_consistency_tests"].to_dicts()}
+    everyone = out[("s", "winners_vs_losers", "player")]
+    assert (everyone["n_winners"], everyone["n_losers"]) == (3, 4)
+    assert everyone["mean_jsd_winners"] == pytest.approx(0.2) and everyone["mean_jsd_losers"] == pytest.approx(0.45)
+    assert everyone["t_statistic"] == pytest.approx(-0.25 / math.sqrt(0.014 * (1 / 3 + 1 / 4)))
+    assert everyone["t_statistic"] == pytest.approx(-2.766417, abs=1e-6)
+    assert everyone["df"] == 5 and everyone["p_value"] == pytest.approx(0.0395328, abs=1e-6)
+    assert everyone["sd_jsd_winners"] == pytest.approx(0.1)
+    # Mafia only: won 0.1, 0.2 against lost 0.5, 0.6: equal variances 0.005, t = -0.4 / sqrt(0.005), df = 2.
+    mafia = out[("s", "mafia_only", "player")]
+    assert (mafia["n_winners"], mafia["n_losers"], mafia["df"]) == (2, 2, 2)
+    assert mafia["t_statistic"] == pytest.approx(-0.4 / math.sqrt(0.005))
+    # One observation a game (its mafiosos' mean): g1 0.1 and g2 0.2 won, g3 0.55 lost: one loser, so no test.
+    per_game = out[("s", "winners_vs_losers", "game")]
+    assert (per_game["n_winners"], per_game["n_losers"]) == (2, 1) and math.isnan(per_game["df"])
+    assert per_game["mean_jsd_losers"] == pytest.approx(0.55)
+    # Another study has its own rows (one winner, one loser: no test).
+    assert out[("other", "winners_vs_losers", "player")]["n_winners"] == 1
+    assert math.isnan(out[("other", "winners_vs_losers", "player")]["t_statistic"])
 
 
 def one_hot(texts: Sequence[str]) -> np.ndarray:
@@ -99,7 +125,7 @@ def test_coherence_marts_on_engine_games(transparent_embedder: None) -> None:
     assert {k: (r["n_statements"], r["coherence"]) for k, r in got.items()} == {
         k: (n, pytest.approx(c) if c is not None else None) for k, (n, c) in expected.items()}
     assert all(r["embedder"] == "one-hot (test)" for r in got.values())
-    summary = rows(con, "select * from mart_coherence_summary")[0]
+    (summary,) = rows(con, "select * from mart_coherence_summary")  # one study
     scored = [(got[k]["coherence"], deception[k]) for k in got if got[k]["coherence"] is not None]
     assert summary["n_mafiosos"] == len(scored)
     x, y = np.array(scored).T
@@ -117,8 +143,8 @@ def test_without_the_optional_model_the_marts_say_so() -> None:
     assert "pip install 'mafiabench[coherence]'" in name
     records = engine_records(2, seed=4, variant="classic", rules={"n_players": 6, "decision": "belief"})
     con = landed(records)
-    summary = rows(con, "select * from mart_coherence_summary")[0]
-    assert summary["embedder"] == coh.MISSING and summary["n_mafiosos"] == 0
+    summaries = rows(con, "select * from mart_coherence_summary")
+    assert summaries and all(s["embedder"] == coh.MISSING and s["n_mafiosos"] == 0 for s in summaries)
     assert all(r["coherence"] is None for r in rows(con, "select * from mart_semantic_coherence"))
 
 

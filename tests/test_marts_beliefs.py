@@ -1,4 +1,6 @@
-"""Belief metrics on a hand-built classic game: deception score, strategic consistency (JSD), config table."""
+"""Belief metrics on hand-built classic games: the deception score D_i from P(mafia) as Strategema defines it (a mean
+over villagers of each villager's mean over days), strategic consistency (JSD of the vote distributions), and the
+configuration table, per study."""
 
 from __future__ import annotations
 
@@ -13,16 +15,19 @@ from test_marts_common import landed, one, rows
 
 NAMES = ["Max", "Ann", "Ben", "Cat", "Dan", "Eve"]
 ROLES = {name: "mafioso" if name == "Max" else "villager" for name in NAMES}
-# Day 1 and day 2 vote beliefs of Ann and Ben (the others vote without storing beliefs in this test).
+# Day 1 and day 2 vote distributions of Ann and Ben (the others vote without storing beliefs in this test).
 BELIEFS = {
     (1, "Ann"): {"Max": 0.5, "Ben": 0.5, "Cat": 0.0, "Dan": 0.0},
     (1, "Ben"): {"Max": 1.0, "Ann": 0.0, "Cat": 0.0, "Dan": 0.0},
     (2, "Ann"): {"Max": 1.0, "Ben": 0.0},
     (2, "Ben"): {"Max": 0.0, "Ann": 1.0},
 }
+# P(Max is mafia) beside them: Ann and Ben on both days, Cat on day 1 only (killed on night 2), and Max's own
+# answer, which is no villager's and must not count.
+P_MAFIA = {(1, "Ann"): 0.4, (2, "Ann"): 0.8, (1, "Ben"): 0.1, (2, "Ben"): 0.3, (1, "Cat"): 0.5, (1, "Max"): 0.0}
 
 
-def classic_record() -> GameRecord:
+def classic_record(game_id: str = "c1", study: str = "s1", elicited: bool = True) -> GameRecord:
     events: list[Event] = []
 
     def emit(phase: str, rnd: int, type_: str, **kw: Any) -> None:
@@ -31,9 +36,13 @@ def classic_record() -> GameRecord:
     def day(rnd: int, votes: dict[str, str], out: str) -> None:
         emit("day", rnd, "phase_start")
         for voter, target in votes.items():
-            if (rnd, voter) in BELIEFS:
-                emit("day", rnd, "belief", actor=voter, visibility=f"player:{voter}",
-                     data={"action": "vote", "probability": BELIEFS[(rnd, voter)]})
+            if (rnd, voter) in BELIEFS or (rnd, voter) in P_MAFIA:
+                others = [n for n in votes if n != voter]
+                data: dict[str, Any] = {
+                    "action": "vote", "probability": BELIEFS.get((rnd, voter), {n: 1 / len(others) for n in others})}
+                if elicited and (rnd, voter) in P_MAFIA:
+                    data["mafia_probability"] = {n: P_MAFIA[(rnd, voter)] if n == "Max" else 0.2 for n in others}
+                emit("day", rnd, "belief", actor=voter, visibility=f"player:{voter}", data=data)
             emit("day", rnd, "vote", actor=voter, target=target)
         emit("day", rnd, "elimination", target=out, data={"votes": {}, "role": ROLES[out]})
 
@@ -48,7 +57,7 @@ def classic_record() -> GameRecord:
     day(2, {"Max": "Ann", "Ann": "Max", "Ben": "Ann"}, "Ann")
     emit("end", 2, "game_end", data={"winner": "mafia"})
     return GameRecord(
-        game_id="c1", variant="classic", seed=0,
+        game_id=game_id, variant="classic", seed=0, design={"experiment": study, "cell": "n6-m1"},
         rules={"n_players": 6, "n_mafia": 1, "speaking": False, "sampling": "sample", "memory": "last_k",
                "decision": "belief"},
         players=[PlayerRecord(seat=i, name=n, role=ROLES[n], agent="fake/m", model="m") for i, n in enumerate(NAMES)],
@@ -69,11 +78,20 @@ def con():
     return landed([classic_record()])
 
 
-def test_deception_score(con) -> None:
+def test_deception_score_is_a_mean_over_villagers_of_their_means_over_days(con) -> None:
     r = one(con, "select * from mart_deception_scores")
-    # 1 - P(Max) over (Ann, Ben) x (day 1, day 2), all before Max's game end: (0.5 + 0 + 0 + 1) / 4.
-    assert (r["mafioso"], r["n_observations"], r["n_villagers"], r["n_days"]) == ("Max", 4, 2, 2)
-    assert r["deception_score"] == pytest.approx(0.375) and r["won"]
+    # Ann: mean(1 - 0.4, 1 - 0.8) = 0.4; Ben: mean(0.9, 0.7) = 0.8; Cat: 0.5 (one day); D = mean(0.4, 0.8, 0.5).
+    # One mean over the five (villager, day) pairs would give 2.9 / 5 = 0.58; Max's own answer is not counted.
+    assert (r["study"], r["mafioso"], r["n_observations"], r["n_villagers"], r["n_days"]) == ("s1", "Max", 5, 3, 2)
+    assert r["deception_score"] == pytest.approx(1.7 / 3) and r["won"]
+
+
+def test_no_deception_score_without_elicited_p_mafia() -> None:
+    """The vote distribution is not P(mafia): a game whose prompt did not ask for it gets no D_i."""
+    con = landed([classic_record(elicited=False)])
+    assert rows(con, "select * from mart_deception_scores") == []
+    assert one(con, "select mean_deception_score, n_mafiosos_scored from mart_classic_configurations") == {
+        "mean_deception_score": None, "n_mafiosos_scored": 0}
 
 
 def test_strategic_consistency_jsd(con) -> None:
@@ -85,7 +103,17 @@ def test_strategic_consistency_jsd(con) -> None:
 
 def test_classic_configuration_table(con) -> None:
     r = one(con, "select * from mart_classic_configurations")
-    assert (r["n_players"], r["n_mafia"], r["configuration"], r["n"], r["k"]) == (6, 1, "no_speaking", 1, 1)
-    assert r["mean_deception_score"] == pytest.approx(0.375)
+    assert (r["study"], r["n_players"], r["n_mafia"], r["configuration"], r["n"], r["k"]) == (
+        "s1", 6, 1, "no_speaking", 1, 1)
+    assert r["mafia_ratio"] == pytest.approx(1 / 6) and r["model"] == "m" and not r["is_main"]
+    assert r["mean_deception_score"] == pytest.approx(1.7 / 3)
     ann = jsd(BELIEFS[(1, "Ann")], BELIEFS[(2, "Ann")])
     assert r["mean_consistency_jsd"] == pytest.approx((ann + 1.0) / 2)
+
+
+def test_two_studies_in_one_warehouse_are_never_pooled() -> None:
+    con = landed([classic_record("a1", "first"), classic_record("a2", "first"), classic_record("b1", "second")])
+    got = rows(con, "select study, n, k from mart_classic_configurations order by study")
+    assert got == [{"study": "first", "n": 2, "k": 2}, {"study": "second", "n": 1, "k": 1}]
+    studies = rows(con, "select study, count(*) as n from mart_deception_scores group by study order by study")
+    assert studies == [{"study": "first", "n": 2}, {"study": "second", "n": 1}]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mafiabench import publish
-from mafiabench.dashboards.pages.strategema import table1, table2, table3
+from mafiabench.dashboards.pages.strategema import ABLATIONS, cross_checks, exports, table1, table2, table3
 from mafiabench.study.run import run_study
 from mafiabench.study.spec import load_experiment
 from test_dashboards import _shared
@@ -22,24 +22,40 @@ from test_marts_common import rows
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def conf(n: int, m: int, configuration: str, k: int, games: int) -> dict[str, Any]:
+def conf(n: int, m: int, configuration: str, k: int, games: int, main_arm: bool = True) -> dict[str, Any]:
     p = k / games
-    return {"n_players": n, "n_mafia": m, "configuration": configuration, "n": games, "k": k, "mafia_win_rate": p,
-            "standard_error": math.sqrt(p * (1 - p) / games)}
+    return {"n_players": n, "n_mafia": m, "mafia_ratio": m / n, "configuration": configuration, "n": games, "k": k,
+            "mafia_win_rate": p, "standard_error": math.sqrt(p * (1 - p) / games), "is_main_arm": main_arm,
+            "town_win_rate": 1 - p}
 
 
 def test_tables_pivot_the_configurations_as_the_paper_lays_them_out() -> None:
     rows_ = [conf(6, 2, "baseline", 3, 4), conf(8, 2, "baseline", 1, 4), conf(8, 2, "no_speaking", 3, 4),
-             conf(8, 2, "argmax_voting", 2, 4), conf(8, 2, "limited_memory", 0, 4), conf(10, 3, "no_speaking", 1, 2)]
+             conf(8, 2, "argmax_voting", 2, 4), conf(8, 2, "limited_memory", 0, 4), conf(10, 3, "no_speaking", 1, 2),
+             conf(6, 2, "baseline", 1, 2, main_arm=False), conf(8, 2, "no_speaking", 0, 2, main_arm=False)]
     assert [(r["n_players"], r["n_mafia"]) for r in table1(rows_)] == [(6, 2), (8, 2)]
-    (t2,) = table2(rows_)  # only (8, 2) has both; (10, 3) has no baseline
-    # with: 1/4 = 0.25, se = sqrt(0.25 * 0.75 / 4) = 0.2165; without: 3/4, same se
-    assert t2["difference"] == pytest.approx(-0.5)
-    assert t2["difference_se"] == pytest.approx(math.sqrt(2 * 0.25 * 0.75 / 4))
+    (t2,) = table2(rows_)  # only (8, 2) has both in the main arm; (10, 3) has no baseline
+    # with: 1/4, se = sqrt(0.25 * 0.75 / 4) = 0.2165; without: 3/4, same se. The paper's sign: without - with.
+    assert t2["reduction"] == pytest.approx(0.5)
+    assert t2["reduction_se"] == pytest.approx(math.sqrt(2 * 0.25 * 0.75 / 4))
     setting, t3 = table3(rows_)
     assert setting == (8, 2)
     assert [r["configuration"] for r in t3] == ["baseline", "no_speaking", "argmax_voting", "limited_memory"]
     assert table3([]) == (None, [])
+    (check,) = cross_checks(rows_)
+    assert (check["mafia_win_rate"], check["main"]["mafia_win_rate"]) == (0.5, 0.75)
+
+
+def test_the_paper_published_table_2_reductions_follow_its_sign() -> None:
+    """Table 2 of the paper, (6, 2): 69.0% with, 80.0% without, reduction 11.0 (positive)."""
+    (t2,) = table2([conf(6, 2, "baseline", 69, 100), conf(6, 2, "no_speaking", 80, 100)])
+    assert t2["reduction"] == pytest.approx(0.11)
+    tables = exports(table1([conf(6, 2, "baseline", 69, 100)]), [t2], [])
+    # the binomial error sqrt(.69 * .31 / 100) = 4.62 points; the paper prints 2.1
+    assert tables["table1"] == [{"players_n": 6, "mafia_m": 2, "ratio_r": 0.333, "mafia_win_rate_pct": 69.0,
+                                 "std_error_pct": 4.62, "villager_win_rate_pct": 31.0, "games": 100}]
+    # the reduction's se: sqrt(.69 * .31 + .8 * .2) / 10 = 6.11 points
+    assert list(tables["table2"][0].values()) == [6, 2, 0.333, 69.0, 80.0, 11.0, 6.11, 100, 100]
 
 
 def offline_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
@@ -75,18 +91,33 @@ def test_the_offline_study_produces_every_table(study: tuple[Path, Path, float])
 
     db, out, seconds = study
     con = duckdb.connect(str(db), read_only=True)
-    configs = rows(con, "select n_players, n_mafia, configuration, n from mart_classic_configurations")
-    assert {(r["n_players"], r["n_mafia"], r["configuration"]) for r in configs} == {
+    configs = rows(con, "select model, n_players, n_mafia, configuration, n, is_main from mart_classic_configurations")
+    main = {(r["n_players"], r["n_mafia"], r["configuration"]) for r in configs if r["model"] == "fake/strategist"}
+    assert main == {
         (6, 2, "baseline"), (8, 2, "baseline"), (10, 3, "baseline"), (12, 3, "baseline"),
-        (8, 2, "no_speaking"), (8, 2, "argmax_voting"), (8, 2, "limited_memory")}
+        (6, 2, "no_speaking"), (8, 2, "no_speaking"), (10, 3, "no_speaking"), (12, 3, "no_speaking"),
+        (8, 2, "argmax_voting"), (8, 2, "limited_memory")}
+    cross = {(r["n_players"], r["n_mafia"]) for r in configs if r["model"] == "fake/cross-check"}
+    assert cross == {(6, 2), (12, 3)}
     assert all(r["n"] == 2 for r in configs)
-    (test,) = rows(con, "select * from mart_consistency_tests where variant = 'classic'")
-    assert test["n_winners"] > 1 and test["n_losers"] > 1 and not math.isnan(test["df"])
-    assert rows(con, "select count(*) as n from mart_deception_scores")[0]["n"] > 0
+    assert {(r["n_players"], r["n_mafia"]) for r in configs if r["is_main"]} == {(6, 2), (8, 2), (10, 3), (12, 3)}
+    tests = {(r["comparison"], r["unit"]): r for r in rows(con, "select * from mart_consistency_tests")}
+    assert set(tests) == {("winners_vs_losers", "player"), ("winners_vs_losers", "game"), ("mafia_only", "player")}
+    players = tests[("winners_vs_losers", "player")]
+    assert players["n_winners"] > 1 and players["n_losers"] > 1
+    assert players["df"] == players["n_winners"] + players["n_losers"] - 2  # pooled
     assert rows(con, "select sum(n_belief_answers) as n from mart_belief_fallbacks")[0]["n"] > 0
-    assert len(rows(con, "select * from mart_coherence_summary")) == 1
     page = (out / "strategema.html").read_text(encoding="utf-8")
-    for heading in ("Table 1", "Table 2", "Table 3: ablations on N=8, M=2", "winners against losers",
-                    "Semantic coherence", "cut by their token cap"):
-        assert heading in page
-    print(f"offline Strategema study (14 games) played, built, gated and rendered in {seconds:.1f} s")
+    for heading in ("Table 1: Mafia win rates by game configuration", "Table 2: Mafia win rates with and without",
+                    "Table 3: Ablations on the 8-player, 2-Mafia configuration", "Cross-check models",
+                    "winners against losers", "Semantic coherence", "cut by their token cap",
+                    "outside benchmarks", "This is not the paper's formula"):
+        assert heading in page, heading
+    table2 = (out / "strategema.strategema-offline.table2.csv").read_text().splitlines()
+    assert len(table2) == 1 + 4  # a header and the four configurations, as the paper's Table 2
+    table1 = (out / "strategema.strategema-offline.table1.csv").read_text().splitlines()
+    assert [line.split(",")[:2] for line in table1[1:]] == [["6", "2"], ["8", "2"], ["10", "3"], ["12", "3"]]
+    table3 = (out / "strategema.strategema-offline.table3.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in table3[1:]] == list(ABLATIONS)
+    print(f"offline Strategema study ({sum(r['n'] for r in configs)} games) played, built, gated and rendered in "
+          f"{seconds:.1f} s")

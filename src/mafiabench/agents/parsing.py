@@ -51,16 +51,9 @@ def parse_belief(text: str, choices: Sequence[str]) -> tuple[dict[str, float] | 
     Players may be given as the name, "Player 3", "3" or 3; values as numbers or percentages; values that do not
     sum to 1 are normalised. Returns (distribution over choices, reasoning, error).
     """
-    text = strip_reasoning(text) if text else text
-    if not text or "{" not in text:
-        return None, None, "no JSON object in the answer"
-    start, end = text.find("{"), text.rfind("}")
-    try:
-        obj = json.loads(text[start : end + 1])
-    except json.JSONDecodeError as exc:
-        return None, None, f"invalid JSON: {exc.msg}"
-    if not isinstance(obj, dict):
-        return None, None, "JSON is not an object"
+    obj, error = _json_object(text)
+    if obj is None:
+        return None, None, error
     reasoning = obj.get("reasoning")
     reasoning = str(reasoning) if reasoning is not None else None
     probs = obj.get("probability", obj.get("probabilities"))
@@ -79,6 +72,43 @@ def parse_belief(text: str, choices: Sequence[str]) -> tuple[dict[str, float] | 
     if total <= 0:
         return None, reasoning, "no probability on a valid choice"
     return {k: v / total for k, v in out.items()}, reasoning, None
+
+
+def parse_mafia_probability(text: str, choices: Sequence[str]) -> dict[str, float] | None:
+    """The `mafia_probability` object of a belief answer, P(player is mafia) per valid player, or None when the
+    answer has none (the prompt did not ask, or the model left it out; then no belief state is recorded).
+
+    Each value stands alone in [0, 1] (they are not normalised: a villager may expect two mafiosos among the
+    players it rates). Keys and values are read as `parse_belief` reads them; bare numbers above 1 mean percent;
+    values outside [0, 1] after that are clipped by the engine."""
+    obj, _ = _json_object(text)
+    probs = obj.get("mafia_probability") if obj is not None else None
+    if not isinstance(probs, dict):
+        return None
+    parsed = [(_match_player(str(k), choices), _number(v)) for k, v in probs.items()]
+    percent = any(n is not None and not n[1] and n[0] > 1 for _, n in parsed)
+    out: dict[str, float] = {}
+    for name, number in parsed:
+        if name is None or number is None or number[0] < 0:
+            continue
+        value, is_percent_string = number
+        out[name] = value / 100.0 if percent and not is_percent_string else value
+    return out or None
+
+
+def _json_object(text: str | None) -> tuple[dict[str, object] | None, str | None]:
+    """The answer's JSON object (reasoning wrappers and text around it cut): (object, error)."""
+    text = strip_reasoning(text) if text else text
+    if not text or "{" not in text:
+        return None, "no JSON object in the answer"
+    start, end = text.find("{"), text.rfind("}")
+    try:
+        obj = json.loads(text[start : end + 1])
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg}"
+    if not isinstance(obj, dict):
+        return None, "JSON is not an object"
+    return obj, None
 
 
 def _match_player(key: str, choices: Sequence[str]) -> str | None:

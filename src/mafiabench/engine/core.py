@@ -104,6 +104,7 @@ class Answer:
     format_failure: bool = False
     reasoning: str | None = None
     truncated: bool = False  # the agent's message was cut before the engine saw it (an unclosed quote)
+    mafia_probability: Mapping[str, float] | None = None
 
     def __init__(
         self,
@@ -113,10 +114,11 @@ class Answer:
         format_failure: bool = False,
         reasoning: str | None = None,
         truncated: bool = False,
+        mafia_probability: Mapping[str, float] | None = None,
     ) -> None:
         self.__dict__.update(
             text=text, target=target, belief=belief, format_failure=format_failure, reasoning=reasoning,
-            truncated=truncated,
+            truncated=truncated, mafia_probability=mafia_probability,
         )
 
 
@@ -256,6 +258,9 @@ class GameEngine:
         if decision.mode == "belief":
             dist, failed = normalise_belief(answer.belief, choices)
             failed = failed or answer.format_failure
+            data: dict[str, Any] = {"action": decision.action, "probability": dist}
+            if answer.mafia_probability is not None:
+                data["mafia_probability"] = suspicion(answer.mafia_probability, choices)
             self.emit(
                 phase,
                 rnd,
@@ -265,7 +270,7 @@ class GameEngine:
                 format_failure=failed,
                 random_fallback=failed,
                 text=answer.reasoning,
-                data={"action": decision.action, "probability": dist},
+                data=data,
             )
             sampling = getattr(self.rules, "sampling", "sample")
             if sampling == "argmax":
@@ -431,6 +436,16 @@ def normalise_belief(belief: Mapping[str, float] | None, choices: Sequence[str])
             return {c: round(w / total, 12) for c, w in weights.items()}, False
     n = len(choices)
     return {c: 1.0 / n for c in choices}, True
+
+
+def suspicion(p_mafia: Mapping[str, float], choices: Sequence[str]) -> dict[str, float | None]:
+    """P(player is mafia) for each valid choice, each clipped to [0, 1] on its own (they need not sum to 1: they
+    sum to the number of mafia the agent expects among them); None for a player the answer did not rate."""
+    out: dict[str, float | None] = {}
+    for c in choices:
+        value = p_mafia.get(c)
+        out[c] = None if value is None else min(1.0, max(0.0, float(value)))
+    return out
 
 
 def team_visibility(team: str) -> str:

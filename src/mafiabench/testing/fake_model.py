@@ -150,16 +150,19 @@ class FakeBrain:
     def __init__(self, model: str = "fake", seed: int | str | None = None) -> None:
         self.model = model
         self.seed = seed
+        # `fake/uniform...`: every belief answer uniform and P(mafia) = M / (N - 1) for everyone, never updated (the
+        # deception score's no-information reference); any other model answers at random.
+        self.beliefs = "uniform" if model.startswith("uniform") else "random"
 
     def rng_for(self, messages: Sequence[Message], replay_key: str | None = None) -> random.Random:
         digest = request_digest(self.model, [m.to_dict() for m in messages], replay_key, self.seed)
         return random.Random(int.from_bytes(digest[:8], "big"))
 
     def answer(self, messages: Sequence[Message], replay_key: str | None = None) -> str:
-        return self.answer_prompt(last_user_text(messages), self.rng_for(messages, replay_key))
+        return self.answer_prompt(last_user_text(messages), self.rng_for(messages, replay_key), self.beliefs)
 
     @staticmethod
-    def answer_prompt(prompt: str, rng: random.Random) -> str:
+    def answer_prompt(prompt: str, rng: random.Random, beliefs: str = "random") -> str:
         # The action is asked in the prompt's last paragraph; earlier paragraphs describe every format.
         full, prompt = prompt, prompt.strip().rsplit("\n\n", 1)[-1]
         if "<send>" in prompt and "<wait>" in prompt:
@@ -169,10 +172,19 @@ class FakeBrain:
             return "\n".join(picked)
         if "JSON" in prompt and "probability" in prompt.lower():
             choices = find_choices(prompt) or find_names(prompt)
-            weights = [rng.uniform(0.05, 1.0) for _ in choices]
-            total = sum(weights) or 1.0
-            probs = {name: round(w / total, 4) for name, w in zip(choices, weights, strict=True)}
-            return json.dumps({"reasoning": rng.choice(_REASONS), "probability": probs})
+            if beliefs == "uniform":
+                probs = {name: round(1 / len(choices), 6) for name in choices}
+            else:
+                weights = [rng.uniform(0.05, 1.0) for _ in choices]
+                total = sum(weights) or 1.0
+                probs = {name: round(w / total, 4) for name, w in zip(choices, weights, strict=True)}
+            answer: dict[str, object] = {"reasoning": rng.choice(_REASONS), "probability": probs}
+            if "mafia_probability" in prompt:  # the belief state P(player is mafia), where the prompt asks for it
+                prior = _mafia_prior(full) if beliefs == "uniform" else None
+                answer["mafia_probability"] = {
+                    name: round(prior if prior is not None else rng.uniform(0.0, 1.0), 6) for name in choices
+                }
+            return json.dumps(answer)
         choices = find_choices(prompt)
         if choices:
             name = rng.choice(choices)
@@ -187,6 +199,16 @@ class FakeBrain:
             text = rng.choice(_GENERIC_MESSAGES)
         message = f'"{text}"'
         return f"{message}\nI want to keep pressure on." if rng.random() < 0.2 else message
+
+
+_COMPOSITION_RE = re.compile(r"There are (\d+) players: [^\n]*?(\d+) mafios", re.IGNORECASE)
+
+
+def _mafia_prior(prompt: str) -> float | None:
+    """M / (N - 1), the M mafiosos of N players spread evenly over the others, from the prompt's "There are N
+    players: ... M mafiosos" line (None without one)."""
+    m = _COMPOSITION_RE.search(prompt)
+    return int(m.group(2)) / (int(m.group(1)) - 1) if m else None
 
 
 def last_user_text(messages: Sequence[Message]) -> str:

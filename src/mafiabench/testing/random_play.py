@@ -22,7 +22,15 @@ def random_answer(
     if decision.action == "speak":
         return Answer(format_failure=True) if failed else Answer(text=say(rng, decision, game) if say else None)
     if decision.mode == "belief":
-        return Answer(belief={} if failed else {c: rng.random() for c in decision.choices})
+        if failed:
+            return Answer(belief={})
+        # P(mafia) per player (Strategema's belief state) at day votes, from its own generator: the caller's draws,
+        # and so every game played before it was recorded, stay as they were.
+        suspicion = None
+        if decision.action == "vote":
+            own = random.Random(f"{game.seed}:{decision.player}:{decision.round}")
+            suspicion = {c: own.random() for c in decision.choices}
+        return Answer(belief={c: rng.random() for c in decision.choices}, mafia_probability=suspicion)
     return Answer(format_failure=True) if failed else Answer(target=rng.choice(decision.choices))
 
 

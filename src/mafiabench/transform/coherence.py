@@ -91,6 +91,7 @@ def band(values: Sequence[float]) -> tuple[int, float, float]:
 
 PER_MAFIOSO_SCHEMA = {
     "game_id": pl.Utf8,
+    "study": pl.Utf8,
     "mafioso": pl.Utf8,
     "model": pl.Utf8,
     "n_statements": pl.Int64,
@@ -99,6 +100,7 @@ PER_MAFIOSO_SCHEMA = {
     "embedder": pl.Utf8,
 }
 SUMMARY_SCHEMA = {
+    "study": pl.Utf8,
     "embedder": pl.Utf8,
     "n_mafiosos": pl.Int64,
     "pearson_r": pl.Float64,
@@ -113,20 +115,23 @@ SUMMARY_SCHEMA = {
 
 
 def coherence_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+    """Per mafioso of a study's main configurations (Strategema section 4.4): coherence beside D_i; per study, the
+    Pearson r with its p-value and the two bands."""
     statements = con.sql(
-        """select d.game_id, d.mafioso, d.model, d.deception_score, e.text
+        """select d.game_id, d.study, d.mafioso, d.model, d.deception_score, e.text
            from mart_deception_scores as d
+           inner join mart_classic_games as g on g.game_id = d.game_id and g.is_main
            inner join stg_events as e
                on e.game_id = d.game_id and e.actor = d.mafioso and e.event_type = 'message'
            where e.text is not null and trim(e.text) <> ''
-           order by d.game_id, d.mafioso, e.seq"""
+           order by d.study, d.game_id, d.mafioso, e.seq"""
     ).pl()
     name, embed = current_embedder()
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for row in statements.iter_rows(named=True):
         g = groups.setdefault(
             (row["game_id"], row["mafioso"]),
-            {"model": row["model"], "deception_score": row["deception_score"], "texts": []},
+            {"study": row["study"], "model": row["model"], "deception_score": row["deception_score"], "texts": []},
         )
         g["texts"].append(row["text"])
     vectors: dict[str, np.ndarray] = {}
@@ -140,6 +145,7 @@ def coherence_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
         rows.append(
             {
                 "game_id": game_id,
+                "study": g["study"],
                 "mafioso": mafioso,
                 "model": g["model"],
                 "n_statements": len(g["texts"]),
@@ -148,12 +154,23 @@ def coherence_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
                 "embedder": name,
             }
         )
+    summaries = [summary(study, name, [r for r in rows if r["study"] == study])
+                 for study in dict.fromkeys(r["study"] for r in rows)]
+    return {
+        "mart_semantic_coherence": pl.DataFrame(rows, schema=PER_MAFIOSO_SCHEMA, orient="row"),
+        "mart_coherence_summary": pl.DataFrame(summaries, schema=SUMMARY_SCHEMA, orient="row"),
+    }
+
+
+def summary(study: str, embedder: str, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One study's Pearson r (and p) of coherence with D_i, and the mean D_i ± sd above 0.8 and below 0.5."""
     scored = [r for r in rows if r["coherence"] is not None and r["deception_score"] is not None]
     r_value, p_value = pearson([r["coherence"] for r in scored], [r["deception_score"] for r in scored])
     n_high, mean_high, sd_high = band([r["deception_score"] for r in scored if r["coherence"] > HIGH])
     n_low, mean_low, sd_low = band([r["deception_score"] for r in scored if r["coherence"] < LOW])
-    summary = {
-        "embedder": name,
+    return {
+        "study": study,
+        "embedder": embedder,
         "n_mafiosos": len(scored),
         "pearson_r": r_value,
         "p_value": p_value,
@@ -163,8 +180,4 @@ def coherence_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
         "n_low": n_low,
         "mean_deception_low": mean_low,
         "sd_deception_low": sd_low,
-    }
-    return {
-        "mart_semantic_coherence": pl.DataFrame(rows, schema=PER_MAFIOSO_SCHEMA, orient="row"),
-        "mart_coherence_summary": pl.DataFrame([summary], schema=SUMMARY_SCHEMA, orient="row"),
     }

@@ -53,7 +53,7 @@ RAW_SCHEMA: dict[str, str] = {
         response_text VARCHAR, request_json VARCHAR""",
     "raw_beliefs": """
         game_id VARCHAR, seq INTEGER, player VARCHAR, phase VARCHAR, round INTEGER, action VARCHAR,
-        candidate VARCHAR, probability DOUBLE, uniform_fallback BOOLEAN""",
+        candidate VARCHAR, probability DOUBLE, uniform_fallback BOOLEAN, mafia_probability DOUBLE""",
     # The Mafia Detector's answers (mafiabench.detect): one row per (game, day cut, detector, prompt sha256).
     "raw_detections": """
         game_id VARCHAR, cut INTEGER, detector VARCHAR, prompt_sha256 VARCHAR, prompt_version VARCHAR,
@@ -132,6 +132,8 @@ def connect(
 # Columns added after a table's first version, added in place to warehouses created before them.
 _ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "raw_games": (("batch_id", "VARCHAR"),),  # the source's own batch of an imported game (Mini-Mafia batches)
+    # P(candidate is mafia) where the prompt elicited it (Strategema's belief state), beside the action distribution
+    "raw_beliefs": (("mafia_probability", "DOUBLE"),),
 }
 
 
@@ -592,10 +594,12 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
     for k in (k for k, e in enumerate(evs) if e["type"] == "belief"):
         e = evs[k]
         data = e.get("data") or {}
+        suspected = data.get("mafia_probability") or {}
         for cand, prob in (data.get("probability") or {}).items():
+            p_mafia = suspected.get(cand)
             be.append((
                 gids[ev_rec[k]], e["seq"], e.get("actor"), e["phase"], e["round"], data.get("action"), cand,
-                float(prob), e.get("random_fallback"),
+                float(prob), e.get("random_fallback"), None if p_mafia is None else float(p_mafia),
             ))
             records["raw_beliefs"].append(ev_rec[k])
     out = {}

@@ -9,6 +9,7 @@ players as (
 final as (
     select
         p.game_id,
+        pl.study,
         p.player,
         pl.variant,
         pl.role,
@@ -19,7 +20,7 @@ final as (
         avg(p.jsd) as mean_jsd
     from pairs as p
     inner join players as pl on pl.game_id = p.game_id and pl.name = p.player
-    group by p.game_id, p.player, pl.variant, pl.role, pl.team, pl.model, pl.won
+    group by p.game_id, pl.study, p.player, pl.variant, pl.role, pl.team, pl.model, pl.won
 )
 
 select * from final

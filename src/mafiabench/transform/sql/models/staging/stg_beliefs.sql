@@ -12,7 +12,8 @@ final as (
         action,
         candidate,
         probability,
-        coalesce(uniform_fallback, false) as uniform_fallback
+        coalesce(uniform_fallback, false) as uniform_fallback,
+        mafia_probability
     from source
 )
 
