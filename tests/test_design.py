@@ -138,7 +138,7 @@ def test_estimate_counts_calls_tokens_and_cost_without_keys(monkeypatch: pytest.
     est = estimate_plan(exp, samples=2)
     by = {c.cell.name: c for c in est.cells}
     assert by["priced"].calls_per_game == 9  # two rounds of three speakers, then three votes
-    assert by["priced"].usage_per_game.output_tokens == 6 * 50 + 3 * 5  # counted at the reference token caps
+    assert by["priced"].usage_per_game.output_tokens == 6 * 55 + 3 * 5  # counted at the reference token caps
     assert by["priced"].usage_per_game.cost_usd > 0
     assert by["policies"].calls_per_game == 0 and by["policies"].usage_per_game.cost_usd == 0
     assert by["unpriced"].usage_per_game.unpriced == {"openai/some-future-model"}

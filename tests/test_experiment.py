@@ -18,7 +18,7 @@ def minimal(**over: object) -> dict[str, object]:
     return data
 
 
-@pytest.mark.parametrize("name", ["demo.toml", "mini_mafia_backgrounds.toml"])
+@pytest.mark.parametrize("name", ["demo.toml", "mini_mafia_backgrounds.toml", "mini_mafia_backgrounds_openrouter.toml"])
 def test_shipped_experiments_validate(name: str) -> None:
     exp = load_experiment(ROOT / "experiments" / name)
     assert isinstance(exp, Experiment)

@@ -45,16 +45,19 @@ def test_empty_answers_are_format_failures() -> None:
     assert all(c["parse"]["error"] == "empty answer" for c in rec.calls)
 
 
-def test_over_long_message_is_truncated_and_flagged() -> None:
+def test_over_long_message_is_truncated_and_flagged_when_the_rules_cut() -> None:
     long = "A" * 500
 
     def answer(prompt: str) -> str:
         return f'"{long}"' if "What message" in prompt else prompt.rsplit("from: ", 1)[1].split(",")[0]
 
-    rec = run(answer)
+    rec = run(answer, {"discussion_rounds": 1, "cut_messages": True})
     messages = [e for e in rec.events if e.type == "message"]
     assert len(messages) == 3 and all(e.truncated and len(e.text or "") == 200 for e in messages)
     assert not any(e.format_failure for e in rec.events)
+    rec = run(answer)  # the reference's rules: the prompt states 200, nothing is cut
+    messages = [e for e in rec.events if e.type == "message"]
+    assert len(messages) == 3 and all(not e.truncated and e.text == long for e in messages)
 
 
 def test_vote_for_an_invalid_player_falls_back() -> None:

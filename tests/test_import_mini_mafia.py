@@ -180,7 +180,8 @@ def test_clean_game_rebuilt_from_memories(items: dict[str, GameRecord | Unreadab
     assert ev[20].data["roles"] == {"Alice": "mafioso", "Bob": "villager", "Charlie": "villager",
                                     "Diana": "detective"}
     assert g.rules == {"discussion_rounds": 2, "message_limit": 200, "night": "scripted",
-                       "mafioso_knows_detective": False, "names": ["Alice", "Bob", "Charlie", "Diana"]}
+                       "mafioso_knows_detective": False, "names": ["Alice", "Bob", "Charlie", "Diana"],
+                       "cut_messages": False, "candidate_order": "alphabetical"}
     assert g.outcome == {"status": "finished", "winner": "town", "reason": "mafioso arrested",
                          "tie_decided": False, "days": 1}
     assert g.validity == {"valid": True, "reason": None}

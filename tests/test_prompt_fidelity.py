@@ -199,8 +199,9 @@ def test_prompt_hash_covers_every_file_of_the_version() -> None:
         ("“I trust Bob.”", (None, False, "answer does not start with a message in double quotes")),
         ('**"I trust Bob."**', (None, False, "answer does not start with a message in double quotes")),
         ("", (None, False, "empty answer")),
-        ('<think>Bob is lying, I should say so.</think>\n"Bob is lying."', ("Bob is lying.", False, None)),
-        ("<think>Bob is lying, I should", (None, False, "answer does not start with a message in double quotes")),
+        # A `<think>` block is text like any other, as in the reference (its first line holds no quoted message).
+        ('<think>Bob is lying, I should say so.</think>\n"Bob is lying."',
+         (None, False, "answer does not start with a message in double quotes")),
         ('<|channel|>analysis<|message|>hmm<|end|><|start|>assistant<|channel|>final<|message|>"Hi all."<|return|>',
          ("Hi all.", False, None)),
         ('analysis: think first. assistantfinal<|message|>"Hi all."', ("Hi all.", False, None)),
@@ -222,12 +223,30 @@ def test_discussion_answers_are_read_as_the_reference_reads_them(
         ("**Diana**", ("Diana", True, None)),
         ("Nobody", (None, False, "answer names none of: Bob, Diana")),
         ("", (None, False, "empty answer")),
-        ("<think>Bob or Diana? Bob.</think>Diana", ("Diana", False, None)),
+        ("<think>Bob or Diana? Bob.</think>Diana", ("Bob", True, None)),  # no leniency for <think>, as there
+        ("I think Bob is the mafioso", ("Bob", True, None)),
+        ("I vote for Diana because she lied", ("Diana", True, None)),
+        ("“Diana”", ("Diana", True, None)),  # curly quotes: found in the answer, as the reference finds it
         ("<|channel|>final<|message|>Diana<|return|>", ("Diana", False, None)),
     ],
 )
 def test_votes_are_read_as_the_reference_reads_them(answer: str, expected: tuple[str | None, bool, str | None]) -> None:
     assert parse_name_reference(answer, ["Bob", "Diana"]) == expected
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ('<think>Bob is lying, I should say so.</think>\n"Bob is lying."', ("Bob is lying.", False, None)),
+        ("<think>Bob is lying, I should", (None, False, "answer does not start with a message in double quotes")),
+    ],
+)
+def test_strip_think_reads_other_tools_reasoning_answers(
+    answer: str, expected: tuple[str | None, bool, str | None]
+) -> None:
+    assert parse_message_reference(answer, strip_think=True) == expected
+    assert parse_name_reference("<think>Bob or Diana? Bob.</think>Diana", ["Bob", "Diana"], strip_think=True) == (
+        "Diana", False, None)
 
 
 def test_strip_reasoning_keeps_a_plain_answer() -> None:

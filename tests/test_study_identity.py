@@ -50,7 +50,7 @@ def landed(exp: Experiment) -> list[tuple[str, str]]:
         ({"models": {"scripted/naive": {"temperature": 0.7, "max_attempts": 3}}},
          "models.scripted/naive.temperature: 0.0 → 0.7"),
         ({"models": {"scripted/naive": {"temperature": 0.0, "max_tokens_message": 80}}},
-         "models.scripted/naive.max_tokens_message: 50 → 80"),
+         "models.scripted/naive.max_tokens_message: 55 → 80"),
         ({"prompt_version": "v4.1"}, "prompt.version: 'mini-mafia/v4.1-full' → 'mini-mafia/v4.1'"),
     ],
 )

@@ -63,7 +63,7 @@ class HumanAgent:
                 f"(at most {limit} characters; empty = stay silent; {QUIT} to leave): "
             )
             text = (await self._ask(question)).strip()
-            if limit and len(text) > limit:
+            if limit and len(text) > limit and getattr(view.rules, "cut_messages", True):
                 self._say(f"  Your message has {len(text)} characters; only the first {limit} are kept: "
                           f"{text[:limit]!r}")
             return AgentTurn(Answer(text=text or None))

@@ -44,15 +44,15 @@ def utc_now() -> str:
 
 
 class ModelSettings(BaseModel):
-    """Per-model call settings. Token caps default to the Mini-Mafia reference (50 for messages, 5 for votes);
-    reasoning models need far more (set `max_tokens`)."""
+    """Per-model call settings. Token caps default to the Mini-Mafia reference (55 for messages, 5 for votes and night
+    actions: `STANDARD_TOKEN_LIMITS` in its src/config.py); its reasoning models got 4,000 for both."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     temperature: float | None = Field(
         None, ge=0, le=2, allow_inf_nan=False, description="Sampling temperature; None = provider default."
     )
-    max_tokens_message: StrictInt | None = Field(50, ge=1, description="Token cap for a discussion answer.")
+    max_tokens_message: StrictInt | None = Field(55, ge=1, description="Token cap for a discussion answer.")
     max_tokens_choice: StrictInt | None = Field(5, ge=1, description="Token cap for a vote or night action.")
     max_tokens_schedule: StrictInt | None = Field(
         6, ge=1, description="Token cap for an async scheduler answer (reference: 6)."

@@ -142,24 +142,29 @@ def _number(value: object) -> tuple[float, bool] | None:
 # The reference (bastoscostadavi/llm-mafia-game, src/prompt_utils.py: parse_discussion_response,
 # parse_voting_response, parse_night_action_response) reads answers strictly: a message is the first line's text in
 # straight double quotes, an unclosed quote is kept with a "..." marker, an empty quote is a silence; a vote is the
-# first line if it is exactly a candidate, else the first candidate whose name appears anywhere in the answer.
-# GPT-OSS final-channel markers are cut as it cuts them; `<think>` blocks (DeepSeek-R1, Qwen3) are removed too.
+# first line if it is exactly a candidate, else the first candidate *in the list's order* whose name appears anywhere
+# in the answer ("I vote for Diana because Bob lied" is a vote for Bob when Bob is listed first, as there). GPT-OSS
+# final-channel markers are cut as it cuts them. `<think>` blocks are kept by default, as the reference keeps them
+# (none of its models wrote them); `strip_think=True` removes them, for reading other tools' answers.
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FINAL_CHANNEL = "<|channel|>final<|message|>"
 _FINAL = "final<|message|>"
 
 
-def strip_reasoning(text: str) -> str:
-    """The answer without reasoning-model wrappers: `<think>…</think>` blocks and GPT-OSS analysis channels.
+def strip_reasoning(text: str, *, strip_think: bool = True) -> str:
+    """The answer without reasoning-model wrappers: GPT-OSS analysis channels (cut as the reference cuts them) and,
+    with `strip_think`, `<think>…</think>` blocks.
 
     An unclosed `<think>` (the token cap cut the thinking) leaves nothing: the model never reached its answer.
     """
-    s = _THINK.sub("", text)
-    low = s.lower()
-    if "<think>" in low:
-        s = s[: low.index("<think>")]
-    s = s.replace("</think>", "")
+    s = text
+    if strip_think:
+        s = _THINK.sub("", s)
+        low = s.lower()
+        if "<think>" in low:
+            s = s[: low.index("<think>")]
+        s = s.replace("</think>", "")
     if _FINAL_CHANNEL in s:
         s = s.split(_FINAL_CHANNEL, 1)[1].split("<|")[0]
     if _FINAL in s:
@@ -167,12 +172,13 @@ def strip_reasoning(text: str) -> str:
     return s.strip()
 
 
-def parse_message_reference(text: str | None) -> tuple[str | None, bool, str | None]:
+def parse_message_reference(text: str | None, *, strip_think: bool = False) -> tuple[str | None, bool, str | None]:
     """(message, cut, error). `cut`: the closing quote is missing on the first line (the token cap cut it), which
-    the reference marks with "..." after the text; the engine flags such a message `truncated`, shown the same way."""
+    the reference marks with "..." after the text; the engine flags such a message `truncated`, shown the same way.
+    Only straight double quotes on the first line count, as in the reference."""
     if not text or not text.strip():
         return None, False, "empty answer"
-    first = strip_reasoning(text).split("\n", 1)[0].strip()
+    first = strip_reasoning(text, strip_think=strip_think).split("\n", 1)[0].strip()
     closed = re.match(r'^\s*"([^"]+)"', first)
     if closed:
         return closed.group(1), False, None
@@ -184,12 +190,14 @@ def parse_message_reference(text: str | None) -> tuple[str | None, bool, str | N
     return None, False, "answer does not start with a message in double quotes"
 
 
-def parse_name_reference(text: str | None, choices: Sequence[str]) -> tuple[str | None, bool, str | None]:
+def parse_name_reference(
+    text: str | None, choices: Sequence[str], *, strip_think: bool = False
+) -> tuple[str | None, bool, str | None]:
     """(name, found_later, error). `found_later`: the first line is not exactly a name, but a valid name appears in
     the answer, which the reference accepts (first candidate in the list order whose name occurs anywhere)."""
     if not text or not text.strip():
         return None, False, "empty answer"
-    s = strip_reasoning(text)
+    s = strip_reasoning(text, strip_think=strip_think)
     first = s.strip().split("\n")[0].strip()
     for name in choices:
         if name.lower() == first.lower():

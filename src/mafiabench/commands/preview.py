@@ -1,4 +1,5 @@
-"""`mafiabench preview <experiment.toml>`: cells, games, model calls, tokens and cost, before anything is spent."""
+"""`mafiabench preview <experiment.toml>`: the protocol card (every deviation from the reference the experiment names),
+cells, games, model calls, tokens and cost, before anything is spent."""
 
 from __future__ import annotations
 
@@ -30,10 +31,15 @@ def main(
     samples: Annotated[int, typer.Option(help="sample games per cell for the estimate")] = 3,
     max_cells: Annotated[int, typer.Option(help="cells listed (totals always cover all)")] = 60,
 ) -> int:
+    from mafiabench.protocols import render_text
     from mafiabench.study.estimate import estimate_plan
+    from mafiabench.study.protocol import protocol_card
     from mafiabench.study.spec import load_experiment
 
     exp = load_experiment(experiment)
+    card = protocol_card(exp)
+    if card is not None:  # first: the deviations are what to read before the cost
+        print(render_text(card) + "\n")
     est = estimate_plan(exp, warehouse=warehouse, samples=max(1, samples))
     print(render(est, max_cells=max_cells))
     return 0

@@ -76,3 +76,44 @@ def studies_by_size(m: Marts, table_name: str, study_col: str = "study") -> list
     """The studies of a mart, largest first (the first is a chart's default selection)."""
     rows = m.rows(f"select {study_col} as s, count(*) as c from {table_name} group by 1 order by 2 desc, 1")
     return [r["s"] for r in rows if r["s"] is not None]
+
+
+def protocol_cards(m: Marts, studies: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The protocol cards (`mart_protocol_cards`) of the given studies (all when None), one dict per card: its
+    header and its rows, deviations first, each value shown as the reference wrote it. Any study's page can show
+    them with `{{ m.protocol_cards(cards) }}`."""
+    if not m.has("mart_protocol_cards"):
+        return []
+    rows = m.rows(
+        "select * from mart_protocol_cards order by study, "
+        "case status when 'deviates' then 0 when 'matches' then 1 else 2 end, position"
+    )
+    wanted = None if studies is None else set(studies)
+    cards: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        if wanted is not None and r["study"] not in wanted:
+            continue
+        card = cards.setdefault(r["study"], {
+            k: r[k] for k in ("study", "protocol", "protocol_title", "repository", "reference_commit", "deviations",
+                              "matching", "noted", "recorded_at")
+        } | {"rows": []})
+        card["rows"].append({**r, "reference_value": _json_text(r["reference_value"]),
+                             "experiment_value": _json_text(r["experiment_value"])})
+    return list(cards.values())
+
+
+def _json_text(value: str | None) -> str:
+    """A card value (JSON text) as the card prints it: strings bare, lists joined."""
+    import json
+
+    if value is None:
+        return ""
+    try:
+        v = json.loads(value)
+    except ValueError:
+        return value
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v) or "(none)"
+    if v == "not sent":
+        return "not sent (the provider's default)"
+    return v if isinstance(v, str) else json.dumps(v)

@@ -377,7 +377,9 @@ class GameEngine:
             data={"result": role, "scripted": scripted},
         )
 
-    def apply_message(self, speaker: str, answer: Answer, rnd: int, limit: int, **data: object) -> None:
+    def apply_message(self, speaker: str, answer: Answer, rnd: int, limit: int | None, **data: object) -> None:
+        """A message event, or a silence. `limit`: cut a longer message there (flagged truncated); None: keep it
+        whole (flagged only when the agent's answer was already cut, an unclosed quote)."""
         if answer.text is None or (answer.format_failure and not answer.text):
             self.emit(
                 "day",
@@ -392,8 +394,9 @@ class GameEngine:
             )
             return
         text = answer.text
-        truncated = len(text) > limit or answer.truncated
-        text = text[:limit]
+        truncated = answer.truncated or (limit is not None and len(text) > limit)
+        if limit is not None:
+            text = text[:limit]
         self.emit(
             "day",
             rnd,

@@ -208,7 +208,7 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
     for i, s in enumerate(talk):
         data: dict[str, Any] = {"discussion_round": i // max(len(day), 1) + 1}
         if s["raw_response"] is not None:
-            message, cut, _ = parse_message_reference(s["raw_response"])
+            message, cut, _ = parse_message_reference(s["raw_response"], strip_think=True)
             ours = SILENT if message is None else message + (TRUNCATION if cut else "")
             theirs = SILENT if s["parsed_result"] is None or s["parsed_result"].strip().lower().rstrip(".") == SILENT \
                 else s["parsed_result"]
@@ -234,7 +234,7 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
         data = {}
         if s["raw_response"] is not None:
             choices = [n for n in day if n != voter]
-            reparsed, _, _ = parse_name_reference(s["raw_response"], choices)
+            reparsed, _, _ = parse_name_reference(s["raw_response"], choices, strip_think=True)
             fallback = random_vote.get(voter)  # unknown without a votes row
             agrees = (reparsed == target and not fallback) if reparsed is not None else fallback
             data = {"raw_response": s["raw_response"], "reparsed": reparsed, "parse_agrees": agrees}

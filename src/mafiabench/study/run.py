@@ -38,6 +38,7 @@ from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, acl
 from mafiabench.errors import UserError
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
+from mafiabench.protocols import rows_for_warehouse
 from mafiabench.record import GameRecord, Provenance, encode_record, git_commit
 from mafiabench.redact import known_secrets, secret_env_names
 from mafiabench.study.budget import BudgetGuard
@@ -52,6 +53,7 @@ from mafiabench.study.design import (
     slug,
 )
 from mafiabench.study.plan import Shard, ShardPlan, ShardResult, chunk_shards, is_infrastructure_fault
+from mafiabench.study.protocol import protocol_card
 from mafiabench.study.shard_workers import (
     AUTO_SHARD_WORKERS_MIN_GAMES,
     QUEUE_PER_WORKER,
@@ -64,7 +66,14 @@ from mafiabench.study.stopping import CellLook, Rule, evaluate
 from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool, lean_gc
 from mafiabench.warehouse import landing
-from mafiabench.warehouse.raw import FlatBatch, LoadResult, WarehouseBusyError, check_cell_fingerprints, connect
+from mafiabench.warehouse.raw import (
+    FlatBatch,
+    LoadResult,
+    WarehouseBusyError,
+    check_cell_fingerprints,
+    connect,
+    record_protocol_card,
+)
 from mafiabench.warehouse.sidecar import write_sidecar
 
 # How long the lander keeps the warehouse open across landings at most: opening the file, checking its schema and
@@ -309,6 +318,8 @@ class Study:
         loaded = landing.land_pending(self.con, self.raw, exp.name)
         s.games_loaded_from_raw = loaded.inserted + loaded.replaced
         check_cell_fingerprints(self.con, cell_fingerprints(exp, self.cells), source=f"experiment {exp.name!r}")
+        card = protocol_card(exp)
+        record_protocol_card(self.con, exp.name, rows_for_warehouse(card) if card is not None else [])
         # One byte per planned game says whether it is still to play: a million-game plan costs a megabyte here,
         # and its games are made only as their shards are handed out.
         self._todo = []

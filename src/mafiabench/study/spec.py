@@ -325,6 +325,11 @@ class Experiment(BaseModel):
     description: str = Field("", description="Free text shown in the run summary.")
     variant: VariantName = Field("mini-mafia", description="mini-mafia | classic | async")
     rules: dict[str, Any] = Field(default_factory=dict, description="Rule options of the variant (see the engine).")
+    reference: str | None = Field(
+        None,
+        description="The reference protocol this experiment replicates (src/mafiabench/protocols/<name>.toml, e.g. "
+        "'mini-mafia-v4.1'): preview prints every deviation from it, the run records the card.",
+    )
     prompt_version: str | None = Field(None, description="Prompt template version; default per variant.")
     prompt: PromptSource | None = Field(
         None, description="{ version = ... } or { from_batch_config = 'your/batch_config.json' } (reference templates)."
@@ -387,6 +392,18 @@ class Experiment(BaseModel):
     def _rules(cls, v: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
         if "variant" in info.data:
             _check_rules(info.data["variant"], v)
+        return v
+
+    @field_validator("reference")
+    @classmethod
+    def _reference(cls, v: str | None) -> str | None:
+        if v is not None:
+            from mafiabench.protocols import load_protocol
+
+            try:
+                load_protocol(v)
+            except UserError as exc:
+                raise ValueError(str(exc)) from None
         return v
 
     @field_validator("prompt_version")

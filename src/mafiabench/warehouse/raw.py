@@ -146,6 +146,7 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"create table if not exists {REPLACED_CALLS} ({REPLACED_CALLS_COLUMNS})")
     con.execute(f"create table if not exists {CELL_FINGERPRINTS} ({CELL_FINGERPRINTS_COLUMNS})")
     con.execute(f"create table if not exists {LANDED_FILES} ({LANDED_FILES_COLUMNS})")
+    con.execute(f"create table if not exists {PROTOCOL_CARDS} ({PROTOCOL_CARDS_COLUMNS})")
 
 
 # Which shard files of a raw folder reached the warehouse (mafiabench.warehouse.landing), in the same transaction as
@@ -161,6 +162,36 @@ CELL_FINGERPRINTS = "raw_cell_fingerprints"
 CELL_FINGERPRINTS_COLUMNS = """
     experiment VARCHAR, cell VARCHAR, id_prefix VARCHAR PRIMARY KEY, fingerprint VARCHAR, content_json VARCHAR,
     recorded_at TIMESTAMP"""
+
+
+# The protocol card of each experiment that names a reference protocol (mafiabench.protocols): one row per aspect,
+# replaced whenever a run of the experiment starts, so it says what the experiment's latest run played.
+PROTOCOL_CARDS = "raw_protocol_cards"
+PROTOCOL_CARDS_COLUMNS = """
+    experiment VARCHAR, protocol VARCHAR, protocol_title VARCHAR, repository VARCHAR, reference_commit VARCHAR,
+    position INTEGER, aspect VARCHAR, aspect_group VARCHAR, label VARCHAR, reference_value VARCHAR,
+    experiment_value VARCHAR, matches BOOLEAN, source VARCHAR, note VARCHAR, recorded_at TIMESTAMP,
+    PRIMARY KEY (experiment, aspect)"""
+
+
+def record_protocol_card(con: duckdb.DuckDBPyConnection, experiment: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Replace the experiment's protocol card with `rows` (mafiabench.protocols.rows_for_warehouse), in one
+    transaction; no rows (the experiment names no reference now) removes an earlier card."""
+    columns = [c.split()[0] for c in PROTOCOL_CARDS_COLUMNS.split("PRIMARY KEY")[0].split(",") if c.strip()]
+    columns.remove("recorded_at")
+    con.execute("begin transaction")
+    try:
+        con.execute(f"delete from {PROTOCOL_CARDS} where experiment = ?", [experiment])
+        if rows:
+            con.executemany(
+                f"insert into {PROTOCOL_CARDS} ({', '.join(columns)}, recorded_at) "
+                f"values ({', '.join('?' for _ in columns)}, now())",
+                [[row[c] for c in columns] for row in rows],
+            )
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import studies_by_size
+from mafiabench.dashboards.data import protocol_cards, studies_by_size
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -61,5 +61,5 @@ def build(ctx: Context) -> Page:
             )
     if m.has("mart_latent_fit"):
         fits = m.rows("select * from mart_latent_fit order by study")
-    page.data.update(scores=scores, latent=latent, fits=fits)
+    page.data.update(scores=scores, latent=latent, fits=fits, cards=protocol_cards(m))
     return page

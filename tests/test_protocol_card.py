@@ -1,0 +1,137 @@
+"""The protocol card: every place an experiment departs from the reference protocol it names is reported, and nothing
+else. Built on the shipped flagship experiment (experiments/mini_mafia_backgrounds.toml) and the shipped protocol
+(src/mafiabench/protocols/mini-mafia-v4.1.toml); each deviation is injected into the experiment's own file."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mafiabench.errors import UserError
+from mafiabench.protocols import ABSENT, available, card, load_protocol, lookup, render_text
+from mafiabench.study.protocol import experiment_facts, protocol_card
+from mafiabench.study.spec import Experiment, load_experiment, parse_experiment
+
+ROOT = Path(__file__).resolve().parents[1]
+FLAGSHIP = ROOT / "experiments" / "mini_mafia_backgrounds.toml"
+# The one deviation the flagship keeps: v4.1-full sends no [INST] wrapper (docs/prompt-information.md says why).
+FLAGSHIP_DEVIATIONS = {"prompt.wrapper"}
+# The models the reference called with its standard settings (55/5 tokens, temperature 0.7): `[models.default]` here.
+STANDARD = ["deepseek-chat", "gpt-4.1-mini", "claude-opus-4-1-20250805", "claude-sonnet-4-20250514",
+            "gemini-2.5-flash-lite", "Mistral-7B-Instruct-v0.2-Q4_K_M.gguf", "Meta-Llama-3.1-8B-Instruct-Q4_K_M.gguf",
+            "Qwen2.5-7B-Instruct-Q4_K_M.gguf"]
+
+
+def variant_of(edit: Any) -> Experiment:
+    """The flagship experiment with one edit."""
+    data = tomllib.loads(FLAGSHIP.read_text(encoding="utf-8"))
+    edit(data)
+    return parse_experiment(data, f"{FLAGSHIP} (edited)")
+
+
+def test_the_flagship_matches_the_reference_but_for_the_prompt_wrapper() -> None:
+    c = protocol_card(load_experiment(FLAGSHIP))
+    assert c is not None
+    assert {r.key for r in c.deviations} == FLAGSHIP_DEVIATIONS
+    assert len(c.matches) >= 40  # rules, caps, parser, order, reasoning, models: each compared, each equal
+    text = render_text(c)
+    assert "1 deviation(s)" in text and "Prompt wrapper" in text
+    assert f"in {len(c.matches)} of {len(c.matches) + 1}" in text
+
+
+def _set(*path: str, value: Any) -> Any:
+    def edit(data: dict[str, Any]) -> None:
+        node = data
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+    return edit
+
+
+def _swap_target(old: str, new: str) -> Any:
+    def edit(data: dict[str, Any]) -> None:
+        data["design"]["targets"] = [new if t == old else t for t in data["design"]["targets"]]
+    return edit
+
+
+def _drop(*path: str) -> Any:
+    def edit(data: dict[str, Any]) -> None:
+        node = data
+        for key in path[:-1]:
+            node = node[key]
+        del node[path[-1]]
+    return edit
+
+
+@pytest.mark.parametrize(
+    ("edit", "aspect"),
+    [
+        (_set("rules", "cut_messages", value=True), "rules.cut_messages"),
+        (_drop("rules", "candidate_order"), None),  # the default is the reference's: no deviation
+        (_set("rules", "candidate_order", value="seat"), "rules.candidate_order"),
+        (_set("rules", "message_limit", value=150), "rules.message_limit"),
+        (_set("rules", "discussion_rounds", value=3), "rules.discussion_rounds"),
+        (_set("rules", "night", value="agents"), "rules.night"),
+        (_set("rules", "mafioso_knows_detective", value=True), "rules.mafioso_knows_detective"),
+        (_set("prompt_version", value="v4.1"),  # the condensed rewrite: other words, read leniently
+         {"prompt.information", "parsing.parser", "prompt.others_order", "prompt.composition_order"}),
+        (_set("models", "default", "max_tokens_message", value=50),
+         {f"model.{m}.max_tokens_message" for m in STANDARD}),
+        (_set("models", "default", "max_tokens_choice", value=10),
+         {f"model.{m}.max_tokens_choice" for m in STANDARD}),
+        (_set("models", "default", "reprompt_on_failure", value=True), "models.reprompt"),
+        (_set("models", "openai/gpt-5-mini", "reasoning_effort", value="low"), "model.gpt-5-mini.reasoning_effort"),
+        (_set("models", "openai/gpt-5-mini", "max_tokens_choice", value=6000), "model.gpt-5-mini.max_tokens_choice"),
+        (_set("models", "xai/grok-3-mini", "temperature", value=0.7), "model.grok-3-mini.temperature"),
+        (_set("models", "xai/grok-3-mini", "reasoning_effort", value="low"), "model.grok-3-mini.reasoning_effort"),
+        (_swap_target("google/gemini-2.5-flash-lite", "openrouter/google/gemini-2.5-flash-lite"), "design.targets"),
+        (_set("design", "games_per_cell", value=50), "design.games_per_cell"),
+    ],
+)
+def test_every_injected_deviation_is_reported(edit: Any, aspect: str | set[str] | None) -> None:
+    c = protocol_card(variant_of(edit))
+    assert c is not None
+    injected = {aspect} if isinstance(aspect, str) else aspect or set()
+    assert {r.key for r in c.deviations} == FLAGSHIP_DEVIATIONS | injected
+    text = render_text(c)
+    for row in c.deviations:
+        assert row.label in text and row.source in text
+
+
+def test_a_model_the_experiment_does_not_play_is_named_once_not_per_setting() -> None:
+    c = protocol_card(variant_of(_swap_target("llamacpp-qwen/Qwen2.5-7B-Instruct-Q4_K_M.gguf",
+                                              "openrouter/qwen/qwen-2.5-7b-instruct")))
+    assert c is not None
+    assert {r.key for r in c.deviations} == FLAGSHIP_DEVIATIONS | {"design.targets"}
+    skipped = [r for r in c.notes if r.key.startswith("model.Qwen2.5-7B")]
+    assert len(skipped) == 4 and all(r.experiment_value == ABSENT for r in skipped)
+
+
+def test_every_compared_aspect_of_every_protocol_finds_its_value_in_the_flagship_facts() -> None:
+    """A path that names no fact would report a deviation for every experiment: the protocol file is wrong."""
+    facts = experiment_facts(load_experiment(FLAGSHIP))
+    for name in available():
+        for a in load_protocol(name).aspects:
+            if a.compare != "note" and not a.absent_skips:
+                assert lookup(facts, a.path) != ABSENT, f"{name}: aspect {a.key} path {list(a.path)}"
+
+
+def test_an_unknown_reference_is_a_clear_error() -> None:
+    with pytest.raises(UserError) as err:
+        variant_of(_set("reference", value="mini-mafia-v9"))
+    assert "reference" in str(err.value) and "mini-mafia-v9" in str(err.value) and "mini-mafia-v4.1" in str(err.value)
+
+
+def test_no_reference_no_card() -> None:
+    assert protocol_card(variant_of(_drop("reference"))) is None
+
+
+def test_values_compare_by_kind() -> None:
+    p = load_protocol("mini-mafia-v4.1")
+    facts = experiment_facts(load_experiment(FLAGSHIP))
+    facts["design"]["targets"] = list(reversed(facts["design"]["targets"]))  # a set: order does not matter
+    facts["prompt"]["version"] = "mini-mafia/batch-config-v4.1"  # one of the versions with the reference's information
+    assert {r.key for r in card(p, "x", facts).deviations} == FLAGSHIP_DEVIATIONS
