@@ -19,7 +19,7 @@ from test_marts_common import cell_records, fresh_con, landed, mini_record, rows
 PROJECT = dbt_runner.PACKAGED_PROJECT
 PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
 RAW = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs", "raw_replaced_calls", "raw_runs",
-       "ref_prices")
+       "raw_protocol_cards", "ref_prices")
 
 
 def sql_files() -> list[Path]:
