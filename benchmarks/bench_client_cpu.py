@@ -42,8 +42,8 @@ import openai
 from mafiabench.backends import anthropic_backend, openai_backend
 from mafiabench.backends.anthropic_backend import AnthropicBackend, map_anthropic_error
 from mafiabench.backends.backend import Completion, EndpointConfig, GenerateSettings, Message, TransientError
-from mafiabench.backends.openai_backend import OpenAIBackend, map_openai_error, parse_body, read_completion
-from mafiabench.backends.retry import call_with_retries
+from mafiabench.backends.openai_backend import OpenAIBackend, map_openai_error, read_completion
+from mafiabench.backends.retry import call_with_retries, parse_body
 from mafiabench.study.workers import lean_gc
 
 SERVER = """
