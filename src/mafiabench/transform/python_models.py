@@ -25,6 +25,7 @@ The fit is per study and prompt version: a model must meet the others within one
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,6 +36,7 @@ import numpy as np
 import polars as pl
 from scipy import linalg, optimize, stats
 
+from mafiabench.errors import UserError
 from mafiabench.transform.coherence import coherence_tables
 from mafiabench.transform.detector_marts import detector_tables, transcript_tables
 from mafiabench.transform.ratings import rating_tables
@@ -282,6 +284,7 @@ LATENT_ABILITIES_SCHEMA = {
     "study": pl.Utf8,
     "prompt_version": pl.Utf8,
     "variant": pl.Utf8,
+    "method": pl.Utf8,
     "model": pl.Utf8,
     "ability": pl.Utf8,
     "role": pl.Utf8,
@@ -292,6 +295,9 @@ LATENT_ABILITIES_SCHEMA = {
     "ci_high": pl.Float64,
     "n_games": pl.Int64,
     "identified": pl.Boolean,
+    "r_hat": pl.Float64,
+    "ess": pl.Float64,
+    "converged": pl.Boolean,
     "note": pl.Utf8,
 }
 
@@ -299,6 +305,7 @@ LATENT_FIT_SCHEMA = {
     "study": pl.Utf8,
     "prompt_version": pl.Utf8,
     "variant": pl.Utf8,
+    "method": pl.Utf8,
     "n_games": pl.Int64,
     "n_cells": pl.Int64,
     "n_mafioso_models": pl.Int64,
@@ -306,6 +313,12 @@ LATENT_FIT_SCHEMA = {
     "n_villager_models": pl.Int64,
     "log_likelihood": pl.Float64,
     "converged": pl.Boolean,
+    "chains": pl.Int64,
+    "draws": pl.Int64,
+    "divergences": pl.Int64,
+    "max_r_hat": pl.Float64,
+    "min_ess": pl.Float64,
+    "scale": pl.Float64,
     "n_not_identified": pl.Int64,
     "iterations": pl.Int64,
     "ridge": pl.Float64,
@@ -317,11 +330,28 @@ LATENT_FIT_SCHEMA = {
 }
 
 
+LATENT_METHODS = ("nuts", "map")
+LATENT_METHOD_ENV = "MAFIABENCH_LATENT_METHOD"
+ROLE_OF_ABILITY = {"deceive": ("mafioso", "m"), "disclose": ("detective", "d"), "detect": ("villager", "v")}
+
+
+def latent_method() -> str:
+    """The fit the latent mart holds: `nuts` (the reference's Bayesian model, `transform.latent_nuts`) unless
+    MAFIABENCH_LATENT_METHOD=map asks for the fast point estimate above (its own priors and constraints)."""
+    value = os.environ.get(LATENT_METHOD_ENV, "nuts").strip().lower()
+    if value not in LATENT_METHODS:
+        raise UserError(f"environment variable {LATENT_METHOD_ENV}: expected one of {list(LATENT_METHODS)}, "
+                        f"got {value!r}")
+    return value
+
+
 def latent_tables(
-    con: duckdb.DuckDBPyConnection, *, folds: int = 5, ridge: float = DEFAULT_RIDGE
+    con: duckdb.DuckDBPyConnection, *, folds: int = 5, ridge: float = DEFAULT_RIDGE, method: str | None = None
 ) -> dict[str, pl.DataFrame]:
     """Fit the latent model per study and prompt version on scored Mini-Mafia games with a scripted night (one
-    model per role): games under another prompt version are another experiment, as in the capability marts."""
+    model per role): games under another prompt version are another experiment, as in the capability marts. Each
+    row says which fit it holds (`method`); the cross-validated Brier score refits the point estimate per fold."""
+    method = method or latent_method()
     games = con.sql(
         """select study, prompt_version, mafioso_model, detective_model, villager_model, mafia_won
            from fct_games
@@ -334,44 +364,13 @@ def latent_tables(
     for (study, version), part in games.group_by(["study", "prompt_version"], maintain_order=True):
         m, d, v = part["mafioso_model"], part["detective_model"], part["villager_model"]
         y = part["mafia_won"].to_numpy().astype(float)
-        fit = fit_latent(m, d, v, y, ridge=ridge)
-        se = fit.se()
-        ok = fit.identified()
-        sep = fit.separated if fit.separated is not None else np.zeros(len(ok), dtype=bool)
-        nm, nd = len(fit.mafiosos), len(fit.detectives)
-        counts = {
-            "mafioso": part.group_by("mafioso_model").len().rows(),
-            "detective": part.group_by("detective_model").len().rows(),
-            "villager": part.group_by("villager_model").len().rows(),
-        }
-        games_by = {role: dict(rows) for role, rows in counts.items()}
-        for i, name in enumerate(fit.mafiosos):
-            abilities.append(_ability(study, version, name, "deceive", "mafioso", "a", fit.a[i], se[i], games_by,
-                                      bool(ok[i]), bool(sep[i])))
-        for j, name in enumerate(fit.detectives):
-            abilities.append(_ability(study, version, name, "disclose", "detective", "b", fit.b[j], se[nm + j],
-                                      games_by, bool(ok[nm + j]), bool(sep[nm + j])))
-        for k, name in enumerate(fit.villagers):
-            g, s, known = fit.g[k], se[nm + nd + k], bool(ok[nm + nd + k])
-            abilities.append(
-                {
-                    "study": study,
-                    "prompt_version": version,
-                    "variant": "mini-mafia",
-                    "model": name,
-                    "ability": "detect",
-                    "role": "villager",
-                    "parameter": "c",
-                    "estimate": math.exp(g),
-                    "se": math.exp(g) * s,  # delta method
-                    "ci_low": math.exp(g - Z95 * s) if known else None,
-                    "ci_high": math.exp(g + Z95 * s) if known else None,
-                    "n_games": games_by["villager"].get(name, 0),
-                    "identified": known,
-                    "note": None if known else _not_identified(
-                        s, games_by["villager"].get(name, 0), bool(sep[nm + nd + k]), "villager"),
-                }
-            )
+        games_by = {role: dict(part.group_by(f"{role}_model").len().rows())
+                    for role in ("mafioso", "detective", "villager")}
+        if method == "nuts":
+            rows, fit_row = _nuts_rows(study, version, part, games_by)
+        else:
+            rows, fit_row = _map_rows(study, version, m, d, v, y, games_by, ridge)
+        abilities += rows
         brier_model, brier_const = (math.nan, math.nan)
         if len(y) >= folds:
             brier_model, brier_const = cross_validated_brier(m, d, v, y, folds=folds, ridge=ridge)
@@ -380,15 +379,12 @@ def latent_tables(
                 "study": study,
                 "prompt_version": version,
                 "variant": "mini-mafia",
-                "n_games": fit.n_games,
-                "n_cells": fit.n_cells,
-                "n_mafioso_models": len(fit.mafiosos),
-                "n_detective_models": len(fit.detectives),
-                "n_villager_models": len(fit.villagers),
-                "log_likelihood": fit.log_likelihood,
-                "converged": fit.converged,
-                "n_not_identified": int((~ok).sum()),
-                "iterations": fit.iterations,
+                "method": method,
+                **fit_row,
+                "n_mafioso_models": len(games_by["mafioso"]),
+                "n_detective_models": len(games_by["detective"]),
+                "n_villager_models": len(games_by["villager"]),
+                "n_not_identified": sum(1 for r in rows if not r["identified"]),
                 "ridge": ridge,
                 "cv_folds": folds,
                 "brier_model": brier_model,
@@ -401,6 +397,113 @@ def latent_tables(
         "mart_latent_abilities": pl.DataFrame(abilities, schema=LATENT_ABILITIES_SCHEMA, orient="row"),
         "mart_latent_fit": pl.DataFrame(fits, schema=LATENT_FIT_SCHEMA, orient="row"),
     }
+
+
+def _one_sided(part: pl.DataFrame, role: str) -> set[str]:
+    """Models whose every game in `role` ended the same way (the data bound them on one side only)."""
+    by = part.group_by(f"{role}_model").agg(pl.col("mafia_won").sum().alias("w"), pl.len().alias("n"))
+    return {r[0] for r in by.filter((pl.col("w") == 0) | (pl.col("w") == pl.col("n"))).rows()}
+
+
+def _nuts_rows(
+    study: str, version: str | None, part: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]]
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    from mafiabench.transform.latent_nuts import MAX_R_HAT, MIN_ESS, fit_latent_nuts
+
+    cells = part.group_by(["mafioso_model", "villager_model", "detective_model"]).agg(
+        pl.len().alias("n"), pl.col("mafia_won").sum().alias("w")).sort(["mafioso_model", "villager_model",
+                                                                          "detective_model"])
+    fit = fit_latent_nuts([(mi, vk, dj, int(n), int(w)) for mi, vk, dj, n, w in cells.rows()])
+    one_sided = {role: _one_sided(part, role) for role in ("mafioso", "detective", "villager")}
+    # A villager scale is placed by how decisive its games were; with a single villager model it is the scale.
+    if len(games_by["villager"]) == 1:
+        one_sided["villager"] = set()
+    rows: list[dict[str, Any]] = []
+    for ability, (role, parameter) in ROLE_OF_ABILITY.items():
+        for i, name in enumerate(fit.models[parameter]):
+            games = int(games_by[role].get(name, 0))
+            sd, r_hat, ess = float(fit.sd[parameter][i]), float(fit.r_hat[parameter][i]), float(fit.ess[parameter][i])
+            converged = r_hat <= MAX_R_HAT and ess >= MIN_ESS
+            notes = []
+            if name in one_sided[role]:
+                notes.append(_not_identified(sd, games, True, role))
+            elif sd > MAX_SE:
+                notes.append(_not_identified(sd, games, False, role))
+            identified = not notes
+            if not converged:
+                notes.append(f"sampling did not converge: R-hat {r_hat:.3f} (at most {MAX_R_HAT}), effective "
+                             f"sample size {ess:.0f} (at least {MIN_ESS})")
+            rows.append({
+                "study": study, "prompt_version": version, "variant": "mini-mafia", "method": "nuts",
+                "model": name, "ability": ability, "role": role, "parameter": parameter,
+                "estimate": float(fit.estimate[parameter][i]), "se": sd,
+                "ci_low": float(fit.ci_low[parameter][i]) if identified else None,
+                "ci_high": float(fit.ci_high[parameter][i]) if identified else None,
+                "n_games": games, "identified": identified, "r_hat": r_hat, "ess": ess, "converged": converged,
+                "note": "; ".join(notes) or None,
+            })
+    # The log-likelihood at the posterior means: v (m - d) = c (a - b) draw by draw, whatever the normalisation.
+    mi, vk, dj, n, w = (np.array(c) for c in zip(*cells.rows(), strict=True))
+    est = {k: dict(zip(fit.models[k], fit.estimate[k], strict=True)) for k in ("m", "d", "v")}
+    eta = np.array([est["v"][k] * (est["m"][i] - est["d"][j]) for i, k, j in zip(mi, vk, dj, strict=True)])
+    fit_row = {
+        "n_games": fit.n_games, "n_cells": fit.n_cells,
+        "log_likelihood": float(np.sum(w * eta - n * np.logaddexp(0.0, eta))),
+        "converged": fit.converged, "chains": fit.chains, "draws": fit.n_draws, "divergences": fit.divergences,
+        "max_r_hat": fit.max_r_hat, "min_ess": fit.min_ess, "scale": fit.scale, "iterations": None,
+    }
+    return rows, fit_row
+
+
+def _map_rows(
+    study: str, version: str | None, m: pl.Series, d: pl.Series, v: pl.Series, y: np.ndarray,
+    games_by: Mapping[str, Mapping[str, int]], ridge: float,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    fit = fit_latent(m, d, v, y, ridge=ridge)
+    se = fit.se()
+    ok = fit.identified()
+    sep = fit.separated if fit.separated is not None else np.zeros(len(ok), dtype=bool)
+    nm, nd = len(fit.mafiosos), len(fit.detectives)
+    rows: list[dict[str, Any]] = []
+    for i, name in enumerate(fit.mafiosos):
+        rows.append(_ability(study, version, name, "deceive", "mafioso", "a", fit.a[i], se[i], games_by,
+                             bool(ok[i]), bool(sep[i])))
+    for j, name in enumerate(fit.detectives):
+        rows.append(_ability(study, version, name, "disclose", "detective", "b", fit.b[j], se[nm + j],
+                             games_by, bool(ok[nm + j]), bool(sep[nm + j])))
+    for k, name in enumerate(fit.villagers):
+        g, s, known = fit.g[k], se[nm + nd + k], bool(ok[nm + nd + k])
+        rows.append(
+            {
+                "study": study,
+                "prompt_version": version,
+                "variant": "mini-mafia",
+                "method": "map",
+                "model": name,
+                "ability": "detect",
+                "role": "villager",
+                "parameter": "c",
+                "estimate": math.exp(g),
+                "se": math.exp(g) * s,  # delta method
+                "ci_low": math.exp(g - Z95 * s) if known else None,
+                "ci_high": math.exp(g + Z95 * s) if known else None,
+                "n_games": games_by["villager"].get(name, 0),
+                "identified": known,
+                "r_hat": None,
+                "ess": None,
+                "converged": fit.converged,
+                "note": None if known else _not_identified(
+                    s, games_by["villager"].get(name, 0), bool(sep[nm + nd + k]), "villager"),
+            }
+        )
+    for r in rows:
+        r["converged"] = fit.converged
+    fit_row = {
+        "n_games": fit.n_games, "n_cells": fit.n_cells, "log_likelihood": fit.log_likelihood,
+        "converged": fit.converged, "chains": None, "draws": None, "divergences": None, "max_r_hat": None,
+        "min_ess": None, "scale": None, "iterations": fit.iterations,
+    }
+    return rows, fit_row
 
 
 def _not_identified(se: float, games: int, separated: bool, role: str) -> str:
@@ -420,6 +523,7 @@ def _ability(
         "study": study,
         "prompt_version": version,
         "variant": "mini-mafia",
+        "method": "map",
         "model": name,
         "ability": ability,
         "role": role,
@@ -430,6 +534,9 @@ def _ability(
         "ci_high": float(est + Z95 * se) if identified else None,
         "n_games": int(games_by[role].get(name, 0)),
         "identified": identified,
+        "r_hat": None,
+        "ess": None,
+        "converged": None,
         "note": None if identified else _not_identified(se, int(games_by[role].get(name, 0)), separated, role),
     }
 
