@@ -19,3 +19,7 @@ os.environ.setdefault("MAFIABENCH_CACHE_DIR", tempfile.mkdtemp(prefix="mafiabenc
 # The fake provider draws its injected faults afresh in every run unless told a seed: tests pin it, so a test's
 # faults are the same on every machine (tests about re-runs set their own).
 os.environ.setdefault("MAFIABENCH_FAULT_SEED", "tests")
+# The latent mart samples the Mini-Mafia study's model by NUTS by default (JAX's start and compilation cost each
+# process ~6 s of CPU, every build ~1 s): builds in tests hold the labelled point-estimate fallback instead, and the
+# tests of the NUTS fit (test_marts_latent.py, test_mini_mafia_published.py) select it themselves.
+os.environ.setdefault("MAFIABENCH_LATENT_METHOD", "map")

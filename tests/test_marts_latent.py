@@ -157,3 +157,51 @@ def test_cross_validation_on_codes_is_the_cross_validation_on_names(seed: int) -
     m[0], d[1], v[2] = "rare-mafioso", "rare-detective", "rare-villager"
     y = (rng.random(n) < 0.4).astype(float)
     assert cross_validated_brier(m, d, v, y) == _brier_from_names(m, d, v, y)
+
+
+# -- the reference's model, sampled (NUTS) ----------------------------------------------------------------------
+
+
+def nuts_build(recs: list, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("MAFIABENCH_LATENT_METHOD", "nuts")
+    return landed(recs)
+
+
+def test_the_mart_holds_the_sampled_model_normalised_as_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two mafiosos (A wins 30 of 40, B 10 of 40) against one detective and one villager: m_A > m_B, mean(m) = 0
+    and mean(v) = 1 exactly (the normalisation), every parameter with its R-hat and ESS; the fit converged.
+    (The published design's figures against the study's are in test_mini_mafia_published.py.)"""
+    recs = cell_records("a", n=40, mafia_wins=30, models={"mafioso": "A", "detective": "D", "villager": "V"})
+    recs += cell_records("b", n=40, mafia_wins=10, models={"mafioso": "B", "detective": "D", "villager": "V"})
+    c = nuts_build(recs, monkeypatch)
+    fit = one(c, "select * from mart_latent_fit")
+    assert (fit["method"], fit["chains"], fit["draws"], fit["n_cells"]) == ("nuts", 4, 1000, 2)
+    assert fit["converged"] and fit["max_r_hat"] <= 1.01 and fit["min_ess"] >= 400 and fit["iterations"] is None
+    ab = {(r["ability"], r["model"]): r for r in rows(c, "select * from mart_latent_abilities")}
+    assert set(ab) == {("deceive", "A"), ("deceive", "B"), ("disclose", "D"), ("detect", "V")}
+    assert {r["parameter"] for r in ab.values()} == {"m", "d", "v"}
+    m_a, m_b = ab[("deceive", "A")], ab[("deceive", "B")]
+    assert m_a["estimate"] == pytest.approx(-m_b["estimate"], abs=1e-9) and m_a["estimate"] > 0.3
+    assert ab[("detect", "V")]["estimate"] == pytest.approx(1.0, abs=1e-12)
+    # The mafia won 40 of 80 against D: the average mafioso (m = 0) meets D at even odds, so d is near 0.
+    assert abs(ab[("disclose", "D")]["estimate"]) < 0.2
+    for r in ab.values():
+        assert r["method"] == "nuts" and r["converged"] and r["note"] is None
+        assert r["r_hat"] < 1.01 and r["ess"] >= 400 and r["ci_low"] < r["estimate"] < r["ci_high"]
+
+
+def test_sampling_that_did_not_converge_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fault injected: 15 draws a chain after 15 of warm-up cannot give an ESS of 400: the fit and every row say
+    so, with the figures."""
+    from mafiabench.transform import latent_nuts
+
+    monkeypatch.setattr(latent_nuts, "WARMUP", 15)
+    monkeypatch.setattr(latent_nuts, "DRAWS", 15)
+    recs = cell_records("a", n=30, mafia_wins=20, models={"mafioso": "A", "detective": "D", "villager": "V"})
+    recs += cell_records("b", n=30, mafia_wins=12, models={"mafioso": "B", "detective": "D", "villager": "V"})
+    c = nuts_build(recs, monkeypatch)
+    fit = one(c, "select * from mart_latent_fit")
+    assert fit["converged"] is False and fit["draws"] == 15 and fit["min_ess"] < 400
+    for r in rows(c, "select * from mart_latent_abilities"):
+        assert r["converged"] is False and r["ess"] < 400
+        assert "sampling did not converge: R-hat" in r["note"] and "(at least 400)" in r["note"]

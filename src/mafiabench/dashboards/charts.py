@@ -326,7 +326,7 @@ def scores_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
 
 
 def latent_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
-    """Top-down latent abilities with Laplace 95% intervals: a (deceive), b (disclose) and c (detect)."""
+    """Top-down latent abilities with 95% intervals: m, d, v (NUTS) or a, b, c (the point-estimate fallback)."""
     study = _dropdown("study", studies, "Study: ")
     base = alt.Chart()
     y = alt.Y("model:N", title="model", axis=alt.Axis(labelLimit=320))
@@ -334,6 +334,7 @@ def latent_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
         alt.Tooltip("model:N"),
         alt.Tooltip("ability:N"),
         alt.Tooltip("parameter:N"),
+        alt.Tooltip("method:N"),
         alt.Tooltip("estimate:Q", format=".3f"),
         alt.Tooltip("se:Q", title="standard error", format=".3f"),
         alt.Tooltip("ci_low:Q", title="95% low", format=".3f"),

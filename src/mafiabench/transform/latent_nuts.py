@@ -125,13 +125,18 @@ def _sampler(n_models: int, n_cells: int, chains: int, warmup: int, draws: int, 
 def fit_latent_nuts(
     cells: list[tuple[str, str, str, int, int]],
     *,
-    chains: int = CHAINS,
-    warmup: int = WARMUP,
-    draws: int = DRAWS,
-    target_accept: float = TARGET_ACCEPT,
+    chains: int | None = None,
+    warmup: int | None = None,
+    draws: int | None = None,
+    target_accept: float | None = None,
     seed: int = SEED,
 ) -> NutsFit:
-    """Sample the reference's model on (mafioso, villager, detective, games, mafia wins) cells; see the module."""
+    """Sample the reference's model on (mafioso, villager, detective, games, mafia wins) cells; see the module.
+    Settings left out are the module's (`CHAINS`, `WARMUP`, `DRAWS`, `TARGET_ACCEPT`), read at each call."""
+    chains = chains or CHAINS
+    warmup = warmup or WARMUP
+    draws = draws or DRAWS
+    target_accept = target_accept or TARGET_ACCEPT
     cells = [c for c in cells if c[3] > 0]
     if not cells:
         raise ValueError("no games to fit")

@@ -5,7 +5,12 @@ as tables (registered in `PYTHON_MODELS`). They run after dbt, as a post-step of
 no SQL model reads them, several write two tables from one fit (a dbt Python model returns one), and the embedding
 model of the coherence step is loaded once per build in this process.
 
-The latent model (metrics.md §2): logit P(mafia wins | mafioso i, detective j, villager k) = c_k (a_i - b_j), with
+The latent mart holds, by default, the model as the Mini-Mafia study fits it now, sampled by NUTS
+(`transform.latent_nuts`: logit p = v_k (m_i - d_j), mean(m) = 0, mean(v) = 1); MAFIABENCH_LATENT_METHOD=map selects
+the fast point estimate below, each row saying which it holds (`method`). The cross-validated Brier score always
+refits the point estimate.
+
+The point estimate (metrics.md §2): logit P(mafia wins | mafioso i, detective j, villager k) = c_k (a_i - b_j), with
 a_i the deceive, b_j the disclose and c_k = exp(g_k) the detect ability. It is identified up to a common shift of
 a and b and a scale traded between c and (a - b); we fix sum(a) + sum(b) = 0 and sum(g) = 0 (geometric mean of c
 is 1) by optimising in the null space of those constraints. Games are aggregated to (i, j, k) cells first, so the
@@ -705,9 +710,10 @@ PYTHON_MODELS: list[PythonModel] = [
         kind="python",
         grain="mart_latent_abilities: one row per (study, prompt version, model, ability); mart_latent_fit: one row "
               "per (study, prompt version)",
-        purpose="top-down latent abilities (with an `identified` flag and a note where the data cannot place a "
-                "model), logit P(mafia wins) = c_k (a_i - b_j), fit by penalised maximum likelihood (weak priors) with "
-        "Laplace intervals, and its 5-fold cross-validated Brier gain over a constant rate",
+        purpose="top-down latent abilities as the Mini-Mafia study fits them (logit P(mafia wins) = v_k (m_i - d_j), "
+                "NUTS, mean(m) = 0, mean(v) = 1, R-hat and ESS per parameter; or the fast point estimate as a "
+                "labelled fallback), with an `identified` flag, and the 5-fold cross-validated Brier gain over a "
+                "constant rate",
         materialized="table",
         depends_on=("fct_games",),
         outputs=("mart_latent_abilities", "mart_latent_fit"),

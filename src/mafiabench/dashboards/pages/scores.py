@@ -11,10 +11,10 @@ from mafiabench.dashboards.data import protocol_cards, studies_by_size
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
-LATENT_LABELS = {
-    "deceive": "deceive: a (as mafioso)",
-    "disclose": "disclose: b (as detective)",
-    "detect": "detect: ln c (as villager)",
+LATENT_LABELS = {  # NUTS rows hold m, d, v (the reference's model); the point-estimate fallback a, b, ln c
+    "deceive": "deceive: m or a (as mafioso)",
+    "disclose": "disclose: d or b (as detective)",
+    "detect": "detect: v or ln c (as villager)",
 }
 
 
@@ -57,7 +57,8 @@ def build(ctx: Context) -> Page:
         if latent:
             studies = studies_by_size(m, "mart_latent_abilities")
             page.add_chart(
-                "top-down", charts.latent_chart(latent, studies=studies), "Latent abilities with Laplace 95% intervals."
+                "top-down", charts.latent_chart(latent, studies=studies),
+                "Latent abilities with 95% intervals (NUTS: credible; the point-estimate fallback: Laplace).",
             )
     if m.has("mart_latent_fit"):
         fits = m.rows("select * from mart_latent_fit order by study")

@@ -27,6 +27,16 @@ case when ({{ n }}) > 0 then least(1.0, (
 ) / (1.0 + 3.841458820694124 / ({{ n }}))) else 1.0 end
 {%- endmacro %}
 
+{#- The Mini-Mafia study's interval of a rate: the Laplace mean -+ 1.96 Beta sds, clipped to [0, 1]
+    (serendipitous_results/name_bias.py of bastoscostadavi/llm-mafia-game). -#}
+{% macro normal_low(k, n) -%}
+greatest(0.0, {{ laplace_mean(k, n) }} - 1.96 * {{ beta_sd(k, n) }})
+{%- endmacro %}
+
+{% macro normal_high(k, n) -%}
+least(1.0, {{ laplace_mean(k, n) }} + 1.96 * {{ beta_sd(k, n) }})
+{%- endmacro %}
+
 {#- The four columns every rate mart carries, in this order: laplace_mean, beta_sd, wilson_low, wilson_high. -#}
 {% macro rate_columns(k, n) -%}
 {{ laplace_mean(k, n) }} as laplace_mean,

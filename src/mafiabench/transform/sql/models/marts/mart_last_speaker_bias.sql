@@ -4,22 +4,35 @@ with players as (
 ),
 
 counted as (
+    -- Each role, and every role together ('all': the Mini-Mafia study's `aggregate` row).
     select
         variant,
-        role,
+        coalesce(role, 'all') as role,
         spoke_last,
         count(*) as n,
         count(*) filter (where won) as k,
         count(*) filter (where won and tie_decided) as k_tie
     from players
-    group by variant, role, spoke_last
+    group by grouping sets ((variant, role, spoke_last), (variant, spoke_last))
+),
+
+totals as (
+    -- The role's players whoever spoke last (the study's `total_*` columns).
+    select variant, role, sum(n) as total_n, sum(k) as total_k
+    from counted
+    group by variant, role
 ),
 
 stats as (
     select
-        *,
-        {{ rate_columns('k', 'n') }}
-    from counted
+        c.*,
+        t.total_n,
+        t.total_k,
+        {{ rate_columns('k', 'n') }},
+        {{ laplace_mean('t.total_k', 't.total_n') }} as total_laplace_mean,
+        {{ beta_sd('t.total_k', 't.total_n') }} as total_beta_sd
+    from counted as c
+    inner join totals as t on t.variant = c.variant and t.role = c.role
 ),
 
 final as (
@@ -35,6 +48,10 @@ final as (
         s.beta_sd,
         s.wilson_low,
         s.wilson_high,
+        s.total_n,
+        s.total_k,
+        s.total_laplace_mean,
+        s.total_beta_sd,
         case when s.spoke_last then s.laplace_mean - o.laplace_mean end as advantage,
         case when s.spoke_last then sqrt(s.beta_sd * s.beta_sd + o.beta_sd * o.beta_sd) end as advantage_sd
     from stats as s

@@ -9,8 +9,19 @@ settings as (
     select *, 'no_communication' as setting from players where not has_communication
 ),
 
+name_genders as (
+    -- The Mini-Mafia study's grouping of its four names (serendipitous_results/name_bias.py): Male = Bob, Charlie;
+    -- Female = Alice, Diana. Other names have no gender row.
+    select * from (values ('Alice', 'female'), ('Bob', 'male'), ('Charlie', 'male'), ('Diana', 'female'))
+        as t (name, gender)
+),
+
 keyed as (
     select variant, setting, 'name' as dimension, name as value, role, won, tie_decided from settings
+    union all
+    select s.variant, s.setting, 'gender', g.gender, s.role, s.won, s.tie_decided
+    from settings as s
+    inner join name_genders as g on g.name = s.name
     union all
     -- A source without seats (Mini-Mafia batches list players by name) says so: 'unknown', never a guess.
     select variant, setting, 'seat', coalesce(cast(seat as varchar), 'unknown'), role, won, tie_decided from settings
@@ -37,7 +48,9 @@ final as (
         k,
         k_tie,
         k - k_tie as k_clean,
-        {{ rate_columns('k', 'n') }}
+        {{ rate_columns('k', 'n') }},
+        {{ normal_low('k', 'n') }} as normal_low,
+        {{ normal_high('k', 'n') }} as normal_high
     from counted
 )
 
