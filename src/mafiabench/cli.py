@@ -1,4 +1,4 @@
-"""The `mafiabench` command (typer, rich help). Subcommands live one per module in `mafiabench.commands` and are
+"""The `mafiabench` command (typer, plain help text). Subcommands live one per module in `mafiabench.commands` and are
 discovered, so a feature adds its command without touching this file.
 
 May import: `mafiabench.commands` (discovered), `mafiabench.errors`. Commands signal their exit code with
@@ -35,7 +35,7 @@ def build_app() -> typer.Typer:
         help=HELP,
         no_args_is_help=True,
         add_completion=False,
-        rich_markup_mode="rich",
+        rich_markup_mode=None,  # plain help: brackets in help text ([detector], [[imports]]) shown as written
         pretty_exceptions_enable=False,
         context_settings={"help_option_names": ["-h", "--help"]},
     )
