@@ -1,7 +1,7 @@
 """Read-only access to the built warehouse for page builders: which marts exist, rows as dicts, small frames.
 
-Pages read marts only (transcripts also read the event log through `stg_events`). A mart that a build did not
-produce makes its section say so instead of failing the whole render.
+Pages read marts only (`fct_`, `dim_`, `mart_`; never `raw_`, `stg_` or `int_`: tests/test_pages_read_marts.py). A
+mart that a build did not produce makes its section say so instead of failing the whole render.
 """
 
 from __future__ import annotations

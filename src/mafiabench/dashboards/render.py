@@ -254,8 +254,10 @@ def _render_into(
     max_rows: int,
 ) -> RenderResult:
     m = Marts(con)
-    if not m.has("fct_games", "stg_events", "fct_player_games"):
-        raise UserError("the warehouse has no fct_games / fct_player_games / stg_events: run `mafiabench build`")
+    if not m.has("fct_games", "mart_transcript_events", "fct_player_games"):
+        raise UserError(
+            "the warehouse has no fct_games / fct_player_games / mart_transcript_events: run `mafiabench build`"
+        )
     specs = registered()  # every module of dashboards/pages registered its pages when the package was imported
     nav = [(spec.path, spec.label) for spec in specs]
     linked = list(dict.fromkeys(gid for spec in specs if spec.links for gid in spec.links(m, max_rows)))

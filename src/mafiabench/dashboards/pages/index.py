@@ -26,14 +26,13 @@ def build(ctx: Context) -> Page:
            from fct_games"""
     )
     n_models = m.scalar("select count(*) from dim_models") if m.has("dim_models") else None
-    prov_table = "fct_games" if {"landed_at", "package_version"} <= m.columns("fct_games") else "stg_games"
     prov: dict[str, Any] = {}
-    if m.has(prov_table) and {"landed_at", "package_version", "git_commit"} <= m.columns(prov_table):
+    if {"landed_at", "package_version", "git_commit"} <= m.columns("fct_games"):
         prov = m.one(
-            f"""select min(landed_at) as first_landed, max(landed_at) as last_landed,
-                       string_agg(distinct package_version, ', ' order by package_version) as versions,
-                       string_agg(distinct git_commit, ', ' order by git_commit) as commits
-                from {prov_table}"""
+            """select min(landed_at) as first_landed, max(landed_at) as last_landed,
+                      string_agg(distinct package_version, ', ' order by package_version) as versions,
+                      string_agg(distinct git_commit, ', ' order by git_commit) as commits
+               from fct_games"""
         )
     tiles = [
         ("games", fmt_int(g.get("games"))),

@@ -1,5 +1,5 @@
 """Game transcripts: the list of rendered games (a registered page) and one page per game, from the event log
-(`stg_events`) and the game and player marts.
+(`mart_transcript_events`), the game and player marts and what each model wrote (`mart_model_answers`).
 
 Omniscient view: every event including private ones (marked with who saw them), each message as written (escaped by
 the template, with truncations and format failures flagged), silences, every vote (random fallbacks marked), the
@@ -65,10 +65,10 @@ def build_index(ctx: Context) -> Page:
         ):
             roles.setdefault(r["game_id"], {})[r["role"]] = list(r["models"] or [])
     bars: dict[str, list[str]] = {}
-    if ids and m.has("int_capability_games"):
+    if ids and m.has("mart_capability_games"):
         for r in m.rows(
             """select game_id, list(capability || '|' || background || '|' || target_model) as keys
-               from int_capability_games where game_id in (select unnest($ids)) group by game_id""",
+               from mart_capability_games where game_id in (select unnest($ids)) group by game_id""",
             {"ids": ids},
         ):
             bars[r["game_id"]] = list(r["keys"] or [])
@@ -133,7 +133,6 @@ def transcript_pages(m: Marts, game_ids: Sequence[str], *, rendered: Mapping[str
     """Pages for `game_ids`, fetched in chunks (one query per table per chunk, not per game)."""
     exceptional = m.has("mart_exceptional_games")
     costs = m.has("mart_game_costs")
-    has_error = "error" in m.columns("stg_games")
     for chunk in _chunks(list(game_ids)):
         params = {"ids": chunk}
         games = {
@@ -141,9 +140,8 @@ def transcript_pages(m: Marts, game_ids: Sequence[str], *, rendered: Mapping[str
         }
         errors: dict[str, Any] = {}
         seeds: dict[str, Any] = {}
-        if m.has("stg_games"):
-            cols = "game_id, seed" + (", error" if has_error else "")
-            for r in m.rows(f"select {cols} from stg_games where game_id in (select unnest($ids))", params):
+        if m.has("mart_game_details"):
+            for r in m.rows("select * from mart_game_details where game_id in (select unnest($ids))", params):
                 errors[r["game_id"]] = r.get("error")
                 seeds[r["game_id"]] = r.get("seed")
         players = _by_game(
@@ -155,7 +153,7 @@ def transcript_pages(m: Marts, game_ids: Sequence[str], *, rendered: Mapping[str
             m.rows(
                 """select game_id, seq, phase, round, event_type, actor, target, text, visibility, format_failure,
                       random_fallback, truncated, tie_break, data_json
-               from stg_events where game_id in (select unnest($ids)) order by game_id, seq""",
+               from mart_transcript_events where game_id in (select unnest($ids)) order by game_id, seq""",
                 params,
             )
         )
