@@ -24,14 +24,9 @@ DEMO = ROOT / "experiments" / "hidden_in_plain_text_offline.toml"
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     folder = tmp_path_factory.mktemp("detector-demo")
     out = folder / "dashboards"
-    import os
-
-    here = os.getcwd()
-    os.chdir(folder)  # the experiment's warehouse path is relative to the working folder
-    try:
-        assert main(["run", str(DEMO), "--no-prefect", "--no-progress", "--publish", "--dashboards", str(out)]) == 0
-    finally:
-        os.chdir(here)
+    # the experiment's warehouse is relative to the experiment file, in the checkout: ours goes to the test's folder
+    assert main(["run", str(DEMO), "--no-prefect", "--no-progress", "--publish", "--dashboards", str(out),
+                 "--warehouse", str(folder / "w.duckdb")]) == 0
     yield out
 
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from mafiabench.commands import command
+
+HINT = "interrupted: the detections landed so far are kept; run the same command again to resume"
 
 
 def register(app: typer.Typer) -> None:
@@ -121,18 +122,21 @@ def main(
             lines.append(publishing.build(wh).summary())
             lines.append(publishing.render(wh, dashboards).summary())
     else:
-        from mafiabench.commands.run import PREFECT_DEFAULTS, start_guarded_prefect_server
+        from mafiabench.commands import Interrupt
+        from mafiabench.commands.run import prefect_settings, quiet_prefect
         from mafiabench.warehouse.landing import warehouse_lock
 
-        for key, value in PREFECT_DEFAULTS.items():
-            os.environ.setdefault(key, value)
-        from mafiabench.flows.detect import detect_flow
+        quiet_prefect(verbose=False)
+        try:
+            with Interrupt(HINT) as interrupt, warehouse_lock(wh, what="mafiabench detect", share=True):
+                prefect_settings()
+                from mafiabench.flows.detect import detect_flow
 
-        with warehouse_lock(wh, what="mafiabench detect", share=True):
-            start_guarded_prefect_server()
-            report = asyncio.run(detect_flow(experiment_path=None if experiment is None else str(experiment),
-                                             warehouse=str(wh), spec=spec, publish=publish,
-                                             dashboards=str(dashboards)))
+                report = interrupt.run(detect_flow(experiment_path=None if experiment is None else str(experiment),
+                                                   warehouse=str(wh), spec=spec, publish=publish,
+                                                   dashboards=str(dashboards)))
+        except KeyboardInterrupt:  # the hint is printed
+            return 130
         lines = [*report.pop("imports", []), "detect: " + DetectReport(**report).to_text()]
     if json_:
         print(json.dumps(report, indent=1, default=str))

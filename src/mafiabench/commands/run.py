@@ -1,29 +1,29 @@
 """`mafiabench run <experiment.toml>`: play the experiment's missing games and land them in the warehouse.
 
-By default through the Prefect flow (`mafiabench.flows.study`) on Prefect's temporary local server, which needs
-nothing started; `--no-prefect` runs the same steps directly (same records, same summary, no Prefect UI).
+By default through the Prefect flow (`mafiabench.flows.study`) on a local Prefect server that the runs share: the
+first run starts it, later runs find it, and it stops itself once no run has used it for a while
+(`mafiabench.flows.server`); with PREFECT_API_URL set, that server. `--no-prefect` runs the same steps directly
+(same records, same summary, no Prefect UI).
 
-Before Prefect starts, the command takes the warehouse lock (a second run fails in a second with one clear line)
-and, on the temporary server, starts that server itself with a watchdog process: if this process dies, even by
-kill -9, the watchdog stops the server, so no Prefect server outlives its run.
+Before Prefect starts, the command takes the warehouse lock (a second run fails in a second with one clear line).
+One Ctrl-C stops a run within seconds, with the resume hint and exit code 130 (`commands.Interrupt`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import os
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
 
 import typer
 
-from mafiabench.commands import command
+from mafiabench.commands import Interrupt, command, process_started
 
-# Quiet, robust defaults for Prefect's temporary server; a user's own settings win.
+# Quiet, robust defaults for Prefect's client and the local server; a user's own settings win.
 PREFECT_DEFAULTS = {
+    "DO_NOT_TRACK": "1",  # Prefect's client telemetry, and its "Prefect collects anonymous usage data" notice
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "PREFECT_TASKS_DEFAULT_NO_CACHE": "true",
@@ -31,6 +31,16 @@ PREFECT_DEFAULTS = {
 # Without --verbose the terminal gets warnings and errors only: no task-completion lines, no server notices. The
 # INFO lines still reach Prefect's API (its UI and the flow run's logs); only the console handler is raised.
 QUIET_PREFECT = {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING"}
+
+
+def prefect_settings() -> None:
+    """Prefect's environment for a command that runs a flow: quiet defaults (a user's own settings win), then the
+    shared local server (its address in PREFECT_API_URL). Before Prefect is imported: it reads its settings then."""
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+    from mafiabench.flows.server import ensure_server
+
+    ensure_server()
 
 
 def quiet_prefect(verbose: bool) -> None:
@@ -48,7 +58,8 @@ def register(app: typer.Typer) -> None:
         help=(
             "Play every planned game of the experiment that is not landed yet (re-running resumes: landed games "
             "are skipped, failed ones replayed), land each record in the raw folder and the DuckDB warehouse, and "
-            "print a run summary. Runs through Prefect's temporary local server unless --no-prefect."
+            "print a run summary. Runs through a local Prefect server shared by the runs (started on demand, stopped "
+            "when idle) or PREFECT_API_URL's, unless --no-prefect. Ctrl-C stops it (run it again to resume)."
         ),
     )(main)
 
@@ -101,17 +112,15 @@ def main(
     from mafiabench.warehouse.landing import warehouse_lock
 
     try:
-        # A second run on the same warehouse stops here, before Prefect starts (the study re-enters this lock).
-        with warehouse_lock(exp.warehouse_path(warehouse), what=f"mafiabench run {exp.name}", share=True):
+        # A second run on the same warehouse stops at the lock, before Prefect starts (the study re-enters it).
+        with Interrupt() as interrupt, warehouse_lock(
+            exp.warehouse_path(warehouse), what=f"mafiabench run {exp.name}", share=True
+        ):
             summary = _run(
-                experiment, exp, progress, warehouse=warehouse, no_prefect=no_prefect, publish=publish,
+                experiment, exp, progress, interrupt, warehouse=warehouse, no_prefect=no_prefect, publish=publish,
                 dashboards=dashboards,
             )
-    except KeyboardInterrupt:
-        print(
-            "\ninterrupted: finished games are in the raw folder; run the same command again to resume",
-            file=sys.stderr,
-        )
+    except KeyboardInterrupt:  # the hint is printed
         return 130
     print(summary.text())
     return int(summary.exit_code)
@@ -121,6 +130,7 @@ def _run(
     experiment: Path,
     exp: Any,
     progress: bool | None,
+    interrupt: Interrupt,
     *,
     warehouse: Path | None,
     no_prefect: bool,
@@ -132,23 +142,21 @@ def _run(
 
     summary: RunSummary
     if no_prefect:
-        summary = asyncio.run(run_study(exp, warehouse=warehouse, progress=progress))  # exp carries --dask
+        summary = interrupt.run(run_study(exp, warehouse=warehouse, progress=progress, started=process_started()))
         if not summary.shard_errors and (exp.imports or exp.detector is not None):
             from mafiabench.flows.pipeline import after_landing
 
-            summary.after, _ = asyncio.run(after_landing(exp, summary.warehouse))
+            summary.after, _ = interrupt.run(after_landing(exp, summary.warehouse))
         if publish and not summary.shard_errors:
             from mafiabench import publish as publishing
 
             print(publishing.build(Path(summary.warehouse)).summary())
             print(publishing.render(Path(summary.warehouse), dashboards).summary())
     else:
-        for key, value in PREFECT_DEFAULTS.items():
-            os.environ.setdefault(key, value)
+        prefect_settings()
         module = flow_module()
-        start_guarded_prefect_server()
         try:
-            summary = asyncio.run(
+            summary = interrupt.run(
                 module.study_flow(
                     experiment_path=str(experiment),
                     warehouse=None if warehouse is None else str(warehouse),
@@ -156,56 +164,9 @@ def _run(
                     publish=publish,
                     dashboards=str(dashboards),
                     dask=None if exp.cluster is None else exp.cluster.dask,
+                    started=process_started(),
                 )
             )
         except module.StudyIncomplete as exc:
             summary = exc.summary
     return summary
-
-
-WATCHDOG = """
-import os, signal, sys, time
-parent, server = int(sys.argv[1]), int(sys.argv[2])
-def start_time(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[19]
-    except OSError:
-        return None
-born = start_time(server)
-while born is not None and start_time(server) == born:
-    if start_time(parent) is None:  # the run is gone (exited, or killed with -9): stop its server
-        os.kill(server, signal.SIGTERM)
-        for _ in range(50):
-            time.sleep(0.1)
-            if start_time(server) != born:
-                break
-        else:
-            os.kill(server, signal.SIGKILL)
-        break
-    time.sleep(0.2)
-"""
-
-
-def start_guarded_prefect_server() -> int | None:
-    """Start Prefect's temporary server now (the flow reuses it) and a watchdog that stops it when this process
-    dies. Returns the server's pid; None when a real server is configured (PREFECT_API_URL)."""
-    if os.environ.get("PREFECT_API_URL"):
-        return None
-    import subprocess
-
-    from prefect.server.api.server import SubprocessASGIServer
-
-    server = SubprocessASGIServer()  # the one instance Prefect's clients use in ephemeral mode: they reuse it
-    server.start()
-    process = server.server_process
-    if process is None:
-        return None
-    subprocess.Popen(
-        [sys.executable, "-c", WATCHDOG, str(os.getpid()), str(process.pid)],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,  # not killed with our process group: it must outlive us to clean up
-    )
-    return int(process.pid)

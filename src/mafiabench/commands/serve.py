@@ -142,6 +142,31 @@ def _schedule(cron: str, interval: float | None, timezone: str) -> tuple[Any, st
     return schedule, f"{what} in time zone {timezone} (next run {first:%Y-%m-%d %H:%M:%S %Z})"
 
 
+# Stops the server `serve` started when `serve` dies, even by kill -9 (argv: serve's pid, the server's pid).
+WATCHDOG = """
+import os, signal, sys, time
+parent, server = int(sys.argv[1]), int(sys.argv[2])
+def start_time(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return None
+born = start_time(server)
+while born is not None and start_time(server) == born:
+    if start_time(parent) is None:  # the run is gone (exited, or killed with -9): stop its server
+        os.kill(server, signal.SIGTERM)
+        for _ in range(50):
+            time.sleep(0.1)
+            if start_time(server) != born:
+                break
+        else:
+            os.kill(server, signal.SIGKILL)
+        break
+    time.sleep(0.2)
+"""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -156,8 +181,6 @@ def _prefect_server() -> Iterator[str]:
     if configured:
         yield configured
         return
-    from mafiabench.commands.run import WATCHDOG
-
     port = _free_port()
     api_url = f"http://127.0.0.1:{port}/api"
     home = Path(os.environ.get("PREFECT_HOME", Path.home() / ".prefect")).expanduser()

@@ -83,13 +83,16 @@ async def study_flow(
     publish: bool = False,
     dashboards: str = "dashboards",
     dask: str | None = None,
+    started: float | None = None,
 ) -> RunSummary:
     """Play an experiment's missing games and land them; the run summary becomes a markdown artifact. With
-    `publish`, then rebuild the marts behind the quality gate and render the dashboards."""
+    `publish`, then rebuild the marts behind the quality gate and render the dashboards. `started`: when the command
+    began (epoch seconds), so the summary's wall time is the whole command's."""
     install_log_scrubber()  # no known secret in a log line (Prefect stores them in its database)
     logger = get_run_logger()
     experiment = load_experiment(experiment_path)
-    with Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress, dask=dask) as study:
+    with Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress, dask=dask,
+               started=started) as study:
         shards = study.prepare()  # expand the design, load landed raw files, skip landed games
         s = study.summary
         logger.info(

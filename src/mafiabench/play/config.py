@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -187,6 +188,18 @@ class PromptSource(BaseModel):
         return self
 
 
+def resolve_paths(data: dict[str, Any], base: Path, keys: Sequence[str]) -> dict[str, Any]:
+    """Make the relative paths under these top-level `keys` relative to the file that names them (`base` is its
+    folder): every path written in a game or experiment file is read from that file's folder, wherever the command
+    runs (paths given on the command line stay relative to the current folder)."""
+    out = dict(data)
+    for key in keys:
+        value = out.get(key)
+        if isinstance(value, str) and value and not Path(value).expanduser().is_absolute():
+            out[key] = os.path.normpath(base / value)
+    return out
+
+
 def resolve_prompt_source(data: dict[str, Any], base: Path) -> dict[str, Any]:
     """Make a relative `prompt.from_batch_config` relative to the file that names it (`base` is its folder)."""
     prompt = data.get("prompt")
@@ -243,6 +256,6 @@ class GameConfig(BaseModel):
 
 
 def load_game_config(path: Path, overrides: Mapping[str, Any] | None = None) -> GameConfig:
-    data = resolve_prompt_source(read_toml(path), path.parent)
+    data = resolve_paths(resolve_prompt_source(read_toml(path), path.parent), path.parent, ("cache_dir",))
     data.update(overrides or {})
     return validate(GameConfig, data, str(path))

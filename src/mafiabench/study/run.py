@@ -130,7 +130,11 @@ class Study:
         shard_retries: int = 2,
         shard_retry_delays: tuple[float, ...] = (1.0, 5.0),
         dask: str | None = None,
+        started: float | None = None,
     ) -> None:
+        """`started`: when the command began (`time.time()`), so the summary's wall time is the whole command's
+        (start-up and Prefect included); default now."""
+        self._t0 = time.perf_counter() - (time.time() - started if started is not None else 0.0)
         self.exp = experiment
         self.dask_address = dask or (experiment.cluster.dask if experiment.cluster is not None else None)
         self._dask: Any = None
@@ -151,7 +155,7 @@ class Study:
             experiment=experiment.name,
             orchestrator=orchestrator,
             warehouse=str(self.warehouse),
-            started_at=datetime.now(UTC),
+            started_at=datetime.now(UTC) if started is None else datetime.fromtimestamp(started, UTC),
             price_version=self.prices.version,
             budget={k: v for k, v in experiment.budget.model_dump().items() if v is not None},
             description=experiment.description,
@@ -165,7 +169,6 @@ class Study:
         self._targets: dict[int, int] = {}  # with [stopping]: open cell → the game count of its next look
         self._next_shard = 0
         self.guard: BudgetGuard | None = None
-        self._t0 = time.perf_counter()
         self._lock_cm: Any = None
         self._con: Any = None
         self._con_lock = threading.RLock()  # the lander's thread and this one share the connection
@@ -780,9 +783,10 @@ async def run_study(
     progress: bool | None = None,
     prices: PriceTable | None = None,
     dask: str | None = None,
+    started: float | None = None,
 ) -> RunSummary:
     """Run an experiment without Prefect (`mafiabench run --no-prefect`): the same steps as the flow."""
-    with Study(experiment, warehouse=warehouse, progress=progress, prices=prices, dask=dask) as study:
+    with Study(experiment, warehouse=warehouse, progress=progress, prices=prices, dask=dask, started=started) as study:
         study.prepare()
         await study.fan_out()
         return study.finish()

@@ -39,6 +39,7 @@ from mafiabench.play.config import (
     check_provider,
     endpoints_from,
     read_toml,
+    resolve_paths,
     resolve_prompt_source,
     validate,
 )
@@ -361,11 +362,17 @@ class Experiment(BaseModel):
         default_factory=list,
         description="[[prices]] rows added to or overriding the price table (provider, model, input, output, ...).",
     )
-    warehouse: str = Field(str(DEFAULT_WAREHOUSE), description="DuckDB file (relative to the working directory).")
+    warehouse: str = Field(
+        str(DEFAULT_WAREHOUSE),
+        description="DuckDB file, relative to the experiment file (unset: warehouse/mafiabench.duckdb in the current "
+        "folder).",
+    )
     shard_size: StrictInt = Field(
         50, ge=1, le=100_000, description="Games per orchestration task (a Prefect task run)."
     )
-    cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
+    cache_dir: str | None = Field(
+        None, description="Record/replay cache folder for model calls, relative to the experiment file."
+    )
     imports: list[ImportSource] = Field(
         default_factory=list, description="[[imports]]: datasets imported into the warehouse before detecting."
     )
@@ -591,6 +598,7 @@ def load_experiment(path: str | Path) -> Experiment:
     path = Path(path)
     data = resolve_prompt_file(_resolve_imports(resolve_prompt_source(read_toml(path), path.parent), path.parent),
                                path.parent)
+    data = resolve_paths(data, path.parent, ("warehouse", "cache_dir"))  # every path in the file: from its folder
     return validate(Experiment, data, str(path))
 
 

@@ -29,7 +29,14 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import beta
+
+
+def _beta() -> Any:
+    """scipy's Beta distribution, imported on first use: `scipy.stats` costs 0.3-1 s, and a run without [stopping]
+    imports this module without computing an interval."""
+    from scipy.stats import beta
+
+    return beta
 
 
 def clopper_pearson(k: int, n: int, level: float) -> tuple[float, float]:
@@ -37,8 +44,8 @@ def clopper_pearson(k: int, n: int, level: float) -> tuple[float, float]:
     if n <= 0:
         return 0.0, 1.0
     a = 1.0 - level
-    lower = 0.0 if k == 0 else float(beta.ppf(a / 2, k, n - k + 1))
-    upper = 1.0 if k == n else float(beta.ppf(1 - a / 2, k + 1, n - k))
+    lower = 0.0 if k == 0 else float(_beta().ppf(a / 2, k, n - k + 1))
+    upper = 1.0 if k == n else float(_beta().ppf(1 - a / 2, k + 1, n - k))
     return lower, upper
 
 
@@ -136,8 +143,8 @@ def _intervals(n: int, level: float) -> tuple[Any, Any]:
     """Clopper-Pearson bounds for every k = 0..n at once (arrays indexed by k)."""
     k = np.arange(n + 1)
     a = 1.0 - level
-    lower = np.where(k == 0, 0.0, beta.ppf(a / 2, np.maximum(k, 1), n - k + 1))
-    upper = np.where(k == n, 1.0, beta.ppf(1 - a / 2, k + 1, np.maximum(n - k, 1)))
+    lower = np.where(k == 0, 0.0, _beta().ppf(a / 2, np.maximum(k, 1), n - k + 1))
+    upper = np.where(k == n, 1.0, _beta().ppf(1 - a / 2, k + 1, np.maximum(n - k, 1)))
     return lower, upper
 
 

@@ -14,14 +14,11 @@ connections, so the caller's open connection sees what dbt built, and dbt's conn
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import logging
 import os
-import shutil
 import sys
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator, Sequence
@@ -32,6 +29,7 @@ from typing import Any
 
 import duckdb
 
+from mafiabench import scratch
 from mafiabench.errors import UserError
 
 PACKAGED_PROJECT = Path(__file__).resolve().parent / "sql"
@@ -96,8 +94,7 @@ def warehouse_file(con: duckdb.DuckDBPyConnection) -> Path:
 def _work_dir() -> Path:
     global _WORK
     if _WORK is None:
-        _WORK = Path(tempfile.mkdtemp(prefix="mafiabench-dbt-"))
-        atexit.register(shutil.rmtree, _WORK, True)
+        _WORK = scratch.make("dbt")  # removed at exit, even an interrupted one (mafiabench.scratch)
     return _WORK
 
 

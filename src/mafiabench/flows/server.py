@@ -1,0 +1,308 @@
+"""One local Prefect server shared by every run of a Prefect home, started on demand and stopped when idle.
+
+Prefect's temporary server costs 6 to 13 s to start, and `mafiabench run` used to start one per run; this module
+starts one the first time a run needs it and lets the next runs find it, so a run with nothing to play costs what its
+own work costs (BENCHMARKS.md, "Fixed cost of a run").
+
+    url = ensure_server()      # before Prefect is imported: sets PREFECT_API_URL for this process
+
+The server runs under a small keeper process (`python -m mafiabench.flows.server`), detached from the run (its own
+session, not the run's child): a Ctrl-C in the run's terminal does not reach it, and a run's exit leaves no child
+behind. Each run holds a shared lock on `lease` in the server's folder for as long as it lives (the kernel drops it
+when the run exits, even by kill -9); the keeper stops the server and exits once nobody has held the lease for
+`MAFIABENCH_PREFECT_IDLE_S` seconds (default 600; 0 stops it as soon as the last run ends). Starting and stopping
+are serialised by an exclusive lock on `start`, so a run never picks up a server that is stopping.
+
+The folder is `$PREFECT_HOME/mafiabench-server/` (Prefect's own home: its SQLite database holds the flow runs the
+UI shows). With `PREFECT_API_URL` set, that server is used and nothing is started. The server is Prefect's own API app
+in its ephemeral mode (no UI, no scheduling services), exactly what the temporary server ran; `prefect server start`
+with `PREFECT_API_URL` gives the UI and schedules.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+IDLE_ENV = "MAFIABENCH_PREFECT_IDLE_S"
+DEFAULT_IDLE_S = 600.0
+STARTUP_TIMEOUT_ENV = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
+POLL_S = 0.25
+
+
+def prefect_home() -> Path:
+    """Prefect's home folder (PREFECT_HOME, else ~/.prefect), as Prefect resolves it."""
+    return Path(os.environ.get("PREFECT_HOME") or Path.home() / ".prefect").expanduser()
+
+
+def server_dir(home: Path | None = None) -> Path:
+    return (home or prefect_home()) / "mafiabench-server"
+
+
+def idle_seconds() -> float:
+    raw = os.environ.get(IDLE_ENV, "")
+    try:
+        return max(0.0, float(raw)) if raw else DEFAULT_IDLE_S
+    except ValueError:
+        from mafiabench.errors import UserError
+
+        raise UserError(f"{IDLE_ENV} must be a number of seconds, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What the keeper writes once its server answers: where it is and who runs it."""
+
+    keeper_pid: int
+    server_pid: int
+    port: int
+    python: str
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api"
+
+    @classmethod
+    def read(cls, folder: Path) -> ServerState | None:
+        try:
+            data = json.loads((folder / "state.json").read_text())
+            return cls(int(data["keeper_pid"]), int(data["server_pid"]), int(data["port"]), str(data["python"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write(self, folder: Path) -> None:
+        tmp = folder / f".state.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(self.__dict__))
+        os.replace(tmp, folder / "state.json")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+    return state not in ("Z", "X")
+
+
+def healthy(api_url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def _flock(path: Path, mode: int) -> Iterator[IO[bytes]]:
+    with open(path, "a+b") as f:
+        fcntl.flock(f, mode)
+        try:
+            yield f
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_lease: IO[bytes] | None = None  # this process's shared lock on the lease: held until it exits
+
+
+def ensure_server(timeout: float | None = None) -> str | None:
+    """The API URL of this Prefect home's shared server, started if none is running, with PREFECT_API_URL set to it
+    in this process's environment (so call it before importing Prefect); this process holds the server's lease until
+    it exits. None when PREFECT_API_URL already names a server (the user's own)."""
+    global _lease
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    folder = server_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    limit = timeout if timeout is not None else float(os.environ.get(STARTUP_TIMEOUT_ENV) or 90)
+    with _flock(folder / "start", fcntl.LOCK_EX):
+        state = ServerState.read(folder)
+        if not (state is not None and state.python == sys.executable and _alive(state.keeper_pid)
+                and healthy(state.api_url)):
+            state = _start_keeper(folder, limit)
+        lease = open(folder / "lease", "a+b")  # noqa: SIM115 (held open, and locked, for the process's life)
+        fcntl.flock(lease, fcntl.LOCK_SH)
+    if _lease is not None:
+        _lease.close()
+    _lease = lease
+    os.environ["PREFECT_API_URL"] = state.api_url
+    return state.api_url
+
+
+def _start_keeper(folder: Path, timeout: float) -> ServerState:
+    """Start a keeper (detached: it is not our child once started) and wait until its server answers."""
+    with contextlib.suppress(FileNotFoundError):
+        (folder / "state.json").unlink()
+    log = folder / "server.log"
+    with open(log, "ab") as out:
+        intermediate = subprocess.Popen(
+            [sys.executable, "-m", "mafiabench.flows.server", str(folder)],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,  # Ctrl-C in our terminal does not reach it
+            env=_env_finding_us(),
+        )
+    intermediate.wait()  # it forks the keeper and exits at once: the keeper is nobody's child of ours
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        state = ServerState.read(folder)
+        if state is not None:
+            return state
+        if (folder / "failed").exists():
+            break
+        time.sleep(0.05)
+    failed = (folder / "failed").read_text() if (folder / "failed").exists() else f"not ready after {timeout:g} s"
+    tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+    raise RuntimeError(f"Prefect's local server did not start ({failed}); see {log}\n{tail}")
+
+
+def _env_finding_us() -> dict[str, str]:
+    """Our environment, with this mafiabench's folder first on PYTHONPATH (a checkout's src/ run in place)."""
+    ours = str(Path(__file__).resolve().parents[2])
+    paths = [ours, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != ours)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+# -- the keeper ----------------------------------------------------------------------------------------------------
+def _free_port() -> int:
+    with contextlib.closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _uvicorn(port: int) -> subprocess.Popen[bytes]:
+    """Prefect's API app, as its temporary server runs it (prefect.server.api.server.SubprocessASGIServer)."""
+    env = {**os.environ, "PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
+    env.pop("PREFECT_API_URL", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "--factory", "prefect.server.api.server:create_app", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "error", "--lifespan", "on"],
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def keep(folder: Path) -> int:
+    """The keeper: start the server, publish its state, stop it after `idle_seconds()` without a lease."""
+    (folder / "failed").unlink(missing_ok=True)
+    timeout = float(os.environ.get(STARTUP_TIMEOUT_ENV) or 90)
+    stopping = False
+
+    def on_term(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    process: subprocess.Popen[bytes] | None = None
+    state: ServerState | None = None
+    for _ in range(5):  # a port taken between choosing and binding: choose again
+        port = _free_port()
+        process = _uvicorn(port)
+        state = ServerState(os.getpid(), process.pid, port, sys.executable)
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline and not stopping:
+            if healthy(state.api_url, timeout=1.0):
+                break
+            time.sleep(0.1)
+        else:
+            if process.poll() is None:
+                _stop(process)
+                if stopping or time.monotonic() >= deadline:
+                    break
+            continue
+        break
+    if process is None or state is None or process.poll() is not None or stopping or not healthy(state.api_url):
+        if process is not None and process.poll() is None:
+            _stop(process)
+        (folder / "failed").write_text(f"server exited with code {process.returncode if process else None}")
+        return 1
+    state.write(folder)
+    idle = idle_seconds()
+    idle_since = time.monotonic()
+    with open(folder / "lease", "a+b") as lease:
+        while process.poll() is None and not stopping:
+            time.sleep(POLL_S)
+            if not _nobody_holds(lease):
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since >= idle:
+                with _flock(folder / "start", fcntl.LOCK_EX):  # no run is picking the server up meanwhile
+                    if _nobody_holds(lease):
+                        _retire(folder, state)
+                        break
+                idle_since = time.monotonic()
+        else:
+            with _flock(folder / "start", fcntl.LOCK_EX):
+                _retire(folder, state)
+    if process.poll() is None:
+        _stop(process)
+    return 0
+
+
+def _nobody_holds(lease: IO[bytes]) -> bool:
+    try:
+        fcntl.flock(lease, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    fcntl.flock(lease, fcntl.LOCK_UN)
+    return True
+
+
+def _retire(folder: Path, state: ServerState) -> None:
+    """Withdraw the state file (ours only), so no run picks up the server being stopped."""
+    if ServerState.read(folder) == state:
+        (folder / "state.json").unlink(missing_ok=True)
+
+
+def stop_server(home: Path | None = None, timeout: float = 10.0) -> bool:
+    """Stop a home's shared server now (its keeper stops it); True if one was running."""
+    folder = server_dir(home)
+    state = ServerState.read(folder)
+    if state is None or not _alive(state.keeper_pid):
+        return False
+    os.kill(state.keeper_pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _alive(state.keeper_pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return True
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0])
+    if os.fork() > 0:  # the run waits for this parent only: the keeper below is reparented, nobody's child of its
+        return 0
+    os.setsid()
+    return keep(folder)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

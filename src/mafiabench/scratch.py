@@ -1,0 +1,57 @@
+"""Temporary folders that do not outlive their process: `$TMPDIR/mafiabench-<kind>-<pid>-<random>`.
+
+Each is removed when its process exits (atexit), when a run is ended at once after Ctrl-C (`remove_all`, called
+before `os._exit` by `commands.Interrupt`), and, when its process could not clean up (kill -9, a crash), by the next
+process that makes one of the same kind: `make` first removes the folders of that kind whose process is gone (the pid
+in the name). Folders of the older unnamed form (`mafiabench-dbt-<random>`) are left alone.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+_mine: list[Path] = []
+_NAME = re.compile(r"^mafiabench-(?P<kind>[a-z]+)-(?P<pid>\d+)-")
+
+
+def make(kind: str) -> Path:
+    """A fresh folder `mafiabench-<kind>-<pid>-...` in the temporary folder, removed when this process exits."""
+    sweep(kind)
+    path = Path(tempfile.mkdtemp(prefix=f"mafiabench-{kind}-{os.getpid()}-"))
+    if not _mine:
+        atexit.register(remove_all)
+    _mine.append(path)
+    return path
+
+
+def remove_all() -> None:
+    """Remove every folder this process made (at exit, and before a hard exit)."""
+    while _mine:
+        shutil.rmtree(_mine.pop(), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep(kind: str) -> list[Path]:
+    """Remove the folders of `kind` whose process is gone; the folders removed."""
+    removed = []
+    for path in Path(tempfile.gettempdir()).glob(f"mafiabench-{kind}-*"):
+        match = _NAME.match(path.name)
+        if match is None or match["kind"] != kind or int(match["pid"]) == os.getpid() or _alive(int(match["pid"])):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
