@@ -259,13 +259,14 @@ def run(n: int, *, engine: bool, gate: bool, chunk: int) -> None:
         passed = None
         if gate:
             from mafiabench.publish import dbt_test_results
-            from mafiabench.quality.gate import run_suites
+            from mafiabench.quality.gate import gate_suites, run_suites
+            from mafiabench.transform.catalogue import model_docs
 
             # The gate runs on the staged build (dbt data tests + GX), as `mafiabench build` does.
             t3, c3 = time.perf_counter(), cpu_s()
             results = dbt_test_results(con, staged)
             with staged_views(con, staged) as cur:
-                results += run_suites(cur)
+                results += run_suites(cur, suites=gate_suites(model_docs(staged.project)))
             t_gate, c_gate = time.perf_counter() - t3, cpu_s() - c3
             passed = all(r.success for r in results)
             for r in results:

@@ -15,9 +15,10 @@ import pytest
 
 from mafiabench.detect.cleansed_transcript import Transcript
 from mafiabench.detect.detectors import PolicyDetector
-from mafiabench.quality.gate import SUITES, run_suites
+from mafiabench.quality.gate import run_suites
 from mafiabench.transform.detector_marts import baseline, detector_tables, transcript_tables, wilson
 from mafiabench.warehouse.raw import connect, load_detections
+from test_gate_rules import declared_suites
 
 NAMES10 = tuple(f"P{i}" for i in range(10))
 
@@ -128,7 +129,8 @@ def test_mixed_baselines_average_exactly(tmp_path: Path) -> None:
     con.close()
 
 
-DETECTOR_SUITES = [s for s in SUITES if s.name in ("raw_detections", "mart_detections", "mart_detector_accuracy")]
+DETECTOR_SUITES = [s for s in declared_suites()
+                   if s.name in ("raw_detections", "mart_detections", "mart_detector_accuracy")]
 
 
 def _gate(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:

@@ -7,7 +7,10 @@ import math
 
 import duckdb
 
-from mafiabench.quality.gate import SUITES, Check, Suite, _not_blank, _Validator, candidate_sql, run_suites
+from mafiabench.quality.gate import Check, Suite, candidate_sql, run_suites
+from mafiabench.quality.suites import not_blank
+from mafiabench.quality.validator import _Validator
+from test_gate_rules import declared_suites
 
 ROWS = [
     # id, key, name, x, flag, model
@@ -31,7 +34,7 @@ CHECKS = (
     Check("ExpectColumnValuesToBeInSet", {"column": "key", "value_set": ["a", "b'", "d"]}, "known key"),
     Check("ExpectColumnValuesToNotBeNull", {"column": "x"}, "x present"),
     Check("ExpectColumnValuesToNotBeNull", {"column": "model"}, "model present"),
-    _not_blank("model", "model not blank"),
+    not_blank("model", "model not blank"),
 )
 
 
@@ -67,7 +70,7 @@ def test_clean_rows_are_not_pulled_but_counted() -> None:
 
 
 def test_every_row_wise_suite_is_narrowed_and_table_level_ones_are_not() -> None:
-    for suite in SUITES:
+    for suite in declared_suites():
         table_level = any(c.expectation == "ExpectTableRowCountToEqual" for c in suite.checks)
         assert (candidate_sql(suite) is None) == table_level, suite.name
 
@@ -128,7 +131,7 @@ def test_the_copy_check_finds_what_fingerprinting_every_game_finds() -> None:
             con.execute("insert into raw_players values (?, ?, ?, 'villager', ?)", [gid, seat, f"p{seat}", agent])
         for seq, text in enumerate(texts):
             con.execute("insert into raw_events values (?, ?, 'message', 'p0', null, ?)", [gid, seq, text])
-    query = next(s for s in SUITES if s.name == "copied_games").query
+    query = next(s for s in declared_suites() if s.name == "copied_games").query
     found = sorted(con.sql(query).fetchall(), key=str)
     assert found == sorted(con.sql(COPIES_REFERENCE).fetchall(), key=str)
     assert sorted(ids for *_, ids in found) == [["a", "a-copy", "a-copy-2"], ["e", "e-copy"], ["h", "h-copy"]]

@@ -1,4 +1,4 @@
-"""The quality gate's GX helper process (`gate.ValidatorProcess`): a build validates there, so importing GX runs
+"""The quality gate's GX helper process (`validator.ValidatorProcess`): a build validates there, so importing GX runs
 beside the models' build; its verdicts are those of GX in the build's process, and a helper killed with SIGKILL
 costs nothing but the fallback to validating in process. And the build's gate beside its Python models: a suite over
 a Python model's table waits for it, and the results keep a sequential gate's order.
@@ -17,9 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from mafiabench.quality import gate
-from mafiabench.quality.gate import Suite, ValidatorProcess, _Validator, run_suites
+from mafiabench.quality import gate, validator
+from mafiabench.quality.gate import Suite, run_suites
+from mafiabench.quality.validator import ValidatorProcess, _Validator
 from test_gate_candidates import CHECKS, _con
+from test_gate_rules import declared_suites
 
 SUITES = [Suite(f"edge_case_{i}", "select * from t", (check,)) for i, check in enumerate(CHECKS)]
 SUITES.append(Suite("all_checks", "select * from t", CHECKS))
@@ -112,10 +114,10 @@ print(result.published, len(result.validation), "great_expectations" in sys.modu
 
 
 def test_builds_in_one_process_share_one_helper() -> None:
-    first = gate.start_validator()
-    assert gate.start_validator() is first
+    first = validator.start_validator()
+    assert validator.start_validator() is first
     first.close()
-    second = gate.start_validator()
+    second = validator.start_validator()
     assert second is not first and second.pid is not None
 
 
@@ -133,7 +135,7 @@ def test_the_gate_waits_for_the_python_models_it_reads(tmp_path: Path) -> None:
     result = publish.build_warehouse(con, raise_on_failure=False)
     assert result.published, [r.describe() for r in result.validation if not r.success]
     # The results come in the order of a sequential gate: the dbt data tests, then each suite in turn.
-    names = [s.name for s in (*gate.usable_data_suites(), *gate.SUITES)]
+    names = [s.name for s in declared_suites()]
     seen = [r.suite for r in result.validation]
     n_dbt = seen.count("dbt_tests")
     assert n_dbt > 0 and seen[:n_dbt] == ["dbt_tests"] * n_dbt

@@ -171,6 +171,10 @@ CASES = {
         lambda c: c.execute("update raw_events set target = actor where game_id = 'h-4' and type = 'kill'"),
         ["the mafia never kills one of its own", "h-4"],
     ),
+    "blank model name": (
+        lambda c: c.execute("update raw_players set model = ' ' where game_id = 'h-4'"),
+        ["no empty model names", "h-4"],
+    ),
     "missing winner": (
         lambda c: c.execute("update raw_games set winner = null where game_id = 'h-3'"),
         ["one winner per finished game", "h-3"],

@@ -1,5 +1,6 @@
-"""Each singular dbt test (transform/sql/tests/assert_*.sql) returns no rows on clean data and the offending rows on
-corrupted data; the tests run through dbt on a staged build, as the quality gate runs them."""
+"""Each dbt data test named `assert_*` (the singular ones in transform/sql/tests/, the rest declared beside their model
+in its YAML) returns no rows on clean data and the offending rows on corrupted data; the tests run through dbt on a
+staged build, as the quality gate runs them."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 
 import gate_verdicts
 from mafiabench.publish import dbt_test_results
+from mafiabench.quality.gate import run_suites
 from mafiabench.transform import dbt_runner
-from mafiabench.transform.marts import Staged, stage
+from mafiabench.transform.marts import Staged, stage, staged_views
 from mafiabench.warehouse.raw import load_records
+from test_gate_rules import declared_suites
 from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record
 
 TESTS = dbt_runner.PACKAGED_PROJECT / "tests"
@@ -22,8 +25,9 @@ TESTS = dbt_runner.PACKAGED_PROJECT / "tests"
 def run_asserts(con: duckdb.DuckDBPyConnection, staged: Staged, case: str | None = None) -> dict[str, list]:
     """Every data test's violating rows (a sample), by test name; its verdicts checked against the golden `case`."""
     results = dbt_test_results(con, staged)
-    if case is not None:
-        gate_verdicts.check(case, results)
+    if case is not None:  # the rules that left the dbt tests are checked by the GX suites that now hold them alone
+        with staged_views(con, staged) as cur:
+            gate_verdicts.check(case, results, beside=run_suites(cur, suites=declared_suites()))
     return {r.expectation: r.failing_rows for r in results}
 
 
@@ -40,27 +44,16 @@ def clean_con() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _drop_pk(con: duckdb.DuckDBPyConnection) -> None:
-    # The raw table's primary key already refuses duplicates; the rule also guards warehouses built without it.
-    con.execute("create table _g as select * from raw_games; drop table raw_games; alter table _g rename to raw_games")
-
-
 CORRUPTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
-    "assert_unique_game_ids": lambda c: (
-        _drop_pk(c),
-        c.execute("insert into raw_games select * from raw_games limit 1"),
-    ),
     "assert_one_winner_per_finished_game": lambda c: c.execute(
         "update raw_games set winner = null where game_id = 'h-0'"
     ),
-    "assert_event_seq_contiguous": lambda c: c.execute("delete from raw_events where game_id = 'h-1' and seq = 3"),
     "assert_votes_by_active_players": lambda c: c.execute(
         "update raw_events set actor = 'Diana' where game_id = 'h-2' and type = 'vote' and actor = 'Charlie'"
     ),
     "assert_mini_mafia_composition": lambda c: c.execute(
         "update raw_players set role = 'villager' where game_id = 'h-3' and role = 'detective'"
     ),
-    "assert_no_empty_model_names": lambda c: c.execute("update raw_players set model = ' ' where game_id = 'h-4'"),
     "assert_belief_probabilities_valid": lambda c: c.execute(
         "update raw_beliefs set probability = probability + 0.5 where rowid = (select min(rowid) from raw_beliefs)"
     ),
@@ -72,15 +65,20 @@ CORRUPTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
     ),
 }
 
-
-def test_every_assert_has_a_corruption_case() -> None:
-    assert {p.stem for p in TESTS.glob("assert_*.sql")} == set(CORRUPTIONS)
+# The corruptions of the rules that left the dbt tests (now GX checks alone: `test_quality`), still planted, so the
+# data is the data the golden verdicts were recorded on.
+RETIRED_CORRUPTIONS: list[Callable[[duckdb.DuckDBPyConnection], object]] = [
+    lambda c: c.execute("create table _g as select * from raw_games; drop table raw_games; "
+                        "alter table _g rename to raw_games; insert into raw_games select * from raw_games limit 1"),
+    lambda c: c.execute("delete from raw_events where game_id = 'h-1' and seq = 3"),
+    lambda c: c.execute("update raw_players set model = ' ' where game_id = 'h-4'"),
+]
 
 
 def test_asserts_pass_on_clean_data() -> None:
     con = clean_con()
     results = run_asserts(con, stage(con), "dbt tests clean")
-    assert set(CORRUPTIONS) <= set(results)
+    assert {name for name in results if name.startswith("assert_")} == set(CORRUPTIONS)  # each has its corruption
     for name, bad in results.items():
         assert bad == [], name
 
@@ -92,6 +90,8 @@ def corrupted() -> dict[str, list]:
     marts after it."""
     con = clean_con()
     mart_level = ("assert_rates_in_unit_interval", "assert_homogeneous_cells_invariant")
+    for corrupt in RETIRED_CORRUPTIONS:
+        corrupt(con)
     for name, corrupt in CORRUPTIONS.items():
         if name not in mart_level:
             corrupt(con)

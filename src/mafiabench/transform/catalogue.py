@@ -40,12 +40,15 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def model_docs(project: Path | None = None) -> dict[str, dict[str, Any]]:
-    """Every documented relation: name -> {layer, description, grain, columns {name: description}, file}.
+    """Every documented relation: name -> {layer, description, grain, columns {name: description}, file, meta, yaml}.
 
-    Layers: `sources`, the three model layers, and `marts` again for the Python marts (file `python_models.yml`)."""
+    Layers: `sources`, the three model layers, and `marts` again for the Python marts (file `python_models.yml`).
+    `meta` is the relation's own (its grain, the quality gate's suites: `quality.suites`); `yaml` the file that
+    declares it, relative to the project."""
     project = project or dbt_runner.resolve_project()
     out: dict[str, dict[str, Any]] = {}
-    for src in _load(project / "models" / "staging" / "_sources.yml").get("sources", []):
+    sources = project / "models" / "staging" / "_sources.yml"
+    for src in _load(sources).get("sources", []):
         for t in src.get("tables", []):
             out[t["name"]] = {
                 "layer": "sources",
@@ -53,6 +56,8 @@ def model_docs(project: Path | None = None) -> dict[str, dict[str, Any]]:
                 "grain": "",
                 "columns": {c["name"]: c.get("description", "") for c in t.get("columns", [])},
                 "file": None,
+                "meta": t.get("meta") or {},
+                "yaml": sources.relative_to(project).as_posix(),
             }
     files = [(layer, p) for layer in LAYERS for p in sorted((project / "models" / layer).glob("_*.yml"))]
     files.append(("marts", project / "python_models.yml"))
@@ -67,6 +72,8 @@ def model_docs(project: Path | None = None) -> dict[str, dict[str, Any]]:
                 "step": (m.get("meta") or {}).get("step"),
                 "columns": {c["name"]: c.get("description", "") for c in m.get("columns", []) or []},
                 "file": None if path.name == "python_models.yml" else f"models/{layer}/{m['name']}.sql",
+                "meta": m.get("meta") or {},
+                "yaml": path.relative_to(project).as_posix(),
             }
     return out
 
@@ -75,7 +82,11 @@ def _section(name: str, doc: dict[str, Any], types: list[tuple[str, str]], meta:
     lines = [f"### `{name}`", "", meta, ""]
     if doc.get("grain"):
         lines.append(f"- **Grain:** {doc['grain']}")
-    lines += [f"- **Purpose:** {doc['description']}", "", "| column | type | meaning |", "|---|---|---|"]
+    lines.append(f"- **Purpose:** {doc['description']}")
+    for suite in (doc.get("meta") or {}).get("gx") or []:
+        rules = list(dict.fromkeys(str(c.get("rule", "")).replace("|", "/") for c in suite.get("checks") or []))
+        lines.append(f"- **Quality gate** (suite `{suite.get('suite', name)}`): " + "; ".join(rules))
+    lines += ["", "| column | type | meaning |", "|---|---|---|"]
     cols: dict[str, str] = doc.get("columns", {})
     lines += [f"| `{c}` | {t} | {cols.get(c, '').replace('|', '/')} |" for c, t in types]
     lines.append("")
@@ -133,12 +144,17 @@ def generate(sql_dir: Path | None = None) -> str:
             else:
                 where = f"*table* from `mafiabench.transform.python_models` (Python step `{doc['step']}`, after dbt)"
             lines += _section(name, doc, types.get(name, []), where)
-    lines += ["## Data tests", "", "dbt data tests of the project (`tests/` and the `data_tests` of the YAML); each",
-              "returns the rows that break its rule, and the quality gate runs them before a build is published.", ""]
+    lines += ["## Data tests", "", "dbt data tests of the project (`tests/`: rules over several tables; the",
+              "`data_tests` of each model's YAML); each returns the rows that break its rule, and the quality gate",
+              "runs them, beside the Great Expectations suites listed with each model above, before a build is",
+              "published.", ""]
     for node in sorted((n for n in parsed.nodes.values() if n.resource_type == "test"), key=lambda n: n.name):
         rule = next((ln.split(":", 1)[1].strip() for ln in node.raw_code.splitlines() if ln.startswith("-- rule:")),
                     None)
         meta = getattr(node, "test_metadata", None)
+        if rule is None and node.description:
+            rule = f"{node.description} (on `{node.attached_node.split('.')[-1]}`)" if node.attached_node else \
+                node.description
         if rule is None and meta is not None:
             rule = f"`{meta.name}` on `{node.attached_node.split('.')[-1] if node.attached_node else ''}`" + (
                 f".`{node.column_name}`" if getattr(node, "column_name", None) else "")
