@@ -231,3 +231,92 @@ def test_same_seed_same_answers_same_log_and_no_event_loop_needed() -> None:
     assert logs[0] == logs[1]
     with pytest.raises(RuntimeError):
         asyncio.get_running_loop()  # the engine ran with no event loop at all: nothing awaited, nothing slept
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_votes_as_cast_are_asked_one_at_a_time_and_each_is_logged_before_the_next(seed: int) -> None:
+    """LLMafia posts votes as they arrive: with `votes_as_cast`, every vote batch holds one voter, every earlier vote
+    of the phase is already in the log when the next voter is asked, and the order varies with the seed."""
+    game = make_game("async", {"n_players": 6, "n_mafia": 1, "day_seconds": 10, "night_seconds": 10,
+                               "votes_as_cast": True}, seed)
+    game.reset()
+    rng = random.Random(seed)
+    orders: list[list[str]] = []
+    while not game.done:
+        batch = game.pending()
+        if batch[0].action in ("vote", "kill"):
+            assert len(batch) == 1, "one voter at a time"
+            (d,) = batch
+            logged = [e.actor for e in game.log if e.type == "vote" and e.phase == d.phase and e.round == d.round]
+            if not logged:
+                orders.append([])
+            assert logged == orders[-1], "each earlier vote is logged before the next voter is asked"
+            orders[-1].append(d.player)
+        game.step({d.player: random_answer(d, rng) for d in batch})
+    day1 = orders[0]
+    assert sorted(day1) == sorted(p.name for p in game.players)  # everyone voted on day 1, once
+    assert game.outcome.winner is not None
+
+
+def test_votes_as_cast_order_is_drawn_from_the_seed() -> None:
+    def first_day_order(seed: int) -> list[str]:
+        game = make_game("async", {"n_players": 8, "day_seconds": 10, "night_seconds": 10, "votes_as_cast": True},
+                         seed)
+        game.reset()
+        order = []
+        while not game.done and not (order and game.pending()[0].action != "vote"):
+            batch = game.pending()
+            if batch[0].action == "vote":
+                order.append(batch[0].player)
+            game.step({d.player: Answer(target="wait") if d.action == "schedule" else Answer(target=d.choices[0])
+                       for d in batch})
+        return order
+    assert first_day_order(1) == first_day_order(1)
+    seats = {tuple(first_day_order(s)) for s in range(6)}
+    assert len(seats) > 1
+
+
+def test_names_are_drawn_per_game_from_the_pool() -> None:
+    pool = tuple(f"N{i}" for i in range(14))
+    games = [make_game("async", {"draw_names": True, "name_pool": pool}, seed) for seed in range(8)]
+    casts = []
+    for g in games:
+        g.reset()
+        names = [p.name for p in g.players]
+        assert len(set(names)) == 10 and set(names) <= set(pool)
+        casts.append(frozenset(names))
+    assert len(set(casts)) > 1, "different games draw different names"
+    again = make_game("async", {"draw_names": True, "name_pool": pool}, 0)
+    again.reset()
+    assert [p.name for p in again.players] == [p.name for p in games[0].players]  # the seed decides
+    default = make_game("async", {"draw_names": True}, 3)
+    default.reset()
+    assert len({p.name for p in default.players}) == 10
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"draw_names": True, "names": tuple("ABCDEFGHIJ")}, "not both"),
+    ({"name_pool": ("A", "B")}, "only read with draw_names"),
+    ({"draw_names": True, "name_pool": ("A", "B", "C")}, "at least 10 distinct names"),
+])
+def test_bad_name_rules_are_refused(options: dict, message: str) -> None:  # type: ignore[type-arg]
+    with pytest.raises(ValidationError, match=message):
+        AsyncRules(**options)
+
+
+def test_a_later_voter_reads_the_votes_cast_before_theirs() -> None:
+    """End to end with an LLM agent (the fake model) and prompt version v2: with `votes_as_cast`, each day-1 vote
+    prompt holds exactly the votes logged before it was asked, in the order they were cast."""
+    from mafiabench.play.runner import BackendPool, GameSpec, play_game
+
+    spec = GameSpec.build("cast", "async", {"n_players": 6, "n_mafia": 1, "day_seconds": 10, "night_seconds": 10,
+                                            "votes_as_cast": True}, 4, {"default": "fake/async-talker"},
+                          prompt_version="v2")
+    record = asyncio.run(play_game(spec, BackendPool()))
+    votes = [e for e in record.events if e.type == "vote" and e.phase == "day" and e.round == 1]
+    prompts = [c for c in record.calls if c["action"] == "vote" and c["round"] == 1]
+    assert [c["player"] for c in prompts] == [v.actor for v in votes] and len(votes) == 6
+    for i, call in enumerate(prompts):
+        text = "\n".join(str(m.get("content")) for m in call["request"]["messages"])
+        seen = [v for v in votes if f"{v.actor} voted for {v.target}" in text]
+        assert seen == votes[:i], f"voter {i + 1} sees {len(seen)} earlier votes"

@@ -256,3 +256,31 @@ def test_the_api_key_reaches_neither_raw_detections_nor_logs(
     assert key not in stored
     assert key not in out.out and key not in out.err
     assert caplog.records and key not in caplog.text
+
+
+@pytest.mark.parametrize(("answer", "names", "reason"), [
+    ("Mafia: Bo, Cy Young\nReason: Ann accused Bo early; Anna stayed quiet.", ["Bo", "Cy Young"],
+     "Ann accused Bo early; Anna stayed quiet."),
+    ("**Mafia:** anna, bo\n\n**Reason:** Cy Young voted with Ann.", ["Anna", "Bo"], "Cy Young voted with Ann."),
+    ("Reason: Ann and Cy Young both deflected.\nMafia: Ann, Cy Young", ["Ann", "Cy Young"],
+     "Ann and Cy Young both deflected."),
+    ("Bo\nAnna\n\nReasoning: Cy Young was loud.", ["Bo", "Anna"], "Cy Young was loud."),
+    ("Anna\nBo", ["Anna", "Bo"], None),  # v1's answer: names only
+])
+def test_a_reasoned_answer_is_read_for_the_names_before_the_reason(answer: str, names: list[str],
+                                                                   reason: str | None) -> None:
+    """The paper's detector names the mafia and gives a reason (Fig. 2): names come from the answer line only,
+    never from players the reason mentions; the reason is kept."""
+    from mafiabench.detect.detectors import split_reason
+
+    players = ["Ann", "Anna", "Bo", "Cy Young"]
+    part, why = split_reason(answer)
+    assert parse_names(part, players, 2) == (names, None)
+    assert why == reason
+
+
+def test_detector_prompt_v2_asks_for_a_reason_and_reads_the_shipped_lines() -> None:
+    v1, v2 = load_detector_prompt("v1"), load_detector_prompt("v2")
+    assert "Reason:" in v2.template and "Reason:" not in v1.template
+    assert v2.words == v1.words and v2.sha256 != v1.sha256
+    assert "found dead this morning" in v2.words["death"]

@@ -75,9 +75,16 @@ def test_shipped_detector_experiments_validate() -> None:
     assert real.variant == "async" and real.planned_games() == 35
     assert real.rules["n_players"] == 10 and real.rules["n_mafia"] == 2
     assert real.rules["day_seconds"] == 150 and real.rules["night_seconds"] == 60
-    assert real.agent_specs() == ["openai/gpt-4.1-mini"]  # one model plays every seat
+    # As the paper ran it: GPT-4o in every seat at the default temperature, the v2 prompts (no nudge to send or
+    # wait, no length asked) with room for ~110-word messages, votes posted as cast, names drawn per game.
+    assert real.agent_specs() == ["openai/gpt-4o"]
+    assert real.prompt_version == "v2"
+    assert real.rules["votes_as_cast"] and real.rules["draw_names"] and real.rules["message_limit"] >= 2000
+    settings = real.models["default"]
+    assert settings.temperature is None and (settings.max_tokens_message or 0) >= 300
     spec = real.detector_spec()
     assert spec.sources == ("simulation", "ibraheem2022-human") and spec.valid_only and spec.temperature == 0.0
+    assert spec.models == ("openai/gpt-4-turbo",) and spec.prompt_version == "v2" and (spec.max_tokens or 0) >= 300
     offline = load_experiment(ROOT / "experiments" / "hidden_in_plain_text_offline.toml")
     for rule in ("n_players", "n_mafia", "day_seconds", "night_seconds"):
         assert offline.rules[rule] == real.rules[rule]
@@ -206,12 +213,13 @@ def test_preview_estimates_the_model_detector() -> None:
 
     est = estimate_plan(load_experiment(ROOT / "experiments" / "hidden_in_plain_text.toml"), samples=2)
     (spec, usage), = est.detection().items()
-    assert spec == "openai/gpt-4.1"
+    assert spec == "openai/gpt-4-turbo"
     assert 35 <= usage.calls <= 35 * 10  # at least one cut a game, at most max_days
-    assert usage.input_tokens > usage.calls * 150 and usage.output_tokens == pytest.approx(60 * usage.calls, rel=0.02)
+    # output counted at the detector's token cap (500: room for its reason)
+    assert usage.input_tokens > usage.calls * 150 and usage.output_tokens == pytest.approx(500 * usage.calls, rel=0.02)
     assert usage.cost_usd > 0 and not usage.unpriced
     from mafiabench.commands.preview import render
 
-    assert "openai/gpt-4.1 " in render(est).split("Detector, on the games to play", 1)[1]
+    assert "openai/gpt-4-turbo " in render(est).split("Detector, on the games to play", 1)[1]
     offline = estimate_plan(load_experiment(ROOT / "experiments" / "hidden_in_plain_text_offline.toml"), samples=1)
     assert offline.detection() == {}

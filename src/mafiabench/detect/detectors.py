@@ -167,6 +167,25 @@ def parse_names(text: str, players: Sequence[str], k: int) -> tuple[list[str], s
     return names, None
 
 
+_REASON = re.compile(r"^[ \t*#_>-]*reason(?:s|ing)?\b[ \t*_]*:?[ \t*_]*", re.IGNORECASE | re.MULTILINE)
+_MAFIA_LINE = re.compile(r"^[ \t*#_>-]*mafia[ \t*_]*:(?P<names>.*)$", re.IGNORECASE | re.MULTILINE)
+
+
+def split_reason(text: str) -> tuple[str, str | None]:
+    """The answer and the reason (None when there is none), for a prompt that asks for `Mafia: <names>` then
+    `Reason: <why>`: the answer is the `Mafia:` line when there is one, else what comes before the first
+    `Reason:` line, so players named while reasoning are never taken for the answer; without either, all of it."""
+    text = text or ""
+    m = _REASON.search(text)
+    reason = text[m.end():].strip() if m else None
+    mafia = _MAFIA_LINE.search(text)
+    if mafia is not None:
+        if m is not None and m.start() < mafia.start():  # the reason came first: it ends at the Mafia: line
+            reason = text[m.end():mafia.start()].strip()
+        return mafia["names"], reason
+    return (text[: m.start()] if m else text), reason
+
+
 def fill(names: list[str], t: Transcript, rng: random.Random) -> list[str]:
     rest = [p for p in t.players if p not in names]
     return names + rng.sample(rest, t.k - len(names))
@@ -234,7 +253,8 @@ class LLMDetector:
         except BackendError as exc:
             return Detection([], error=redact(f"{exc.error_class}: {exc}"), attempts=exc.attempts,
                              latency_ms=(time.perf_counter() - started) * 1000.0)
-        names, error = parse_names(completion.text, t.players, t.k)
+        answer, reason = split_reason(completion.text)
+        names, error = parse_names(answer, t.players, t.k)
         detection = Detection(
             names,
             response=completion.text,
@@ -243,6 +263,7 @@ class LLMDetector:
             output_tokens=completion.output_tokens,
             latency_ms=completion.latency_ms,
             attempts=completion.attempts,
+            extra={"reason": reason} if reason is not None else {},
         )
         if error:
             detection.predicted = fill(names, t, rng_for(t, self.spec))

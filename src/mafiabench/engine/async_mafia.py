@@ -10,26 +10,32 @@ A phase is a run of ticks of `tick_seconds`. At each tick every participant who 
 its length (`words / words_per_second`, capped at `max_typing_seconds`, halved at night, as the reference agent
 waits before posting); a message that would appear after the phase ends is never posted (the speaker is told).
 The day is public; the night chat is mafia-only (`mafia_message`, `team:mafia`) and is held only while two or more
-mafiosos are active. Each phase ends with a simultaneous vote: `vote` ("lynch") by every active player by day,
-`kill` by the active mafiosos at night; plurality with a uniform random tie-break. The eliminated player's name and
+mafiosos are active. Each phase ends with a vote: `vote` ("lynch") by every active player by day, `kill` by the
+active mafiosos at night; plurality with a uniform random tie-break. The votes are simultaneous, or, with
+`votes_as_cast`, asked one voter at a time in an order drawn from the seed, each vote posted before the next voter
+is asked (LLMafia posts votes as they arrive, so later voters see them). The eliminated player's name and
 role are announced with the number of mafia left. Ends at parity or when no mafioso is active; after `max_days`
 days the game ends `unfinished`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from mafiabench.engine.core import Answer, Decision, GameEngine, Script
+from mafiabench.engine.core import Answer, Batch, Decision, GameEngine, Script
 from mafiabench.engine.events import MAFIA_TEAM, PUBLIC, Phase, player_visibility
 
 # Unisex first names, chosen for this project (ten per default game, shuffled into seats from the seed).
 DEFAULT_NAMES = (
     "Avery", "Blair", "Casey", "Devon", "Emery", "Finn", "Harper", "Jordan", "Kendall", "Logan",
     "Morgan", "Noel", "Parker", "Quinn", "Reese", "Sawyer", "Taylor", "Rowan", "Skyler", "Jules",
+)  # fmt: skip
+# The pool `draw_names` draws each game's names from when no `name_pool` is given (the defaults and ten more).
+NAME_POOL = (
+    *DEFAULT_NAMES, "Ashton", "Dakota", "Hayden", "Jesse", "Marlow", "Peyton", "Riley", "Sage", "Tatum", "Wren",
 )  # fmt: skip
 
 
@@ -52,6 +58,13 @@ class AsyncRules(BaseModel):
     )
     max_days: int = Field(10, ge=1, description="Days before a stuck game ends as unfinished.")
     names: tuple[str, ...] | None = Field(None, description="Player names; default the first N of a fixed list.")
+    draw_names: bool = Field(
+        False, description="Draw each game's names from `name_pool` with the game's seed (LLMafia draws per game)."
+    )
+    name_pool: tuple[str, ...] | None = Field(None, description="Names to draw from (default: a built-in 30).")
+    votes_as_cast: bool = Field(
+        False, description="Ask voters one at a time in a seeded order, each seeing the votes cast before (LLMafia)."
+    )
 
     @model_validator(mode="after")
     def _check(self) -> AsyncRules:
@@ -66,9 +79,23 @@ class AsyncRules(BaseModel):
             or any(not n.strip() or ":" in n for n in self.names)
         ):
             raise ValueError(f"names must be {self.n_players} distinct names without ':', got {list(self.names)}")
-        if self.names is None and self.n_players > len(DEFAULT_NAMES):
+        if self.names is None and not self.draw_names and self.n_players > len(DEFAULT_NAMES):
             raise ValueError(f"give names for more than {len(DEFAULT_NAMES)} players")
+        if self.draw_names and self.names is not None:
+            raise ValueError("give fixed names or draw_names, not both")
+        if self.name_pool is not None and not self.draw_names:
+            raise ValueError("name_pool is only read with draw_names = true")
+        pool = self.pool
+        if self.draw_names and (
+            len(set(pool)) != len(pool) or len(pool) < self.n_players or any(not n.strip() or ":" in n for n in pool)
+        ):
+            raise ValueError(f"name_pool must hold at least {self.n_players} distinct names without ':', "
+                             f"got {list(pool)}")
         return self
+
+    @property
+    def pool(self) -> tuple[str, ...]:
+        return self.name_pool or NAME_POOL
 
     @property
     def player_names(self) -> tuple[str, ...]:
@@ -117,7 +144,8 @@ class AsyncMafia(GameEngine):
     def script(self) -> Script:
         rules = self.rules
         roles = ["mafioso"] * rules.n_mafia + ["bystander"] * (rules.n_players - rules.n_mafia)
-        self.seat_players(rules.player_names, roles)
+        names = self.rng.sample(rules.pool, rules.n_players) if rules.draw_names else rules.player_names
+        self.seat_players(names, roles)
         self.log_setup(rules.composition)
         self.log[0].data["clock"] = clock_text(self.clock)
 
@@ -135,8 +163,7 @@ class AsyncMafia(GameEngine):
                 Decision(v, "vote", "day", day, tuple(n for n in voters if n != v), clock=clock_text(self.clock))
                 for v in voters
             ]
-            answers = yield decisions
-            votes = self._votes(decisions, answers, "day", day, PUBLIC)
+            votes = yield from self._ask_votes(decisions, "day", day, PUBLIC)
             if self._eliminate(votes, "day", day):
                 return
 
@@ -154,8 +181,7 @@ class AsyncMafia(GameEngine):
                 self.clock += rules.night_seconds
             town = tuple(p.name for p in self.active(team="town"))
             decisions = [Decision(m, "kill", "night", day, town, clock=clock_text(self.clock)) for m in mafia]
-            answers = yield decisions
-            votes = self._votes(decisions, answers, "night", day, MAFIA_TEAM)
+            votes = yield from self._ask_votes(decisions, "night", day, MAFIA_TEAM)
             if self._eliminate(votes, "night", day):
                 return
         self.finish(
@@ -240,6 +266,21 @@ class AsyncMafia(GameEngine):
         return choice
 
     # -- votes and eliminations ---------------------------------------------------------------------------------------
+    def _ask_votes(self, decisions: list[Decision], phase: Phase, rnd: int, visibility: str
+                   ) -> Generator[Batch, Mapping[str, Answer], dict[str, str]]:
+        """All voters at once, or (`votes_as_cast`) one at a time in a seeded order, each vote logged before the
+        next voter is asked, so it is in their chat history."""
+        if not self.rules.votes_as_cast:
+            answers = yield decisions
+            return self._votes(decisions, answers, phase, rnd, visibility)
+        order = list(decisions)
+        self.rng.shuffle(order)
+        votes: dict[str, str] = {}
+        for d in order:
+            answer = yield [d]
+            votes.update(self._votes([d], answer, phase, rnd, visibility))
+        return votes
+
     def _votes(
         self, decisions: list[Decision], answers: Mapping[str, Answer], phase: Phase, rnd: int, visibility: str
     ) -> dict[str, str]:
