@@ -1,7 +1,8 @@
 """Golden records: seeded games replayed byte for byte. Regenerate deliberately with UPDATE_GOLDEN=1.
 
-The `*_v4_1` records pin the first Mini-Mafia prompt (`mini-mafia/v4.1`, a condensed rewrite): they keep explaining
-the games played with it. The others use the default prompt (`mini-mafia/v4.1-full`, information for information
+The `*_v4_1_condensed` records pin the condensed ablation (`mini-mafia/v4.1-condensed`, the first rewrite without
+what it told players beyond the reference). The others use the default prompt (`mini-mafia/v4.1-full`, information
+for information
 the reference's).
 """
 
@@ -24,9 +25,9 @@ CASES: dict[str, tuple[str, dict[str, object], int, dict[str, str], str | None]]
     "mini_mafia_policies": ("mini-mafia", {}, 11, POLICIES, None),
     "mini_mafia_agent_night_naive": ("mini-mafia", {"night": "agents"}, 7, {"default": "scripted/naive"}, None),
     "mini_mafia_naive": ("mini-mafia", {}, 5, {"default": "scripted/naive"}, None),
-    "mini_mafia_policies_v4_1": ("mini-mafia", {}, 11, POLICIES, "v4.1"),
-    "mini_mafia_agent_night_naive_v4_1": ("mini-mafia", {"night": "agents"}, 7, {"default": "scripted/naive"},
-                                          "v4.1"),
+    "mini_mafia_policies_v4_1_condensed": ("mini-mafia", {}, 11, POLICIES, "v4.1-condensed"),
+    "mini_mafia_agent_night_naive_v4_1_condensed": ("mini-mafia", {"night": "agents"}, 7,
+                                                    {"default": "scripted/naive"}, "v4.1-condensed"),
     "classic_belief_naive": ("classic", {"n_players": 6, "n_mafia": 2, "detective": True, "decision": "belief"}, 3,
                              {"mafioso": "scripted/naive", "default": "policy/informed"}, None),
     "async_naive": ("async", {"n_players": 6, "n_mafia": 2, "day_seconds": 20, "night_seconds": 10, "max_days": 4}, 5,
@@ -36,7 +37,7 @@ CASES: dict[str, tuple[str, dict[str, object], int, dict[str, str], str | None]]
 
 def play(name: str) -> str:
     variant, rules, seed, agents, version = CASES[name]
-    game_id = f"golden-{name.removesuffix('_v4_1')}"  # the v4.1 records keep their ids
+    game_id = f"golden-{name.removesuffix('_v4_1_condensed')}"
     spec = GameSpec.build(game_id, variant, rules, seed, agents, prompt_version=version)
     record = asyncio.run(play_game(spec, BackendPool(), clock=lambda: "2026-01-01T00:00:00.000+00:00",
                                    provenance=FIXED))

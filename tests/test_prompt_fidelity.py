@@ -8,15 +8,21 @@ information are listed in `docs/prompt-information.md`, whose quoted phrases are
 from __future__ import annotations
 
 import asyncio
+import random
 import re
+import shutil
 from pathlib import Path
+from typing import cast
 
 import pytest
 
+from mafiabench.agents.agent import PlayerView
 from mafiabench.agents.llm import LLMAgent
 from mafiabench.agents.parsing import parse_message_reference, parse_name_reference, strip_reasoning
-from mafiabench.agents.prompts import load_prompts
-from mafiabench.engine.core import Decision
+from mafiabench.agents.prompts import PromptSet, load_prompts, read_prompt_folder
+from mafiabench.backends.backend import Backend
+from mafiabench.engine import make_game
+from mafiabench.engine.core import Answer, Decision
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
 
@@ -110,14 +116,75 @@ def test_no_player_is_told_more_than_the_reference_tells_its_role(seed: int, rul
     assert problems(record) == []
 
 
-def test_the_check_catches_the_condensed_prompt_telling_everyone_the_night_was_scripted() -> None:
-    """The first rewrite (v4.1) told every player that the detective learnt the mafioso: the check must see it."""
-    found = problems(play(1, {}, "v4.1"))
-    assert any("shared part" in p or "unexpected" in p or "identity" in p for p in found)
-    text = play(1, {}, "v4.1").calls[0]["request"]["messages"][0]["content"]
-    assert "the detective learns who the mafioso is" in text
-    default = play(1, {}).calls[0]["request"]["messages"][0]["content"]
-    assert "learns who the mafioso is" not in default and "automatically" not in default
+# What the first condensed rewrite (v4.1, now v4.1-condensed) told every player and the reference tells no one but the
+# detective, or no one at all (the reference's game runs until one side is gone).
+LEAKS = ("learns who the mafioso is", "played automatically", "one night and one day", "ends after the day's vote",
+         "an innocent player is arrested", "whether they are the mafioso")
+PROMPT_FOLDERS = Path(__file__).parent.parent / "src" / "mafiabench" / "agents" / "prompts" / "mini-mafia"
+SHIPPED = sorted(p.name for p in PROMPT_FOLDERS.iterdir() if p.is_dir())
+
+
+def told_too_much(prompts: PromptSet, seed: int, rules: dict[str, object]) -> list[str]:
+    """Render every decision of a seeded game (random answers) with `prompts`: every way a player is told more than
+    the reference tells its role. The rules part must be the same for every player and call once the player's own
+    name, role and the others' order are taken out; the memory holds only the reference's lines for the role; no
+    non-detective reads who the mafioso is or that the night was scripted."""
+    rng = random.Random(seed)
+    game = make_game("mini-mafia", rules, seed)
+    game.reset()
+    out: list[str] = []
+    heads: set[str] = set()
+    while not game.done:
+        pending = game.pending()
+        mafioso = next(p.name for p in game.players if p.role == "mafioso")
+        for d in pending:
+            me = game.player(d.player)
+            view = PlayerView(me.name, me.role, me.team, "mini-mafia", game.rules,
+                              tuple(q.name for q in game.players), tuple(game.view(me.name)))
+            prompt = LLMAgent("m", cast(Backend, None), prompts, game_id=f"g{seed}").build_prompt(d, view)[0]
+            head, _, rest = prompt.partition("#YOUR MEMORY:\n")
+            shared = head
+            for name in sorted((q.name for q in game.players), key=len, reverse=True):
+                shared = shared.replace(name, "<name>")
+            heads.add(re.sub(r"(<name>(, | and )?)+", "<names>", shared).replace(f"You are the {me.role}.", "<role>"))
+            memory = rest.partition("\n\n")[0].split("\n")
+            allowed = [p.replace("{n}", NAME) for p in ANYONE + ONLY[me.role]]
+            if memory[0] != f"You're {me.name}, the {me.role}.":
+                out.append(f"{me.name}: first memory line {memory[0]!r}")
+            out += [f"a {me.role} reads {line!r}" for line in memory[1:]
+                    if not any(re.fullmatch(p, line) for p in allowed)]
+            if me.role != "detective":
+                out += [f"a {me.role} is told {leak!r}" for leak in LEAKS if leak in prompt]
+                if re.search(rf"{mafioso}\W+(?:is|are) the mafioso", head):
+                    out.append(f"a {me.role} is told the mafioso's name")
+        answers = {d.player: Answer(text="I trust nobody yet.") if d.action == "speak"
+                   else Answer(target=rng.choice(d.choices)) for d in pending}
+        game.step(answers)
+    if len(heads) > 1:
+        out.append(f"the rules part differs between players or calls ({len(heads)} versions)")
+    return out
+
+
+@pytest.mark.parametrize("version", SHIPPED)
+@pytest.mark.parametrize(("seed", "rules"), [(1, {}), (2, {"night": "agents"}), (3, {"discussion_rounds": 1})])
+def test_no_shipped_prompt_version_tells_a_player_more_than_the_reference_tells_its_role(
+    version: str, seed: int, rules: dict[str, object]
+) -> None:
+    assert told_too_much(load_prompts("mini-mafia", version), seed, rules) == []
+
+
+def test_the_check_catches_the_first_rewrite_telling_everyone_what_the_detective_learnt(tmp_path: Path) -> None:
+    """A copy of v4.1-condensed with the first rewrite's rules sentences put back is caught, for every non-detective."""
+    shutil.copytree(PROMPT_FOLDERS / "v4.1-condensed", tmp_path / "leaky")
+    base = tmp_path / "leaky" / "base.txt"
+    text = base.read_text(encoding="utf-8")
+    base.write_text(text.replace("\nRESPONSE FORMATS", "This game has one night and one day. Night 1 is played "
+                                 "automatically: the mafioso kills a random villager and the detective learns who "
+                                 "the mafioso is. The game ends after the day's vote.\n\nRESPONSE FORMATS"),
+                    encoding="utf-8")
+    found = told_too_much(read_prompt_folder(tmp_path / "leaky", "mini-mafia", "leaky"), 1, {})
+    assert any("a mafioso is told 'learns who the mafioso is'" in f for f in found)
+    assert any("a villager is told 'one night and one day'" in f for f in found)
 
 
 def test_only_the_detective_memory_names_the_mafioso() -> None:
@@ -170,16 +237,16 @@ def test_length_is_comparable_with_the_reference() -> None:
     within a fifth of it (the condensed v4.1 was 40 %)."""
     base = len(load_prompts("mini-mafia").templates["base"])
     assert 0.8 * 5153 <= base <= 1.2 * 5153
-    assert len(load_prompts("mini-mafia", "v4.1").templates["base"]) < 0.5 * 5153
+    assert len(load_prompts("mini-mafia", "v4.1-condensed").templates["base"]) < 0.5 * 5153
 
 
 def test_prompt_hash_covers_every_file_of_the_version() -> None:
     """Rule sentences that used to be Python strings now live in fragments.toml, and are hashed with the rest."""
-    old = load_prompts("mini-mafia", "v4.1")
-    assert "night_scripted" in old.fragments and "automatically" in old.fragments["night_scripted"]
+    condensed = load_prompts("mini-mafia", "v4.1-condensed")
+    assert "night_scripted" not in condensed.fragments and condensed.parser == "reference"
     new = load_prompts("mini-mafia")
     assert new.parser == "reference" and new.options["others_order"] == "shuffled"
-    assert old.sha256 != new.sha256
+    assert condensed.sha256 != new.sha256
     assert load_prompts("classic").fragments["role_mafioso"].startswith("You are in the mafia.")
 
 

@@ -76,8 +76,7 @@ def _drop(*path: str) -> Any:
         (_set("rules", "discussion_rounds", value=3), "rules.discussion_rounds"),
         (_set("rules", "night", value="agents"), "rules.night"),
         (_set("rules", "mafioso_knows_detective", value=True), "rules.mafioso_knows_detective"),
-        (_set("prompt_version", value="v4.1"),  # the condensed rewrite: other words, read leniently
-         {"prompt.information", "parsing.parser", "prompt.others_order", "prompt.composition_order"}),
+        (_set("prompt_version", value="v4.1-condensed"), "prompt.information"),  # other words, read as there
         (_set("models", "default", "max_tokens_message", value=50),
          {f"model.{m}.max_tokens_message" for m in STANDARD}),
         (_set("models", "default", "max_tokens_choice", value=10),

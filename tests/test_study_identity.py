@@ -51,7 +51,8 @@ def landed(exp: Experiment) -> list[tuple[str, str]]:
          "models.scripted/naive.temperature: 0.0 → 0.7"),
         ({"models": {"scripted/naive": {"temperature": 0.0, "max_tokens_message": 80}}},
          "models.scripted/naive.max_tokens_message: 55 → 80"),
-        ({"prompt_version": "v4.1"}, "prompt.version: 'mini-mafia/v4.1-full' → 'mini-mafia/v4.1'"),
+        ({"prompt_version": "v4.1-condensed"},
+         "prompt.version: 'mini-mafia/v4.1-full' → 'mini-mafia/v4.1-condensed'"),
     ],
 )
 def test_a_changed_cell_is_a_clear_error_naming_what_changed(

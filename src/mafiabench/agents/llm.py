@@ -288,7 +288,6 @@ class LLMAgent:
     def _mini_mafia(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
         rules: Any = view.rules
         t = self.prompts.templates
-        f = self.prompts.fragments
         values: dict[str, object] = {
             "message_limit": rules.message_limit,
             "composition_text": composition_text(
@@ -300,14 +299,6 @@ class LLMAgent:
             if self.prompts.options.get("others_order") == "shuffled"
             else join_names(self._others(view), self.prompts),
         }
-        if "rules" in f:  # v4.1: a rules paragraph generated from the rules object
-            night = f["night_scripted"] if rules.night == "scripted" else f["night_agents"]
-            day = (
-                render(f["day_discussion"], discussion_rounds=rules.discussion_rounds)
-                if rules.discussion_rounds
-                else f["day_silent"]
-            )
-            values["rules_text"] = render(f["rules"], night=night, day=day)
         base = render(t["base"], **values)
         key = {"speak": "discussion", "vote": "vote", "kill": "kill", "investigate": "investigate"}[decision.action]
         return base, render(t[key], **decision_values(decision))
