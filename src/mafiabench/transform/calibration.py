@@ -62,3 +62,45 @@ def coverage(models: int, backgrounds: int, games: int, reps: int, seed: int = 1
     return {"coverage": float(rate.mean()), "coverage_min": float(rate.min()), "coverage_max": float(rate.max()),
             "median_se": float(np.median(all_se)), "max_se": float(all_se.max()),
             "not_identified": not_identified / (reps * 3 * models), "seconds_per_fit": per_fit}
+
+
+def reference_truth(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
+    """The true parameters in the Mini-Mafia study's gauge (`transform.latent_nuts`): mean(m) = 0, mean(v) = 1."""
+    scale = c.mean()
+    return {"m": (a - a.mean()) * scale, "d": (b - a.mean()) * scale, "v": c / scale}
+
+
+def coverage_nuts(models: int, backgrounds: int, games: int, reps: int, seed: int = 1) -> dict[str, float]:
+    """As `coverage`, for the sampled model: how often each central 95% credible interval holds the true value in
+    the study's gauge, over `reps` designs drawn from one set of true abilities (c > 0: every villager detects)."""
+    from mafiabench.transform.latent_nuts import fit_latent_nuts
+
+    rng = np.random.default_rng(seed)
+    a, b, g = rng.normal(0, 1, models), rng.normal(0, 1, models), rng.normal(0, 0.3, models)
+    c = np.exp(g)
+    truth = reference_truth(a, b, c)
+    names = [f"m{i}" for i in range(models)]
+    hits = {k: np.zeros(models) for k in truth}
+    sds: list[np.ndarray] = []
+    not_converged = 0
+    start = time.perf_counter()
+    for _ in range(reps):
+        m, d, v, y = published_like(rng, models, backgrounds, games, a, b, g)
+        cells: dict[tuple[str, str, str], list[int]] = {}
+        for key, won in zip(zip(m, v, d, strict=True), y, strict=True):
+            cell = cells.setdefault(key, [0, 0])
+            cell[0] += 1
+            cell[1] += int(won)
+        fit = fit_latent_nuts([(*key, n, w) for key, (n, w) in cells.items()])
+        not_converged += not fit.converged
+        for k, true in truth.items():
+            index = [names.index(x) for x in fit.models[k]]
+            hits[k][index] += (fit.ci_low[k] <= true[index]) & (true[index] <= fit.ci_high[k])
+            sds.append(fit.sd[k])
+    per_fit = (time.perf_counter() - start) / reps
+    rate = np.concatenate([h / reps for h in hits.values()])
+    all_sd = np.concatenate(sds)
+    return {"coverage": float(rate.mean()), "coverage_min": float(rate.min()), "coverage_max": float(rate.max()),
+            **{f"coverage_{k}": float((h / reps).mean()) for k, h in hits.items()},
+            "median_se": float(np.median(all_sd)), "max_se": float(all_sd.max()),
+            "not_converged": not_converged / reps, "seconds_per_fit": per_fit}
