@@ -26,8 +26,11 @@ from mafiabench.dashboards import PublishBlockedError, render_dashboards, transc
 from mafiabench.dashboards.html import environment, script_json
 from mafiabench.dashboards.pages import PAGES
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
+from mafiabench.protocols import rows_for_warehouse
 from mafiabench.quality import gate as quality
 from mafiabench.record import GameRecord
+from mafiabench.study.protocol import protocol_card
+from mafiabench.study.spec import load_experiment
 from mafiabench.warehouse import raw as warehouse
 
 SCRIPT = "<script>alert(1)</script>"
@@ -78,11 +81,23 @@ def study_records(games_per_cell: int = 4, experiment: str = "dash") -> list[Gam
     return records
 
 
+def protocol_card_rows(experiment: str = "dash") -> list[dict[str, Any]]:
+    """The flagship experiment's protocol card, recorded for this study, with a label written as a model might write
+    text (the card's words are ours, but every cell is escaped all the same)."""
+    card = protocol_card(load_experiment(Path(__file__).resolve().parents[1] / "experiments"
+                                         / "mini_mafia_backgrounds.toml"))
+    assert card is not None
+    rows = rows_for_warehouse(dataclasses.replace(card, experiment=experiment))
+    rows[0]["note"] = f"{SCRIPT} a note"
+    return rows
+
+
 def build_study(path: Path, games_per_cell: int = 4) -> Path:
     """Play, land and build a small study warehouse at `path` (closed afterwards, so tests can copy it)."""
     con = warehouse.connect(path)
     try:
         warehouse.load_records(con, study_records(games_per_cell))
+        warehouse.record_protocol_card(con, "dash", protocol_card_rows())
         transform.build_warehouse(con, upset_threshold=0.3)
         con.execute("checkpoint")
     finally:
@@ -201,6 +216,23 @@ def test_model_text_is_escaped_everywhere(site: Path) -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt; I am innocent &amp; so is &lt;/script&gt; Bob" in text
     for page in site.rglob("*.html"):
         assert SCRIPT not in page.read_text(encoding="utf-8"), page
+
+
+def test_the_scores_page_shows_the_study_protocol_card(site: Path, study: Path) -> None:
+    """The card landed with the study, read from mart_protocol_cards: every aspect, the deviation first, its source."""
+    con = duckdb.connect(str(study), read_only=True)
+    try:
+        statuses = dict(con.execute(
+            "select status, count(*) from mart_protocol_cards where study = 'dash' group by 1").fetchall())
+        (deviations,) = con.execute("select distinct deviations from mart_protocol_cards").fetchone()  # type: ignore[misc]
+    finally:
+        con.close()
+    assert statuses["deviates"] == deviations == 1 and statuses["matches"] >= 40 and statuses["noted"] >= 4
+    page = (site / "capability-scores.html").read_text(encoding="utf-8")
+    assert "Protocol card: dash against Mini-Mafia benchmark v4.1" in page
+    assert page.index("Prompt wrapper") < page.index("Messages cut at the limit by the engine")  # deviations first
+    assert "src/config.py STANDARD_TOKEN_LIMITS" in page and "1 deviation(s)" in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; a note" in page
 
 
 def test_transcripts_show_seats_votes_fallbacks_and_outcome(site: Path, study: Path) -> None:
