@@ -4,6 +4,7 @@ else. Built on the shipped flagship experiment (experiments/mini_mafia_backgroun
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -134,3 +135,21 @@ def test_values_compare_by_kind() -> None:
     facts["design"]["targets"] = list(reversed(facts["design"]["targets"]))  # a set: order does not matter
     facts["prompt"]["version"] = "mini-mafia/batch-config-v4.1"  # one of the versions with the reference's information
     assert {r.key for r in card(p, "x", facts).deviations} == FLAGSHIP_DEVIATIONS
+
+
+def test_the_reference_words_from_a_batch_config_match_prompt_information_and_wrapper(tmp_path: Path) -> None:
+    """With the user's own v4.1 batch_config.json (shape of the reference's; template text written for the test), the
+    prompt rows match, wrapper included: the flagship's one deviation is gone."""
+    from test_prompt_from_batch_config import TEMPLATES
+
+    path = tmp_path / "batch_config.json"
+    path.write_text(json.dumps({"prompt_config": {"version": "v4.1", "message_limit": 200, "templates": TEMPLATES}}),
+                    encoding="utf-8")
+
+    def edit(data: dict[str, Any]) -> None:
+        del data["prompt_version"]
+        data["prompt"] = {"from_batch_config": str(path)}
+
+    c = protocol_card(variant_of(edit))
+    assert c is not None and c.deviations == []
+    assert next(r for r in c.rows if r.key == "prompt.information").experiment_value == "mini-mafia/batch-config-v4.1"
