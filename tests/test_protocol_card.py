@@ -110,13 +110,21 @@ def test_a_model_the_experiment_does_not_play_is_named_once_not_per_setting() ->
     assert len(skipped) == 4 and all(r.experiment_value == ABSENT for r in skipped)
 
 
-def test_every_compared_aspect_of_every_protocol_finds_its_value_in_the_flagship_facts() -> None:
-    """A path that names no fact would report a deviation for every experiment: the protocol file is wrong."""
-    facts = experiment_facts(load_experiment(FLAGSHIP))
+def test_every_compared_aspect_of_every_protocol_finds_its_value_in_the_facts_of_its_experiment() -> None:
+    """A path that names no fact would report a deviation for every experiment: the protocol file is wrong. Each
+    shipped protocol is checked against the shipped experiments that name it (there is at least one)."""
+    naming: dict[str, list[Path]] = {}
+    for path in sorted((ROOT / "experiments").glob("*.toml")):
+        ref = tomllib.loads(path.read_text(encoding="utf-8")).get("reference")
+        if ref:
+            naming.setdefault(ref, []).append(path)
     for name in available():
-        for a in load_protocol(name).aspects:
-            if a.compare != "note" and not a.absent_skips:
-                assert lookup(facts, a.path) != ABSENT, f"{name}: aspect {a.key} path {list(a.path)}"
+        assert naming.get(name), f"no shipped experiment names the protocol {name}"
+        for path in naming[name]:
+            facts = experiment_facts(load_experiment(path))
+            for a in load_protocol(name).aspects:
+                if a.compare != "note" and not a.absent_skips:
+                    assert lookup(facts, a.path) != ABSENT, f"{name} in {path.name}: aspect {a.key} path {list(a.path)}"
 
 
 def test_an_unknown_reference_is_a_clear_error() -> None:

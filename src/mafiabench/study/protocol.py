@@ -10,7 +10,7 @@ from typing import Any
 from mafiabench.agents.prompts import resolve_prompts
 from mafiabench.backends.endpoints import split_spec
 from mafiabench.engine import rules_for
-from mafiabench.protocols import Card, card, load_protocol
+from mafiabench.protocols import ABSENT, Card, card, load_protocol
 from mafiabench.study.spec import Experiment
 
 # How every model is reached (no setting of ours changes it): chat completions, the server applying its chat template.
@@ -43,7 +43,17 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
             "reprompt_on_failure": sorted({s.reprompt_on_failure for s in settings.values()}),
             "api": MODEL_API,
         },
+        "players": sorted({_model(spec) for spec in exp.agent_specs()}),
+        "games_per_cell": exp.games_per_cell,
     }
+    if exp.detector is not None:
+        det = exp.detector_spec()
+        facts["detector"] = {
+            "models": [_model(m) for m in det.models],
+            "temperature": det.temperature,
+            "prompt_version": "file:" + str(det.prompt_file) if det.prompt_file else det.prompt_version,
+            "imported_games": len(det.imported_games) if det.imported_games is not None else ABSENT,
+        }
     if exp.design is not None:
         d = exp.design
         backgrounds = [b if isinstance(b, str) else b.name for b in d.backgrounds]
