@@ -231,3 +231,26 @@ def test_a_page_export_is_csv_with_formula_text_defused(tmp_path: Path) -> None:
     write_csv(tmp_path / name, page.exports["ratings"])
     written = list(csv.reader((tmp_path / name).open()))
     assert written == [["model", "rating", "ids", "sd"], ["'=cmd()", "-0.5", "a;b", ""]]
+
+
+def test_the_gate_requires_a_rating_for_every_model_with_enough_games() -> None:
+    """The GX suites declared beside mart_ratings (python_models.yml): pass on the marts the ratings wrote, fail when
+    a model with 20 or more rated games has no rating (the row removed), and pass on a warehouse with no games."""
+    from mafiabench.quality.gate import gate_suites, run_suites
+    from mafiabench.transform.catalogue import model_docs
+
+    suites = [s for s in gate_suites(model_docs()) if s.name.startswith("mart_ratings")]
+    assert {s.name for s in suites} == {"mart_ratings", "mart_ratings_complete"}
+    games = [{"study": "s", "id": f"g{i}", "mafia": [m], "town": [t] * 3, "mafia_won": i % 3 == 0}
+             for i, (m, t) in enumerate([("A", "B"), ("B", "A"), ("A", "C"), ("C", "B")] * 12)]
+    con = _warehouse(games)
+    for name, frame in rating_tables(con).items():
+        con.register(f"{name}_frame", frame.to_arrow())
+        con.execute(f"create table {name} as select * from {name}_frame")
+
+    def failed() -> list[str]:
+        return sorted({r.rule for r in run_suites(con, suites=suites) if not r.success})
+
+    assert failed() == []
+    con.execute("delete from mart_ratings where model = 'C' and side = 'overall'")
+    assert failed() == ["ratings: every model with 20 or more rated games in a study has a rating"]
