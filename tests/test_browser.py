@@ -364,21 +364,22 @@ def test_a_planted_broken_chart_changes_the_first_screen(
 def test_the_offline_strategema_page_draws_its_chart_and_tables(
     tmp_path_factory: pytest.TempPathFactory, tab: Page
 ) -> None:
-    """experiments/strategema_offline.toml (two games a cell), played, built and rendered: its page draws one point
-    and interval per configuration and shows the three tables."""
+    """experiments/strategema_offline.toml (two games a cell) and a uniform-belief study in one warehouse, played,
+    built and rendered: its page draws one chart per study, one point and interval per condition of the main arm,
+    and shows the three tables of each study."""
     from test_strategema import offline_study
 
     _, out, _ = offline_study(tmp_path_factory)
     tab.goto((out / "strategema.html").as_uri())
-    assert tab.wait_for(f"({DRAWN}) === ({N_CHARTS}) && ({DRAWN})") == 1
+    assert tab.wait_for(f"({DRAWN}) === ({N_CHARTS}) && ({DRAWN})") == 2
     points = tab.eval("document.querySelectorAll('.vis svg .mark-symbol path').length")
-    assert points == 7  # four (N, M) baselines and three ablations on (8, 2)
-    heads = tab.eval("Array.from(document.querySelectorAll('h2')).map(h => h.textContent)")
-    assert "Table 3: ablations on N=8, M=2" in heads
+    assert points == 10 + 4  # offline: four baselines, four without speaking, two ablations; uniform: four baselines
+    heads = tab.eval("Array.from(document.querySelectorAll('h3')).map(h => h.textContent)")
+    assert "Table 3: Ablations on the 8-player, 2-Mafia configuration" in heads
     ablation_rows = tab.eval(
-        """(() => { const h = Array.from(document.querySelectorAll('h2'))
+        """(() => { const h = Array.from(document.querySelectorAll('h3'))
                                  .find(h => h.textContent.startsWith('Table 3'));
-           return h.nextElementSibling.querySelectorAll('tbody tr').length; })()"""
+           return h.nextElementSibling.nextElementSibling.querySelectorAll('tbody tr').length; })()"""
     )
     assert ablation_rows == 4
     assert tab.errors() == []

@@ -59,7 +59,7 @@ def test_defaults_follow_the_reference() -> None:
 def test_context_holds_role_players_phase_votes_statements_and_last_three_reasonings() -> None:
     record = next(r for s in range(20) if (r := play({"n_players": 10, "n_mafia": 2, "max_days": 5}, seed=s))
                   .outcome["days"] >= 3)
-    assert record.prompt is not None and record.prompt["version"] == "classic/v2"
+    assert record.prompt is not None and record.prompt["version"] == "classic/v3"
     roles = {p.name: p.role for p in record.players}
     last_day_votes = [c for c in record.calls if c["action"] == "vote" and c["round"] == record.outcome["days"]]
     assert last_day_votes, "the game must reach a vote"
@@ -68,7 +68,7 @@ def test_context_holds_role_players_phase_votes_statements_and_last_three_reason
         prompt = call["request"]["messages"][0]["content"]
         me = call["player"]
         assert f"You're {me}, the {roles[me]}." in prompt
-        assert re.search(rf"Day {call['round']}, voting\. Active players: .+\. Out of the game: .+\.", prompt)
+        assert re.search(rf"Day {call['round']}, voting\. Players alive: .+\. Out of the game: .+\.", prompt)
         reasonings = [ln for ln in prompt.splitlines() if ln.startswith("Your reasoning: ")]
         earlier = [e for e in record.events if e.type == "belief" and e.actor == me and e.text
                    and (e.round < call["round"] or e.phase == "night")]

@@ -1,9 +1,9 @@
 """Golden records: seeded games replayed byte for byte. Regenerate deliberately with UPDATE_GOLDEN=1.
 
 The `*_v4_1_condensed` records pin the condensed ablation (`mini-mafia/v4.1-condensed`, the first rewrite without
-what it told players beyond the reference). The others use the default prompt (`mini-mafia/v4.1-full`, information
-for information
-the reference's).
+what it told players beyond the reference), and `*_v2` the condensed classic prompt (`classic/v2`). The others use
+the default prompts (`mini-mafia/v4.1-full` and `classic/v3`, information for information the reference's and the
+Strategema paper's).
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ CASES: dict[str, tuple[str, dict[str, object], int, dict[str, str], str | None]]
                                                     {"default": "scripted/naive"}, "v4.1-condensed"),
     "classic_belief_naive": ("classic", {"n_players": 6, "n_mafia": 2, "detective": True, "decision": "belief"}, 3,
                              {"mafioso": "scripted/naive", "default": "policy/informed"}, None),
+    "classic_belief_naive_v2": ("classic", {"n_players": 6, "n_mafia": 2, "detective": True, "decision": "belief"},
+                                3, {"mafioso": "scripted/naive", "default": "policy/informed"}, "v2"),
     "async_naive": ("async", {"n_players": 6, "n_mafia": 2, "day_seconds": 20, "night_seconds": 10, "max_days": 4}, 5,
                     {"mafioso": "scripted/naive", "default": "policy/random"}, None),
 }
@@ -37,7 +39,7 @@ CASES: dict[str, tuple[str, dict[str, object], int, dict[str, str], str | None]]
 
 def play(name: str) -> str:
     variant, rules, seed, agents, version = CASES[name]
-    game_id = f"golden-{name.removesuffix('_v4_1_condensed')}"
+    game_id = f"golden-{name.removesuffix('_v4_1_condensed').removesuffix('_v2')}"  # pinned records keep their ids
     spec = GameSpec.build(game_id, variant, rules, seed, agents, prompt_version=version)
     record = asyncio.run(play_game(spec, BackendPool(), clock=lambda: "2026-01-01T00:00:00.000+00:00",
                                    provenance=FIXED))

@@ -247,7 +247,7 @@ def test_prompt_hash_covers_every_file_of_the_version() -> None:
     new = load_prompts("mini-mafia")
     assert new.parser == "reference" and new.options["others_order"] == "shuffled"
     assert condensed.sha256 != new.sha256
-    assert load_prompts("classic").fragments["role_mafioso"].startswith("You are in the mafia.")
+    assert load_prompts("classic", "v2").fragments["role_mafioso"].startswith("You are in the mafia.")
 
 
 # -- parsing as the reference parses ----------------------------------------------------------------------------------

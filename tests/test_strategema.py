@@ -58,9 +58,14 @@ def test_the_paper_published_table_2_reductions_follow_its_sign() -> None:
     assert list(tables["table2"][0].values()) == [6, 2, 0.333, 69.0, 80.0, 11.0, 6.11, 100, 100]
 
 
+UNIFORM = "strategema-uniform"
+
+
 def offline_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
     """(warehouse, dashboards, seconds): experiments/strategema_offline.toml with 2 games per cell (every cell, so
-    every table), played, built behind the quality gate and rendered; shared by the xdist workers."""
+    every table), and in the same warehouse a second study, `strategema-uniform`, whose villagers answer uniform
+    beliefs (`fake/uniform`: P(mafia) = M / (N - 1) for everyone, never updated) on the four configurations; played,
+    built behind the quality gate and rendered; shared by the xdist workers."""
     folder, lock = _shared(tmp_path_factory, "strategema-offline")
     try:
         db, out = folder / "w.duckdb", folder / "dashboards"
@@ -71,6 +76,11 @@ def offline_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
             exp = load_experiment(ROOT / "experiments" / "strategema_offline.toml")
             exp = exp.model_copy(update={"games_per_cell": 2, "warehouse": str(db)})
             summary = asyncio.run(run_study(exp, warehouse=db, progress=False))
+            assert summary.status == "completed", summary.text()
+            baseline = [c.model_copy(update={"agents": {"default": "fake/uniform"}})
+                        for c in exp.cells if not c.rules.keys() - {"n_players", "n_mafia"} and c.games is None]
+            uniform = exp.model_copy(update={"name": UNIFORM, "cells": baseline, "games_per_cell": 1})
+            summary = asyncio.run(run_study(uniform, warehouse=db, progress=False))
             assert summary.status == "completed", summary.text()
             assert publish.build(db).passed
             publish.render(db, out)
@@ -91,7 +101,8 @@ def test_the_offline_study_produces_every_table(study: tuple[Path, Path, float])
 
     db, out, seconds = study
     con = duckdb.connect(str(db), read_only=True)
-    configs = rows(con, "select model, n_players, n_mafia, configuration, n, is_main from mart_classic_configurations")
+    configs = rows(con, "select model, n_players, n_mafia, configuration, n, is_main from mart_classic_configurations "
+                        "where study = 'strategema-offline'")
     main = {(r["n_players"], r["n_mafia"], r["configuration"]) for r in configs if r["model"] == "fake/strategist"}
     assert main == {
         (6, 2, "baseline"), (8, 2, "baseline"), (10, 3, "baseline"), (12, 3, "baseline"),
@@ -101,7 +112,8 @@ def test_the_offline_study_produces_every_table(study: tuple[Path, Path, float])
     assert cross == {(6, 2), (12, 3)}
     assert all(r["n"] == 2 for r in configs)
     assert {(r["n_players"], r["n_mafia"]) for r in configs if r["is_main"]} == {(6, 2), (8, 2), (10, 3), (12, 3)}
-    tests = {(r["comparison"], r["unit"]): r for r in rows(con, "select * from mart_consistency_tests")}
+    tests = {(r["comparison"], r["unit"]): r
+             for r in rows(con, "select * from mart_consistency_tests where study = 'strategema-offline'")}
     assert set(tests) == {("winners_vs_losers", "player"), ("winners_vs_losers", "game"), ("mafia_only", "player")}
     players = tests[("winners_vs_losers", "player")]
     assert players["n_winners"] > 1 and players["n_losers"] > 1
@@ -111,7 +123,8 @@ def test_the_offline_study_produces_every_table(study: tuple[Path, Path, float])
     for heading in ("Table 1: Mafia win rates by game configuration", "Table 2: Mafia win rates with and without",
                     "Table 3: Ablations on the 8-player, 2-Mafia configuration", "Cross-check models",
                     "winners against losers", "Semantic coherence", "cut by their token cap",
-                    "outside benchmarks", "This is not the paper's formula"):
+                    "outside benchmarks", "This is not the paper's formula",
+                    "Protocol card: strategema-offline against Strategema (multi-night belief protocol)"):
         assert heading in page, heading
     table2 = (out / "strategema.strategema-offline.table2.csv").read_text().splitlines()
     assert len(table2) == 1 + 4  # a header and the four configurations, as the paper's Table 2
@@ -121,3 +134,60 @@ def test_the_offline_study_produces_every_table(study: tuple[Path, Path, float])
     assert [line.split(",")[0] for line in table3[1:]] == list(ABLATIONS)
     print(f"offline Strategema study ({sum(r['n'] for r in configs)} games) played, built, gated and rendered in "
           f"{seconds:.1f} s")
+
+
+def test_deception_comes_from_p_mafia_on_the_offline_study(study: tuple[Path, Path, float]) -> None:
+    """Every voting villager of classic/v3 answers P(mafia) beside its vote: D_i exists for the mafiosos."""
+    import duckdb
+
+    con = duckdb.connect(str(study[0]), read_only=True)
+    got = rows(con, """select count(*) as n, min(deception_score) as lo, max(deception_score) as hi
+                       from mart_deception_scores where study = 'strategema-offline'""")[0]
+    assert got["n"] > 20 and 0 <= got["lo"] < got["hi"] <= 1
+    missing = rows(con, """select count(*) as n from stg_beliefs as b
+                           inner join fct_player_games as p on p.game_id = b.game_id and p.name = b.player
+                           where b.action = 'vote' and p.team = 'town' and b.mafia_probability is null""")[0]
+    assert missing["n"] == 0  # every town vote carried P(mafia) for every candidate
+
+
+def test_uniform_beliefs_give_the_value_the_definition_implies_at_every_size(
+    study: tuple[Path, Path, float]
+) -> None:
+    """Villagers who ignore all evidence, P(mafia) = M / (N - 1) for every other player on every day, give every
+    mafioso D_i = 1 - M / (N - 1): 0.6, 0.714, 0.667, 0.727 for (6, 2) (8, 2) (10, 3) (12, 3). It follows the mafia
+    ratio, not N: at (10, 3) it is lower than at (8, 2). The vote distribution's uniform answer, 1 - 1/(alive - 1),
+    would rise with N by construction (0.75 to 0.9 on day 1)."""
+    import duckdb
+
+    con = duckdb.connect(str(study[0]), read_only=True)
+    got = rows(con, """select g.n_players, g.n_mafia, min(d.deception_score) as lo, max(d.deception_score) as hi,
+                              count(*) as mafiosos
+                       from mart_deception_scores as d inner join mart_classic_games as g on g.game_id = d.game_id
+                       where d.study = ? group by all order by g.n_players""", [UNIFORM])
+    assert [(r["n_players"], r["n_mafia"]) for r in got] == [(6, 2), (8, 2), (10, 3), (12, 3)]
+    for r in got:
+        expected = 1 - r["n_mafia"] / (r["n_players"] - 1)
+        assert r["lo"] == pytest.approx(expected, abs=1e-6) and r["hi"] == pytest.approx(expected, abs=1e-6), r
+    values = [r["lo"] for r in got]
+    assert values[2] < values[1]  # not monotone in N
+    tables = {r["n_players"]: r["mean_deception_score"] for r in rows(
+        con, "select n_players, mean_deception_score from mart_classic_configurations where study = ?", [UNIFORM])}
+    assert tables == {6: pytest.approx(3 / 5), 8: pytest.approx(5 / 7), 10: pytest.approx(2 / 3),
+                      12: pytest.approx(8 / 11)}
+
+
+def test_two_studies_in_one_warehouse_give_two_sets_of_tables(study: tuple[Path, Path, float]) -> None:
+    import duckdb
+
+    db, out, _ = study
+    con = duckdb.connect(str(db), read_only=True)
+    games = {r["study"]: r["n"] for r in rows(
+        con, "select study, sum(n) as n from mart_classic_configurations group by study")}
+    assert games == {"strategema-offline": 24, UNIFORM: 4}
+    assert {r["study"] for r in rows(con, "select study from mart_consistency_tests")} <= set(games)
+    page = (out / "strategema.html").read_text(encoding="utf-8")
+    assert page.count("<h2>Study ") == 2 and 'href="#study-strategema-uniform"' in page
+    uniform = (out / f"strategema.{UNIFORM}.table1.csv").read_text().splitlines()
+    assert [line.split(",")[-1] for line in uniform[1:]] == ["1", "1", "1", "1"]  # its own games, not pooled
+    offline = (out / "strategema.strategema-offline.table1.csv").read_text().splitlines()
+    assert [line.split(",")[-1] for line in offline[1:]] == ["2", "2", "2", "2"]

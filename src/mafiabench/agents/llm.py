@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
@@ -14,6 +14,7 @@ from mafiabench.agents.agent import AgentTurn, PlayerView
 from mafiabench.agents.parsing import (
     parse_belief,
     parse_chat_message,
+    parse_mafia_probability,
     parse_message,
     parse_message_reference,
     parse_name,
@@ -67,6 +68,12 @@ class ModelSettings(BaseModel):
     reprompt_on_failure: StrictBool = Field(
         False, description="Re-ask once with the parse error (off in the reference)."
     )
+    response_format: Literal["text", "json_object", "json_schema"] = Field(
+        "text",
+        description="Structured output for JSON belief answers, where the provider supports it (OpenAI's "
+        "`response_format`): `json_object` (JSON mode) or `json_schema` (a strict schema of the fields the prompt "
+        "asks for, keyed by the valid players); `text` asks nothing of the provider (the prompt alone asks for JSON).",
+    )
 
 
 class AgentCallError(Exception):
@@ -101,17 +108,23 @@ class LLMAgent:
 
     async def act(self, decision: Decision, view: PlayerView) -> AgentTurn:
         prompt, prefix_chars = self.build_prompt(decision, view)
+        response_format = self._response_format(decision, view)
         calls: list[ModelCall] = []
-        answer, error, _ = await self._ask(decision, prompt, prefix_chars, calls)
+        answer, error, _ = await self._ask(decision, prompt, prefix_chars, calls, response_format)
         if error and self.settings.reprompt_on_failure:
             retry_prompt = render(self.prompts.fragments["reprompt"], prompt=prompt, error=error)
-            answer, error, _ = await self._ask(decision, retry_prompt, prefix_chars, calls)
+            answer, error, _ = await self._ask(decision, retry_prompt, prefix_chars, calls, response_format)
         return AgentTurn(answer, calls)
 
     async def _ask(
-        self, decision: Decision, prompt: str, prefix_chars: int, calls: list[ModelCall]
+        self,
+        decision: Decision,
+        prompt: str,
+        prefix_chars: int,
+        calls: list[ModelCall],
+        response_format: dict[str, Any] | None = None,
     ) -> tuple[Answer, str | None, str]:
-        settings = self._settings(decision)
+        settings = self._settings(decision, response_format)
         messages = [Message("user", prompt, cache_prefix_chars=prefix_chars)]
         reuse = _common_prefix(self._previous_prompt, prompt)
         self._previous_prompt = prompt
@@ -166,7 +179,35 @@ class LLMAgent:
         calls.append(call)
         return answer, error, text
 
-    def _settings(self, decision: Decision) -> GenerateSettings:
+    def _response_format(self, decision: Decision, view: PlayerView) -> dict[str, Any] | None:
+        """The provider's structured-output request for a JSON belief answer (None: ask nothing of it). The schema
+        has the fields the prompt asks for, every valid player a required key (its integer id where the prompt
+        keys players by id), so a strict schema cannot leave one out."""
+        kind = self.settings.response_format
+        if kind == "text" or decision.mode != "belief":
+            return None
+        if kind == "json_object":
+            return {"type": "json_object"}
+        ids = self.prompts.options.get("layout") == "role_action"
+        keys = [_player_id(c) if ids else c for c in decision.choices]
+        table = {"type": "object", "properties": {k: {"type": "number"} for k in keys}, "required": keys,
+                 "additionalProperties": False}
+        fields: dict[str, Any] = {"reasoning": {"type": "string"}, "probability": table}
+        if self._asks_suspicion(decision, view):
+            fields["mafia_probability"] = table
+        schema = {"type": "object", "properties": fields, "required": list(fields), "additionalProperties": False}
+        return {"type": "json_schema", "json_schema": {"name": "belief", "strict": True, "schema": schema}}
+
+    def _asks_suspicion(self, decision: Decision, view: PlayerView) -> bool:
+        """Whether the prompt asks for P(player is mafia): a town player's day vote, in a version that asks it."""
+        return (
+            "answer_suspicion" in self.prompts.fragments
+            and decision.action == "vote"
+            and decision.mode == "belief"
+            and view.team == "town"
+        )
+
+    def _settings(self, decision: Decision, response_format: dict[str, Any] | None = None) -> GenerateSettings:
         s = self.settings
         if decision.action == "speak":
             cap = s.max_tokens_message
@@ -184,6 +225,7 @@ class LLMAgent:
             backoff_base_s=s.backoff_base_s,
             reasoning_effort=s.reasoning_effort,
             replay_key=f"{self.game_id}:{decision.player}:{self._n}",
+            response_format=response_format,
         )
 
     @staticmethod
@@ -224,7 +266,9 @@ class LLMAgent:
             return Answer(text=message if message else None), None
         if decision.mode == "belief":
             dist, reasoning, error = parse_belief(text, decision.choices)
-            return Answer(belief=dist, reasoning=reasoning, format_failure=error is not None), error
+            suspicion = parse_mafia_probability(text, decision.choices) if decision.action == "vote" else None
+            return Answer(belief=dist, reasoning=reasoning, format_failure=error is not None,
+                          mafia_probability=suspicion), error
         name, error = parse_name(text, decision.choices)
         return Answer(target=name, format_failure=error is not None), error
 
@@ -330,6 +374,8 @@ class LLMAgent:
         return base, render(t[key], clock=clock, chat=chat, name=view.name, **decision_values(decision))
 
     def _classic(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
+        if self.prompts.options.get("layout") == "role_action":
+            return self._classic_role_action(decision, view)
         rules: Any = view.rules
         t = self.prompts.templates
         f = self.prompts.fragments
@@ -360,6 +406,48 @@ class LLMAgent:
             **decision_values(decision),
         )
 
+    def _classic_role_action(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
+        """Strategema's layout (appendix A.1): an opening for this role and action, the context, then the request
+        with the role's strategy advice. A town role without its own wording reads the villager's."""
+        rules: Any = view.rules
+        t = self.prompts.templates
+        f = self.prompts.fragments
+        action = decision.action
+
+        def piece(kind: str) -> str:
+            for role in (view.role, "villager" if view.team == "town" else view.role):
+                if f"{kind}_{role}" in f:
+                    return f[f"{kind}_{role}"]
+            raise UserError(f"prompt {self.prompts.ident} has no {kind}_{view.role} (nor a villager's) for {action}")
+
+        if action == "speak":
+            intro = render(f["intro_speak"], name=view.name, role=view.role, speak_instruction=piece("speak"))
+            ask = render(f["ask_speak"], message_limit=rules.message_limit)
+        else:
+            intro = piece(f"intro_{action}")
+            ask = render(piece(f"ask_{action}"), choices=", ".join(decision.choices))
+        base = render(
+            t["base"],
+            intro=intro,
+            n_players=rules.n_players,
+            composition_text=composition_text(rules.composition, self.prompts),
+            reveal_text=f["reveal"] if rules.reveal_role else f["hidden"],
+        )
+        if decision.mode != "belief":
+            answer = f["answer_name"]
+        else:
+            answer = f["answer_suspicion"] if self._asks_suspicion(decision, view) else f["answer"]
+        alive = view.active_players()
+        gone = [p for p in view.players if p not in alive]
+        return base, render(
+            t[action],
+            active=join_names(alive, self.prompts),
+            gone=join_names(gone, self.prompts) or f["nobody"],
+            ask_text=ask,
+            answer_text=answer,
+            **decision_values(decision),
+        )
+
     def _classic_memory(self, view: PlayerView) -> list[str]:
         rules: Any = view.rules
         if rules.memory == "current_phase":
@@ -368,6 +456,12 @@ class LLMAgent:
         if rules.memory == "last_k":
             return memory_lines(view, self.prompts, reasoning_keep=rules.memory_k)
         return memory_lines(view, self.prompts)
+
+
+def _player_id(name: str) -> str:
+    """A player's integer id, the number its name ends with ("Player 3" is "3"); the name itself without one."""
+    digits = name.rstrip()[len(name.rstrip().rstrip("0123456789")):]
+    return digits or name
 
 
 def _common_prefix(a: str, b: str) -> int:

@@ -30,7 +30,7 @@ from mafiabench.engine.core import Decision
 from mafiabench.engine.events import Event
 from mafiabench.errors import UserError
 
-DEFAULT_PROMPT_VERSION = {"mini-mafia": "v4.1-full", "classic": "v2", "async": "v1"}
+DEFAULT_PROMPT_VERSION = {"mini-mafia": "v4.1-full", "classic": "v3", "async": "v1"}
 
 Parser = Literal["tolerant", "reference"]
 Style = Literal["ours", "reference"]

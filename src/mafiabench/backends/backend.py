@@ -59,9 +59,12 @@ class GenerateSettings:
     # Distinguishes otherwise identical requests (game id + decision) for the record/replay cache and for the fake
     # provider's deterministic answers; never sent to a provider.
     replay_key: str | None = None
+    # Structured output (OpenAI's `response_format` body, e.g. {"type": "json_object"}); None asks for plain text.
+    # Providers without it ignore it (the prompt asks for the format in words too).
+    response_format: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "timeout_s": self.timeout_s,
@@ -69,6 +72,9 @@ class GenerateSettings:
             "reasoning_effort": self.reasoning_effort,
             "seed": self.seed,
         }
+        if self.response_format is not None:  # only where asked: earlier records stay as they were
+            out["response_format"] = self.response_format
+        return out
 
 
 @dataclass

@@ -66,6 +66,8 @@ class OpenAIBackend(SDKBackend):
             kwargs["reasoning_effort"] = settings.reasoning_effort
         if settings.seed is not None:
             kwargs["seed"] = settings.seed
+        if settings.response_format is not None:
+            kwargs["response_format"] = settings.response_format
         return kwargs
 
     def read_reply(self, body: dict[str, Any]) -> Reply:

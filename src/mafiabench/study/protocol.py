@@ -63,7 +63,51 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
             "capabilities": list(d.capabilities),
             "games_per_cell": d.games_per_cell or exp.games_per_cell,
         }
+    if exp.variant == "classic" and exp.cells:
+        facts["strategema"] = classic_design_facts(exp)
     return facts
+
+
+CONDITIONS = ("baseline", "no_speaking", "argmax_voting", "limited_memory")
+
+
+def _condition(rules: Any) -> str:
+    """A classic cell's condition, named as the Strategema tables name it (mart_classic_games)."""
+    parts = [name for name, on in (("no_speaking", not rules.speaking), ("argmax_voting", rules.sampling == "argmax"),
+                                    ("limited_memory", rules.memory == "current_phase")) if on]
+    return "+".join(parts) or "baseline"
+
+
+def classic_design_facts(exp: Experiment) -> dict[str, Any]:
+    """A classic experiment's cells as the Strategema protocol reads them: its main model (the one in most baseline
+    cells), which configurations "NxM" each condition plays with it and how many games, and the cross-check models'
+    configurations and games."""
+    cells = []
+    for c in exp.cells:
+        rules: Any = rules_for(exp.variant, {**exp.rules, **c.rules})
+        models = sorted({_model(spec) for spec in c.agents.values()})
+        cells.append((" + ".join(models), f"{rules.n_players}x{rules.n_mafia}", _condition(rules),
+                      exp.cell_games(c.games)))
+    baseline = [m for m, _, cond, _ in cells if cond == "baseline"]
+    main = max(sorted(set(baseline)), key=baseline.count) if baseline else None
+
+    def played(model_is_main: bool, condition: str) -> dict[str, Any]:
+        picked = [(conf, n) for m, conf, cond, n in cells if (m == main) == model_is_main and cond == condition]
+        games = sorted({n for _, n in picked})
+        return {"configurations": sorted({conf for conf, _ in picked}, key=_size),
+                "games": games[0] if len(games) == 1 else games}
+
+    return {
+        "main_model": main,
+        "cross_check_models": sorted({m for m, _, cond, _ in cells if m != main}),
+        **{condition: played(True, condition) for condition in CONDITIONS},
+        "cross_check": played(False, "baseline"),
+    }
+
+
+def _size(conf: str) -> tuple[int, int]:
+    n, m = conf.split("x")
+    return int(n), int(m)
 
 
 def protocol_card(exp: Experiment) -> Card | None:

@@ -12,6 +12,7 @@ import re
 from typing import Any
 
 from mafiabench.dashboards import charts
+from mafiabench.dashboards.data import protocol_cards
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -177,6 +178,7 @@ def build(ctx: Context) -> Page:
                 "exports": files,
                 "tests": [r for r in tests or [] if r["study"] == study],
                 "coherence": next((r for r in coherence or [] if r["study"] == study), None),
+                "cards": protocol_cards(m, [study]),
             }
         )
     fallbacks = (
