@@ -4,6 +4,7 @@ else. Built on the shipped flagship experiment (experiments/mini_mafia_backgroun
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import tomllib
 from pathlib import Path
@@ -161,3 +162,30 @@ def test_the_reference_words_from_a_batch_config_match_prompt_information_and_wr
     c = protocol_card(variant_of(edit))
     assert c is not None and c.deviations == []
     assert next(r for r in c.rows if r.key == "prompt.information").experiment_value == "mini-mafia/batch-config-v4.1"
+
+
+def test_a_run_replaces_its_experiments_card_and_a_run_without_reference_removes_it(tmp_path: Path) -> None:
+    """raw_protocol_cards holds each experiment's latest card: recorded again, replaced (not doubled); recorded with
+    no rows, gone; another experiment's card untouched."""
+    from mafiabench.protocols import rows_for_warehouse
+    from mafiabench.warehouse.raw import connect, record_protocol_card
+
+    c = protocol_card(load_experiment(FLAGSHIP))
+    assert c is not None
+    con = connect(tmp_path / "w.duckdb")
+    try:
+        record_protocol_card(con, "a", rows_for_warehouse(dataclasses.replace(c, experiment="a")))
+        record_protocol_card(con, "b", rows_for_warehouse(dataclasses.replace(c, experiment="b")))
+        record_protocol_card(con, "a", rows_for_warehouse(dataclasses.replace(c, experiment="a")))
+
+        def count(e: str) -> int:
+            return con.execute("select count(*) from raw_protocol_cards where experiment = ?", [e]).fetchone()[0]
+
+        assert count("a") == count("b") == len(c.rows)
+        (deviating,) = con.execute(
+            "select list(aspect) from raw_protocol_cards where experiment = 'a' and not matches").fetchone()
+        assert deviating == ["prompt.wrapper"]
+        record_protocol_card(con, "a", [])
+        assert count("a") == 0 and count("b") == len(c.rows)
+    finally:
+        con.close()
