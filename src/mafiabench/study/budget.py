@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from mafiabench.prices import Usage
+import duckdb
+
+from mafiabench.errors import UserError
+from mafiabench.prices import PriceTable, Usage
 from mafiabench.study.spec import Budget
+from mafiabench.warehouse import landing
 
 
 class BudgetGuard:
@@ -50,3 +54,37 @@ class BudgetGuard:
         if usage is not None:
             self.spent.add(usage)
             self._finished_games += games
+
+
+def landed_usage(con: duckdb.DuckDBPyConnection, experiment: str, prices: PriceTable) -> Usage:
+    """What the experiment's landed games spent (earlier runs included): the guard's starting point."""
+    total = Usage()
+    for provider, model, calls, tin, tout, tcached in landing.usage_by_model(con, experiment):
+        spec = f"{provider}/{model}"
+        cost = prices.cost(spec, tin, tout, tcached)
+        total.add(
+            Usage(
+                calls=calls,
+                input_tokens=tin,
+                output_tokens=tout,
+                cached_tokens=tcached,
+                cost_usd=cost or 0.0,
+                unpriced={spec} if cost is None else set(),
+            )
+        )
+    row = con.execute("select count(*) from raw_games where experiment = $e", {"e": experiment}).fetchone()
+    games = int(row[0]) if row else 0
+    total.games = games
+    return total
+
+
+def require_prices(budget: Budget, specs: list[str], prices: PriceTable) -> None:
+    """A cap in dollars needs a price for every model that costs money: refuse the run before any game otherwise."""
+    if budget.max_usd is None:
+        return
+    unpriced = [s for s in specs if not prices.is_free(s) and prices.lookup(s) is None and not s.startswith("human/")]
+    if unpriced:
+        raise UserError(
+            f"budget.max_usd is set but these models have no price: {', '.join(unpriced)}; add rows under "
+            '[prices."provider/model"] in the experiment (input_per_mtok, output_per_mtok)'
+        )

@@ -1,0 +1,300 @@
+"""How a study's shards are played: on the running event loop, one game at a time in worker processes
+(`concurrency.processes`), whole shards of policy games in shard workers, or on a Dask cluster (`[cluster]`).
+
+`ShardPlayer` is the part of `Study` (`study/run.py`) that plays: the per-loop backend pools and game slots, the
+budget guard's say on each game, the shard file written atomically (a retried shard reuses the games its earlier
+attempt finished), and the run's ledger, kept once a shard's file is written. It never touches DuckDB.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable
+from pathlib import Path
+from typing import Any
+
+from mafiabench.agents.llm import ModelSettings
+from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig
+from mafiabench.play.runner import BackendPool, GameSpec, play_game
+from mafiabench.prices import PriceTable, Usage, game_usage
+from mafiabench.record import GameRecord, Provenance, encode_record, git_commit
+from mafiabench.redact import known_secrets, secret_env_names
+from mafiabench.study.budget import BudgetGuard
+from mafiabench.study.design import PlannedGame
+from mafiabench.study.plan import Shard, ShardResult
+from mafiabench.study.shard_workers import (
+    AUTO_SHARD_WORKERS_MIN_GAMES,
+    ShardWorkerConfig,
+    ShardWorkerPool,
+    is_policy_only,
+)
+from mafiabench.study.spec import AUTO_PROCESSES_MAX, Experiment
+from mafiabench.study.stopping import Rule
+from mafiabench.study.summary import RunSummary
+from mafiabench.study.workers import WorkerConfig, WorkerPool
+from mafiabench.warehouse import landing
+from mafiabench.warehouse.raw import FlatBatch
+from mafiabench.warehouse.sidecar import write_sidecar
+
+
+class _Played:
+    """A game played, with what it spent, until its shard file is written and it is counted."""
+
+    __slots__ = ("busy_s", "per_model", "record", "usage")
+
+    def __init__(self, record: GameRecord, usage: Usage, per_model: dict[str, Usage], busy_s: float) -> None:
+        self.record = record
+        self.usage = usage
+        self.per_model = per_model
+        self.busy_s = busy_s
+
+
+HTTP_KINDS = frozenset({"openai", "anthropic"})
+
+
+def uses_http(specs: list[str], endpoints: dict[str, EndpointConfig]) -> bool:
+    """Whether any model of the study is reached over HTTP (an openai or anthropic kind of endpoint)."""
+    known = {**BUILTIN_ENDPOINTS, **endpoints}
+    return any(
+        (ep := known.get(spec.partition("/")[0])) is not None and ep.kind in HTTP_KINDS
+        for spec in specs
+        if "/" in spec
+    )
+
+
+class ShardPlayer:
+    """Plays shards of games for a `Study`: what the lifecycle sets (`exp`, the run's `summary`, the budget `guard`
+    once planned, the progress bar) is declared here; the executors' own state is made by `_init_executors`."""
+
+    exp: Experiment
+    models: dict[str, ModelSettings]
+    prices: PriceTable
+    endpoints: dict[str, EndpointConfig]
+    raw: Path
+    summary: RunSummary
+    guard: BudgetGuard | None
+    rule: Rule | None
+    dask_address: str | None
+    _bar: Any
+
+    def _init_executors(self, experiment: Experiment) -> None:
+        self.uses_http = uses_http(experiment.agent_specs(), self.endpoints)
+        self.processes = experiment.concurrency.worker_processes(self.uses_http)
+        self.policy_only = is_policy_only(experiment.agent_specs())
+        self.shard_processes = 1  # policy studies: processes playing whole shards (decided once the plan is known)
+        self._partial: dict[int, dict[str, _Played]] = {}  # shard → games an unfinished attempt of it played
+        self._dask: Any = None
+        # What the bar shows while games finish (the summary's ledger counts a shard once its file is written).
+        self._live = Usage()
+        self._live_failed = 0
+        self._pools: dict[int, BackendPool] = {}
+        self._slots: dict[int, asyncio.Semaphore] = {}
+        self._workers: WorkerPool | None = None
+        self._shard_workers: ShardWorkerPool | None = None
+        self._busy_games_s = 0.0
+        self._busy_calls_s = 0.0
+        self._provenance = Provenance(git_commit=git_commit())
+
+    def _shard_processes(self) -> int:
+        """Worker processes for whole shards of policy games: `concurrency.processes` when given, for `auto` one
+        per core (up to `AUTO_PROCESSES_MAX`) when the plan is large enough to pay for starting them."""
+        if not self.policy_only or self.dask_address is not None:
+            return 1
+        n = self.exp.concurrency.processes
+        if n != "auto":
+            return n
+        games = self.summary.games_planned if self.rule is not None else self.summary.games_to_play
+        if games < AUTO_SHARD_WORKERS_MIN_GAMES:
+            return 1
+        return max(1, min(os.cpu_count() or 1, AUTO_PROCESSES_MAX))
+
+    def pool(self) -> BackendPool:
+        """The running loop's backend pool (SDK clients are loop-bound: one pool per event loop)."""
+        key = id(asyncio.get_running_loop())
+        if key not in self._pools:
+            c = self.exp.concurrency
+            self._pools[key] = BackendPool(
+                endpoints=self.endpoints,
+                limits=dict(c.providers),
+                default_limit=c.default_provider,
+                cache_dir=self.exp.cache_dir,
+            )
+            self._slots[key] = asyncio.Semaphore(c.games)
+        return self._pools[key]
+
+    async def play_shard(self, shard: Shard) -> ShardResult:
+        """Play a shard's games concurrently, then write their records as one shard file. A retried shard (after an
+        infrastructure fault) reuses the games its earlier attempt finished: they are never played twice. Policy
+        shards may go whole to a worker process (`shard_processes`)."""
+        if self.shard_processes > 1:
+            return await self._play_shard_in_worker(shard)
+        t0 = time.perf_counter()
+        pool = self.pool()
+        slots = self._slots[id(asyncio.get_running_loop())]
+        done = self._partial.setdefault(shard.index, {})
+        result = ShardResult(shard.index)
+        result.reused = sum(1 for g in shard.games if g.game_id in done)
+        tasks = [
+            asyncio.ensure_future(self._play_one(g, pool, slots, done)) for g in shard.games if g.game_id not in done
+        ]
+        try:
+            finished, pending = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION) if tasks else ((), ())
+        except BaseException:  # cancelled from outside: take the games down with us
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        failed = [t for t in finished if not t.cancelled() and t.exception() is not None]
+        if failed:
+            # A failing attempt stops its other games before it reports, so a retry never overlaps them.
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
+            exc = failed[0].exception()
+            assert exc is not None
+            raise exc
+        result.not_started = sum(1 for t in tasks if not t.result())
+        played = [done[g.game_id] for g in shard.games if g.game_id in done]
+        if played:
+            result.batch, result.path = await asyncio.to_thread(self._write_shard, played, shard.index)
+        del self._partial[shard.index]
+        for p in played:
+            self._account(p)
+        result.played = len(played)
+        result.wall_s = time.perf_counter() - t0
+        return result
+
+    async def _play_shard_in_worker(self, shard: Shard) -> ShardResult:
+        """A shard of policy games played, written and flattened by a worker process; the ledger is kept here."""
+        assert self.guard is not None
+        t0 = time.perf_counter()
+        result = ShardResult(shard.index)
+        games = []
+        for g in shard.games:
+            if self.guard.try_start():
+                games.append(g)
+            else:
+                result.not_started += 1
+        if not games:
+            return result
+        if self._shard_workers is None:
+            self._shard_workers = ShardWorkerPool(
+                ShardWorkerConfig(self.exp, self.raw, self._provenance, secret_env_names()), self.shard_processes
+            )
+        try:
+            out = await self._shard_workers.play(shard.index, games)
+        except BaseException:
+            self.guard.finish(None, games=len(games))
+            raise
+        total = Usage()
+        for cell, (played, failures) in out.cells.items():
+            usage = Usage(games=played, failed_games=len(failures))  # policy games: no calls, no cost
+            self.summary.add_games(cell, usage, played=played, failures=failures)
+            total.add(usage)
+        self.guard.finish(total, games=out.played)
+        self._live.add(total)
+        self._live_failed += total.failed_games
+        self._busy_games_s += out.busy_s
+        if self._bar is not None:
+            self._bar.advance(out.played, failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
+        result.batch, result.path = out.batch, out.path
+        result.played = out.played
+        result.wall_s = time.perf_counter() - t0
+        return result
+
+    def _write_shard(self, played: list[_Played], index: int) -> tuple[FlatBatch, Path]:
+        secrets = known_secrets()
+        entries = [encode_record(p.record, secrets) for p in played]
+        lines = [line for _, line in entries]
+        path = landing.write_shard(lines, self.raw, index)
+        batch = FlatBatch.of(entries)
+        write_sidecar(path, lines, batch)  # the same rows as Parquet, for landing a backlog without parsing
+        return batch, path
+
+    async def _play_one(
+        self, g: PlannedGame, pool: BackendPool, slots: asyncio.Semaphore, done: dict[str, _Played]
+    ) -> bool:
+        """Play one game into `done`; False if the budget guard did not let it start."""
+        assert self.guard is not None
+        async with slots:
+            if not self.guard.try_start():
+                self._tick()
+                return False
+            usage: Usage | None = None
+            try:
+                t0 = time.perf_counter()
+                rec = await self._play_game(g.spec(self.exp, self.models), pool)
+                busy = time.perf_counter() - t0
+                usage, per_model = game_usage(rec, self.prices)
+            finally:
+                self.guard.finish(usage)
+        done[g.game_id] = _Played(rec, usage, per_model, busy)
+        self._live.add(usage)
+        self._live_failed += rec.outcome.get("status") == "failed"
+        self._tick()
+        return True
+
+    def _play_game(self, spec: GameSpec, pool: BackendPool) -> Awaitable[GameRecord]:
+        """On a Dask cluster (`[cluster]`), on this event loop, or with `concurrency.processes > 1` in the least busy
+        worker process."""
+        if self.dask_address is not None:
+            if self._dask is None:
+                from mafiabench.study.cluster import DaskGames
+
+                self._dask = DaskGames(self.dask_address, self._worker_config(1))
+            return self._dask.play(spec)
+        if self.processes == 1:
+            return play_game(spec, pool, provenance=self._provenance)
+        if self._workers is None:
+            self._workers = WorkerPool(self._worker_config(self.processes))
+        return self._workers.play(spec)
+
+    def _worker_config(self, processes: int) -> WorkerConfig:
+        c = self.exp.concurrency
+        return WorkerConfig(
+            endpoints=self.endpoints,
+            limits=dict(c.providers),
+            default_limit=c.default_provider,
+            cache_dir=self.exp.cache_dir,
+            provenance=self._provenance,
+            processes=processes,
+            warm=tuple(s for s in self.exp.agent_specs() if "/" in s),
+        )
+
+    def _close_workers(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
+        if self._shard_workers is not None:
+            self._shard_workers.close()
+            self._shard_workers = None
+
+    def _account(self, played: _Played) -> None:
+        """Add a game to the run's ledger (after its shard file is written, so a retried shard counts it once)."""
+        rec, total, per_model, busy_s = played.record, played.usage, played.per_model, played.busy_s
+        s = self.summary
+        cell = (rec.design or {}).get("cell") or "?"
+        s.add_game(rec.game_id, cell, total, failed=rec.outcome.get("status") == "failed", error=rec.error)
+        for spec, u in per_model.items():
+            s.per_model.setdefault(spec, Usage()).add(u)
+        self._busy_games_s += busy_s
+        self._busy_calls_s += sum(float(c.get("latency_ms") or 0.0) for c in rec.calls) / 1000.0
+
+    def _tick(self) -> None:
+        if self._bar is not None:
+            self._bar.advance(failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
+
+    async def _start_game_workers(self) -> None:
+        """Worker processes spawned and their SDKs imported before the first game, not while games wait for them
+        (policy shards go whole to shard workers instead: these would sit idle)."""
+        if self.processes > 1 and self.shard_processes == 1 and self.dask_address is None and self._workers is None:
+            self._workers = WorkerPool(self._worker_config(self.processes))
+            await asyncio.to_thread(self._workers.start)
+
+    async def _stop_executors(self) -> None:
+        await asyncio.to_thread(self._close_workers)
+        if self._dask is not None:
+            dask, self._dask = self._dask, None
+            await dask.close()
