@@ -42,6 +42,7 @@ def test_tables_pivot_the_configurations_as_the_paper_lays_them_out() -> None:
     assert setting == (8, 2)
     assert [r["configuration"] for r in t3] == ["baseline", "no_speaking", "argmax_voting", "limited_memory"]
     assert table3([]) == (None, [])
+    assert table3([conf(6, 2, "baseline", 3, 4), conf(8, 2, "baseline", 1, 4)]) == (None, [])  # no ablation played
     (check,) = cross_checks(rows_)
     assert (check["mafia_win_rate"], check["main"]["mafia_win_rate"]) == (0.5, 0.75)
 
@@ -191,3 +192,5 @@ def test_two_studies_in_one_warehouse_give_two_sets_of_tables(study: tuple[Path,
     assert [line.split(",")[-1] for line in uniform[1:]] == ["1", "1", "1", "1"]  # its own games, not pooled
     offline = (out / "strategema.strategema-offline.table1.csv").read_text().splitlines()
     assert [line.split(",")[-1] for line in offline[1:]] == ["2", "2", "2", "2"]
+    # the uniform study played neither the no-speaking condition nor an ablation: no Table 2 or 3 to export
+    assert not any((out / f"strategema.{UNIFORM}.table{n}.csv").exists() for n in (2, 3))

@@ -60,14 +60,14 @@ def table2(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def table3(rows: list[dict[str, Any]]) -> tuple[tuple[int, int] | None, list[dict[str, Any]]]:
     """The main arm's ablations (baseline, no speaking, argmax voting, limited memory) of one configuration: (8, 2)
-    when it has them, else the (N, M) with the most ablations played."""
+    when it has them, else the (N, M) with the most ablations played; none where no (N, M) has two conditions."""
     arm = main_arm(rows)
     counts: dict[tuple[int, int], int] = {}
     for r in arm:
         if r["configuration"] in ABLATIONS:
             key = (r["n_players"], r["n_mafia"])
             counts[key] = counts.get(key, 0) + 1
-    if not counts:
+    if not counts or max(counts.values()) < 2:
         return None, []
     chosen = ABLATION_SETTING if counts.get(ABLATION_SETTING, 0) > 1 else max(counts, key=lambda k: (counts[k], k))
     picked = [r for r in arm if (r["n_players"], r["n_mafia"]) == chosen and r["configuration"] in ABLATIONS]
@@ -160,7 +160,7 @@ def build(ctx: Context) -> Page:
         )
         t1, t2 = table1(rows), table2(rows)
         chosen, t3 = table3(rows)
-        files = [page.add_export(f"{name}.{table}", rows_) for table, rows_ in exports(t1, t2, t3).items()]
+        files = [page.add_export(f"{name}.{table}", rows_) for table, rows_ in exports(t1, t2, t3).items() if rows_]
         arm = next((r for r in rows if r["is_main_arm"]), rows[0])
         studies.append(
             {
