@@ -15,17 +15,19 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, dumps, encode_record
 from mafiabench.redact import scrub_json, scrub_obj
+
+if TYPE_CHECKING:
+    import polars as pl
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "mafiabench.duckdb"
 
@@ -527,6 +529,8 @@ def _provider(agent: str) -> str:
 def flatten(records: Sequence[GameRecord]) -> dict[str, pl.DataFrame]:
     """Records → one DataFrame per raw table (what `load_records` inserts)."""
     frames = flatten_encoded([encode_record(r) for r in records])
+    import polars as pl
+
     return {t: pl.from_arrow(f.drop_columns([RECORD_COLUMN])) for t, f in frames.items()}  # type: ignore[misc]
 
 
@@ -717,25 +721,33 @@ def _arrow_schema(table: str) -> pa.Schema:
     return pa.schema([*fields, (RECORD_COLUMN, pa.int32())])
 
 
-_POLARS_TYPES = {
-    "VARCHAR": pl.Utf8,
-    "INTEGER": pl.Int32,
-    "BIGINT": pl.Int64,
-    "UBIGINT": pl.UInt64,
-    "DOUBLE": pl.Float64,
-    "BOOLEAN": pl.Boolean,
-    "TIMESTAMP": pl.Datetime("us"),
-    "VARCHAR[]": pl.List(pl.Utf8),
-}
+@functools.cache
+def _polars_types() -> dict[str, Any]:
+    """DuckDB's raw column types as polars types (polars is imported on first use: a run that lands nothing, or
+    lands Arrow, never pays its 0.15-0.2 s import)."""
+    import polars as pl
+
+    return {
+        "VARCHAR": pl.Utf8,
+        "INTEGER": pl.Int32,
+        "BIGINT": pl.Int64,
+        "UBIGINT": pl.UInt64,
+        "DOUBLE": pl.Float64,
+        "BOOLEAN": pl.Boolean,
+        "TIMESTAMP": pl.Datetime("us"),
+        "VARCHAR[]": pl.List(pl.Utf8),
+    }
 
 
 def _schema(table: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for col in RAW_SCHEMA[table].split(","):
         parts = col.split()
-        out[parts[0]] = _POLARS_TYPES[parts[1]]
+        out[parts[0]] = _polars_types()[parts[1]]
     return out
 
 
 def _frame(rows: list[dict[str, Any]], table: str) -> pl.DataFrame:
+    import polars as pl
+
     return pl.DataFrame(rows, schema=_schema(table), orient="row") if rows else pl.DataFrame(schema=_schema(table))
