@@ -281,6 +281,6 @@ def test_the_lander_holds_the_file_across_landings_for_at_most_the_hold_time(
         study.prepare()
         before = len(opened)
         assert asyncio.run(land_three(study))
-        assert len(opened) - before == 1  # three shards landed through one open
+        assert len(opened) - before <= 1  # three shards landed through one open (the plan's, if still held)
         assert study.finish().games_played == 9
     assert query(exp, "select count(*), count(distinct game_id) from raw_games") == [(9, 9)]

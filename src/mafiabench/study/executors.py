@@ -9,6 +9,7 @@ attempt finished), and the run's ledger, kept once a shard's file is written. It
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Awaitable
@@ -95,7 +96,11 @@ class ShardPlayer:
         self._shard_workers: ShardWorkerPool | None = None
         self._busy_games_s = 0.0
         self._busy_calls_s = 0.0
-        self._provenance = Provenance(git_commit=git_commit())
+
+    @functools.cached_property
+    def _provenance(self) -> Provenance:
+        """The records' provenance (the checkout's commit costs a `git` process: asked when a game first needs it)."""
+        return Provenance(git_commit=git_commit())
 
     def _shard_processes(self) -> int:
         """Worker processes for whole shards of policy games: `concurrency.processes` when given, for `auto` one

@@ -131,7 +131,7 @@ class Study(WaveScheduler):
         self._lock_cm.__enter__()
         self._open = True
         try:
-            with self.connection() as con:
+            with self.connection(hold=True) as con:  # held for the plan that follows: one open, not two
                 landing.ensure_runs_table(con)
             landing.remove_partial(self.raw)
         except BaseException:
@@ -226,7 +226,7 @@ class Study(WaveScheduler):
     # -- 1. plan --------------------------------------------------------------------------------------------------
     def prepare(self) -> ShardPlan:
         """Expand, load landed-but-not-loaded raw files, skip landed games, shard the rest."""
-        with self.connection():
+        with self.connection(hold=True):  # held for a run with nothing to play, whose summary follows at once
             return self._prepare()
 
     def _prepare(self) -> ShardPlan:

@@ -109,7 +109,8 @@ class WaveScheduler(ShardPlayer, abc.ABC):
                             break
             finally:
                 self.summary.play_wall_s = time.perf_counter() - t0
-                await asyncio.to_thread(self.release)
+                if self.shards.count or self.rule is not None or shards is not None:  # landed something: let go
+                    await asyncio.to_thread(self.release)
                 await aclose_clients()
                 await self._stop_executors()
         if self.guard is not None and self.guard.stopped:
