@@ -227,7 +227,7 @@ def test_the_scores_page_shows_the_study_protocol_card(site: Path, study: Path) 
         (deviations,) = con.execute("select distinct deviations from mart_protocol_cards").fetchone()  # type: ignore[misc]
     finally:
         con.close()
-    assert statuses["deviates"] == deviations == 1 and statuses["matches"] >= 40 and statuses["noted"] >= 4
+    assert statuses["deviates"] == deviations == 1 and statuses["matches"] >= 40 and statuses["noted"] >= 3
     page = (site / "capability-scores.html").read_text(encoding="utf-8")
     assert "Protocol card: dash against Mini-Mafia benchmark v4.1" in page
     assert page.index("Prompt wrapper") < page.index("Messages cut at the limit by the engine")  # deviations first

@@ -71,8 +71,9 @@ def experiment(srv: FakeModelServer, warehouse: Path) -> Any:
     data.update(games_per_cell=1, shard_size=10, warehouse=str(warehouse))
     data["concurrency"] = {"games": 8, "processes": 1}
     local = {"kind": "openai", "base_url": srv.base_url_openai, "key_required": False}
+    own = data["endpoints"]
     compatible = ("deepseek", "xai", "google", "llamacpp-mistral", "llamacpp-llama", "llamacpp-qwen")
-    data["endpoints"] = {name: dict(local) for name in compatible} | {
+    data["endpoints"] = {name: local | {"options": own.get(name, {}).get("options", {})} for name in compatible} | {
         "openai": local | {"options": dict(BUILTIN_ENDPOINTS["openai"].options)},
         "anthropic": {"kind": "anthropic", "base_url": srv.base_url_anthropic, "key_required": False},
     }
@@ -109,7 +110,13 @@ def test_the_flagship_plays_the_reference_protocol_over_http(tmp_path: Path) -> 
     for r in requests:
         body = r["body"]
         model = body["model"]
-        prompt = json.dumps(body["messages"])
+        if model.endswith(".gguf"):  # the local models: a plain completion of the [INST]-wrapped prompt, as there
+            assert r["path"].endswith("/v1/completions") and "messages" not in body
+            assert body["prompt"].startswith("[INST]\n#CONTEXT:") and body["prompt"].endswith("[/INST]\n")
+        else:
+            assert r["path"].endswith(("/v1/chat/completions", "/v1/messages"))
+            assert "[INST]" not in json.dumps(body["messages"])
+        prompt = body.get("prompt") or json.dumps(body["messages"])
         cap = body.get("max_completion_tokens", body.get("max_tokens"))
         speak = "#DISCUSSION ROUND" in prompt
         if model in REASONING:

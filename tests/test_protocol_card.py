@@ -40,7 +40,7 @@ def test_the_flagship_matches_the_reference_but_for_the_prompt_wrapper() -> None
     assert {r.key for r in c.deviations} == FLAGSHIP_DEVIATIONS
     assert len(c.matches) >= 40  # rules, caps, parser, order, reasoning, models: each compared, each equal
     text = render_text(c)
-    assert "1 deviation(s)" in text and "Prompt wrapper" in text
+    assert "1 deviation(s)" in text and "Prompt wrapper (in the prompt" in text
     assert f"in {len(c.matches)} of {len(c.matches) + 1}" in text
 
 
@@ -108,7 +108,7 @@ def test_a_model_the_experiment_does_not_play_is_named_once_not_per_setting() ->
     assert c is not None
     assert {r.key for r in c.deviations} == FLAGSHIP_DEVIATIONS | {"design.targets"}
     skipped = [r for r in c.notes if r.key.startswith("model.Qwen2.5-7B")]
-    assert len(skipped) == 4 and all(r.experiment_value == ABSENT for r in skipped)
+    assert len(skipped) == 6 and all(r.experiment_value == ABSENT for r in skipped)  # 4 settings, api, wrapper
 
 
 def test_every_compared_aspect_of_every_protocol_finds_its_value_in_the_facts_of_its_experiment() -> None:
@@ -155,12 +155,18 @@ def test_the_reference_words_from_a_batch_config_match_prompt_information_and_wr
     path.write_text(json.dumps({"prompt_config": {"version": "v4.1", "message_limit": 200, "templates": TEMPLATES}}),
                     encoding="utf-8")
 
-    def edit(data: dict[str, Any]) -> None:
+    def edit(data: dict[str, Any], keep_template: bool = False) -> None:
         del data["prompt_version"]
         data["prompt"] = {"from_batch_config": str(path)}
+        for name in ("llamacpp-mistral", "llamacpp-llama", "llamacpp-qwen"):
+            if not keep_template:  # the prompt is wrapped already
+                del data["endpoints"][name]["options"]["prompt_template"]
 
     c = protocol_card(variant_of(edit))
     assert c is not None and c.deviations == []
+    twice = protocol_card(variant_of(lambda data: edit(data, keep_template=True)))  # wrapped by both: a deviation
+    assert twice is not None
+    assert {r.key for r in twice.deviations} == {f"model.{m}.template" for m in STANDARD[-3:]}
     assert next(r for r in c.rows if r.key == "prompt.information").experiment_value == "mini-mafia/batch-config-v4.1"
 
 

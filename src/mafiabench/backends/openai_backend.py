@@ -11,7 +11,7 @@ from typing import Any
 
 import openai
 
-from .backend import EndpointConfig, GenerateSettings, Message, register_provider, require_key
+from .backend import ConfigError, EndpointConfig, GenerateSettings, Message, register_provider, require_key
 from .retry import count
 from .sdk_backend import Reply, SDKApi, SDKBackend, closer, map_sdk_error
 
@@ -25,13 +25,14 @@ def map_openai_error(exc: Exception) -> Exception:
 
 
 def read_completion(body: dict[str, Any]) -> tuple[str, str | None, int, int, int]:
-    """(text, finish_reason, input, output, cached tokens) of a chat-completions body, read as leniently as the
-    SDK's own models read it: missing pieces are empty, not errors."""
+    """(text, finish_reason, input, output, cached tokens) of a chat-completions body (or a plain completions body,
+    whose choice holds `text`), read as leniently as the SDK's own models read it: missing pieces are empty, not
+    errors."""
     text, finish_reason = "", None
     choices = body.get("choices")
     if isinstance(choices, list) and choices and isinstance(choices[0], dict):
         message = choices[0].get("message")
-        content = message.get("content") if isinstance(message, dict) else None
+        content = message.get("content") if isinstance(message, dict) else choices[0].get("text")
         text = content if isinstance(content, str) else ""
         reason = choices[0].get("finish_reason")
         finish_reason = reason if isinstance(reason, str) else None
@@ -43,21 +44,47 @@ def read_completion(body: dict[str, Any]) -> tuple[str, str | None, int, int, in
     return text, finish_reason, tokens_in, tokens_out, count(cached)
 
 
+API_MODES = ("chat", "completions")
+
+
+def check_options(endpoint: EndpointConfig) -> tuple[str, str]:
+    """(api, prompt_template) of an endpoint, or a `ConfigError` naming the endpoint, the option and its value.
+
+    `api = "completions"` posts the prompt as plain text to `/completions` (a llama.cpp or vLLM server's raw
+    completion, as the Mini-Mafia reference called its local models: no chat template applied), wrapped in
+    `prompt_template` (`{prompt}` stands for the prompt; default: the prompt as it is)."""
+    api = endpoint.options.get("api", "chat")
+    if api not in API_MODES:
+        raise ConfigError(f"endpoint {endpoint.name!r}: options.api must be one of {list(API_MODES)}, got {api!r}")
+    template = endpoint.options.get("prompt_template", "{prompt}")
+    if not isinstance(template, str) or template.count("{prompt}") != 1:
+        raise ConfigError(f"endpoint {endpoint.name!r}: options.prompt_template must hold {{prompt}} once, "
+                          f"got {template!r}")
+    if api == "chat" and "prompt_template" in endpoint.options:
+        raise ConfigError(f"endpoint {endpoint.name!r}: options.prompt_template needs options.api = 'completions'")
+    return str(api), template
+
+
 class OpenAIBackend(SDKBackend):
-    """Chat completions through `openai.AsyncOpenAI` (the shared plumbing is `SDKBackend`'s)."""
+    """Chat completions through `openai.AsyncOpenAI` (the shared plumbing is `SDKBackend`'s), or plain completions
+    with `options.api = "completions"`."""
 
     api = API
 
     def __init__(self, model: str, endpoint: EndpointConfig) -> None:
         super().__init__(model, endpoint)
         self._max_tokens_field = str(endpoint.options.get("max_tokens_field", "max_tokens"))
+        self._mode, self._template = check_options(endpoint)
+        if self._mode == "completions":
+            self.path = "/completions"
 
     def request_kwargs(self, messages: Sequence[Message], settings: GenerateSettings) -> dict[str, Any]:
         """The request body (without the model's reply settings we do not set, so provider defaults apply)."""
-        kwargs: dict[str, Any] = {
-            "model": self.model,
-            "messages": [{"role": m.role, "content": m.content} for m in messages],
-        }
+        kwargs: dict[str, Any] = {"model": self.model}
+        if self._mode == "completions":  # one prompt: the messages' text in order, in the endpoint's template
+            kwargs["prompt"] = self._template.replace("{prompt}", "\n\n".join(m.content for m in messages))
+        else:
+            kwargs["messages"] = [{"role": m.role, "content": m.content} for m in messages]
         if settings.temperature is not None:
             kwargs["temperature"] = settings.temperature
         if settings.max_tokens is not None:
@@ -77,6 +104,11 @@ class OpenAIBackend(SDKBackend):
 aclose = closer(API)  # close this event loop's openai clients
 
 
-@register_provider("openai", check=require_key, aclose=aclose)
+def check(endpoint: EndpointConfig, model: str, spec: str) -> None:
+    check_options(endpoint)
+    require_key(endpoint, model, spec)
+
+
+@register_provider("openai", check=check, aclose=aclose)
 def create(endpoint: EndpointConfig, model: str) -> OpenAIBackend:
     return OpenAIBackend(model, endpoint)

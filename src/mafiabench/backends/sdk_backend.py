@@ -82,6 +82,7 @@ class SDKBackend:
         self.provider = endpoint.name
         self.model = model
         self.endpoint = endpoint
+        self.path = self.api.path  # a subclass may post elsewhere (OpenAI's plain completions)
         sdk_http_client(endpoint, lambda: None)  # a bad `options.transport` fails here, before any game
 
     def _api_key(self) -> str:
@@ -130,7 +131,7 @@ class SDKBackend:
                 # of the parameters and no response model built (and dumped back) per call; we read the JSON once.
                 # benchmarks/bench_client_cpu.py measures the CPU per call of each path.
                 response = await client.post(
-                    self.api.path, cast_to=httpx2.Response, content=content, options={"timeout": settings.timeout_s}
+                    self.path, cast_to=httpx2.Response, content=content, options={"timeout": settings.timeout_s}
                 )
                 return parse_body(response.content)
             except self.api.base_error as exc:

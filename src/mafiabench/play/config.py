@@ -163,7 +163,7 @@ def endpoints_from(specs: Mapping[str, EndpointSpec]) -> dict[str, EndpointConfi
 
 
 class PromptSource(BaseModel):
-    """`prompt = { version = "v4.1" }` or `prompt = { from_batch_config = "path/batch_config.json" }`: the prompt a
+    """`prompt = { version = "v4.1-full" }` or `prompt = { from_batch_config = "path/batch_config.json" }`: the prompt a
     game plays with. A batch_config path is read from your own copy of the reference's published batches (relative
     paths are relative to the TOML file); its templates are hashed into every record and never shipped."""
 

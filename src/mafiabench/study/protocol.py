@@ -5,20 +5,34 @@ version and how it is read), so a new protocol only needs new facts when it comp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from mafiabench.agents.prompts import resolve_prompts
-from mafiabench.backends.endpoints import split_spec
+from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.engine import rules_for
 from mafiabench.protocols import ABSENT, Card, card, load_protocol
 from mafiabench.study.spec import Experiment
 
-# How every model is reached (no setting of ours changes it): chat completions, the server applying its chat template.
-MODEL_API = "chat completions (the server applies the model's chat template)"
-
 
 def _model(spec: str) -> str:
     return split_spec(spec)[1] if "/" in spec else spec
+
+
+# The reference's wrapper of every prompt (its v4.1 templates), as an endpoint's `prompt_template` writes it.
+INST = "[INST]\n{prompt}[/INST]\n"
+
+
+def _api(spec: str, endpoints: Mapping[str, EndpointConfig], prompt_wrapped: bool) -> dict[str, str]:
+    """How a model is called and the wrapper its prompt ends up in: the endpoint's template around the prompt,
+    whose own text may already be wrapped (a batch_config's templates): then `INST` once, or twice."""
+    endpoint = endpoints.get(split_spec(spec)[0])
+    options = endpoint.options if endpoint is not None else {}
+    api = str(options.get("api", "chat"))
+    template = str(options.get("prompt_template", "{prompt}")) if api == "completions" else ""
+    if prompt_wrapped and template:
+        template = INST if template == "{prompt}" else "twice: " + template
+    return {"api": api, "template": template}
 
 
 def experiment_facts(exp: Experiment) -> dict[str, Any]:
@@ -26,7 +40,9 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
     version, batch_config = exp.prompt_choice
     prompts = resolve_prompts(exp.variant, version, batch_config)
     base = prompts.templates.get("base_prompt", prompts.templates.get("base", ""))
+    wrapped = base.lstrip().startswith("[INST]")
     settings = exp.model_settings()
+    endpoints = {**BUILTIN_ENDPOINTS, **exp.endpoint_configs()}
     models = {_model(spec): s.model_dump(mode="json") for spec, s in settings.items()}
     facts: dict[str, Any] = {
         "variant": exp.variant,
@@ -35,14 +51,14 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
             "parser": prompts.parser,
             "others_order": prompts.options.get("others_order", "seat"),
             "composition_order": prompts.options.get("composition_order", "ours"),
-            "wrapper": "[INST] … [/INST]" if base.lstrip().startswith("[INST]") else "none",
+            "wrapper": "[INST] … [/INST]" if wrapped else "none",
         },
         "rules": rules_for(exp.variant, exp.rules).model_dump(mode="json"),
         "models": models,
-        "all_models": {
-            "reprompt_on_failure": sorted({s.reprompt_on_failure for s in settings.values()}),
-            "api": MODEL_API,
-        },
+        "all_models": {"reprompt_on_failure": sorted({s.reprompt_on_failure for s in settings.values()})},
+        # How each model is called: `chat` (the server applies the model's chat template) or `completions` (a plain
+        # completion of the prompt in the endpoint's template), and that template.
+        "model_api": {_model(spec): _api(spec, endpoints, wrapped) for spec in settings},
         "players": sorted({_model(spec) for spec in exp.agent_specs()}),
         "games_per_cell": exp.games_per_cell,
     }

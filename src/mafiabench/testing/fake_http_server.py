@@ -189,8 +189,9 @@ class _Connection(asyncio.Protocol):
 
 
 class FakeModelServer:
-    """OpenAI (`POST /v1/chat/completions`) and Anthropic (`POST /v1/messages`) on 127.0.0.1, served by one event
-    loop on a background thread. Runtime knobs: `latency_s`, `push_faults(...)`, `set_rates(...)`, `hang_s`."""
+    """OpenAI (`POST /v1/chat/completions`, and plain `POST /v1/completions` as llama.cpp serves it) and Anthropic
+    (`POST /v1/messages`) on 127.0.0.1, served by one event loop on a background thread. Runtime knobs: `latency_s`,
+    `push_faults(...)`, `set_rates(...)`, `hang_s`."""
 
     def __init__(
         self,
@@ -403,6 +404,8 @@ class FakeModelServer:
     ) -> None:
         if path.endswith("/chat/completions"):
             api = "openai"
+        elif path.endswith("/completions"):  # plain text completions (llama.cpp, vLLM): errors as OpenAI's
+            api = "openai-text"
         elif path.endswith("/messages"):
             api = "anthropic"
         else:
@@ -445,7 +448,11 @@ class FakeModelServer:
         elif fault is not None and fault.kind == "malformed":
             override = MALFORMED_ANSWER
         try:
-            response = self._openai(body, override, echo) if api == "openai" else self._anthropic(body, override, echo)
+            if api == "openai-text":
+                response = self._openai_text(body, override, echo)
+            else:
+                response = self._openai(body, override, echo) if api == "openai" else self._anthropic(
+                    body, override, echo)
         except (KeyError, TypeError, ValueError) as exc:
             entry["status"] = 400
             conn.send_json(400, _error_body(api, 400, f"bad request: {exc}"))
@@ -505,6 +512,23 @@ class FakeModelServer:
                 "total_tokens": prompt_tokens + completion_tokens,
                 "prompt_tokens_details": {"cached_tokens": cached},
             },
+        }
+
+    def _openai_text(self, body: dict[str, Any], override: str | None, echo: str = "") -> dict[str, Any]:
+        """A plain completion: the prompt is one text, the answer a choice's `text`."""
+        model, prompt = str(body["model"]), body["prompt"]
+        if not isinstance(prompt, str):
+            raise TypeError("prompt must be a string")
+        text = self._answer(model, [Message("user", prompt)], override, echo)
+        prompt_tokens, completion_tokens = estimate_tokens(prompt), estimate_tokens(text)
+        return {
+            "id": f"cmpl-{self._new_id()}",
+            "object": "text_completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
         }
 
     def _anthropic(self, body: dict[str, Any], override: str | None, echo: str = "") -> dict[str, Any]:
