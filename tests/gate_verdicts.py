@@ -1,9 +1,12 @@
 """The gate's verdicts, check for check, against golden files (`tests/golden/gate/<case>.json`).
 
-The golden files were recorded from the gate as it was before its rules moved into the models' YAML (the 280-line
-`SUITES` literal of `quality/gate.py` and the singular tests of `transform/sql/tests/`), on the planted-corruption
-cases of `test_quality` and `test_sql_asserts`: every later build of the same case must give the same verdict for
-every check (suite, expectation, rule, arguments, success, counts). Regenerate deliberately with UPDATE_GOLDEN=1.
+The golden files were first recorded (commit f6f9c88) from the gate as it was before its rules moved into the
+models' YAML (the 280-line `SUITES` literal of `quality/gate.py` and the singular tests of `transform/sql/tests/`),
+on the planted-corruption cases of `test_quality` and `test_sql_asserts`; after the move the verdicts were equal
+check for check, the retired double rules' verdicts given by their survivors (`SURVIVORS`). They were recorded again
+when the gate learnt that an imported game's facts of play are data (issue 27): the diff of this folder in that
+commit lists every verdict that changed. Every build of a case must give the same verdict for every check (suite,
+expectation, rule, arguments, success, counts). Regenerate deliberately with UPDATE_GOLDEN=1.
 """
 
 from __future__ import annotations

@@ -58,4 +58,4 @@ def test_catalogue_documents_every_table_with_grain_columns_and_meanings(text: s
         if doc["layer"] != "sources":
             assert "**Grain:**" in section, name
     assert "`detective` means town arrested its own detective" in text
-    assert "assert_votes_by_active_players" in text and "unique_fct_games_game_id" in text
+    assert "assert_rates_in_unit_interval" in text and "unique_fct_games_game_id" in text

@@ -84,7 +84,7 @@ def test_the_build_setting_reaches_its_rule() -> None:
     usable = {s.name: s for s in declared_suites(0.25)}["usable_games"]
     share = next(c for c in usable.checks if c.kwargs.get("column") == "unusable_share")
     assert share.kwargs["max_value"] == 0.25
-    assert share.rule == "at most 25% of the games are invalid or unscored"
+    assert share.rule == "at most 25% of the simulated games are invalid or unscored"
     with pytest.raises(Exception, match=r"max_unusable must be within \[0, 1\], got 1.5"):
         declared_suites(1.5)
 

@@ -6,7 +6,8 @@ import tomllib
 
 import pytest
 
-from mafiabench.transform.marts import PRICES_PATH, load_prices
+from mafiabench.prices import DEFAULT_PRICES_PATH as PRICES_PATH
+from mafiabench.transform.marts import ref_prices as load_prices
 from test_marts_common import landed, mini_record, one, rows
 
 

@@ -59,7 +59,7 @@ def test_empty_warehouse_is_refused() -> None:
     assert not result.published and not gate_passed(con)
     gate_verdicts.check("empty warehouse", result.validation)
     assert [f.rule for f in result.failures] == ["games were landed (a gate over no games proves nothing)",
-                                                 "at most 50% of the games are invalid or unscored"]
+                                                 "at most 50% of the simulated games are invalid or unscored"]
 
 
 def _failures(con: duckdb.DuckDBPyConnection, case: str, **build: object) -> dict[str, list[dict[str, object]]]:
@@ -74,11 +74,11 @@ def test_all_games_invalid_fails_the_build_naming_why() -> None:
     load_records(con, cell_records("x", n=5, mafia_wins=2, models="X", valid=False,
                                    invalid_reason="inconsistent memories"))
     failed = _failures(con, "all games invalid")
-    assert failed["at most 50% of the games are invalid or unscored"] == [
-        {"n_games": 5, "n_scored": 0, "unusable_share": 1.0, "main_reason": "inconsistent memories"}]
-    assert failed["every study that has games has a scored game"] == [
+    assert failed["at most 50% of the simulated games are invalid or unscored"] == [
+        {"n_games": 5, "n_scored": 0, "n_simulated": 5, "unusable_share": 1.0, "main_reason": "inconsistent memories"}]
+    assert failed["every simulated study that has games has a scored game"] == [
         {"study": "source:simulation", "n_games": 5, "n_scored": 0, "main_reason": "inconsistent memories"}]
-    with pytest.raises(QualityGateError, match="at most 50% of the games are invalid or unscored"):
+    with pytest.raises(QualityGateError, match="at most 50% of the simulated games are invalid or unscored"):
         build_warehouse(con)
 
 
@@ -88,8 +88,9 @@ def test_the_unusable_share_is_a_setting() -> None:
     recs += [mini_record(f"bad-{i}", models="X", valid=False, invalid_reason="no votes cast") for i in range(6)]
     load_records(con, recs)
     failed = _failures(con, "unusable share")
-    assert list(failed) == ["at most 50% of the games are invalid or unscored"]
-    assert failed["at most 50% of the games are invalid or unscored"][0]["unusable_share"] == pytest.approx(0.6)
+    assert list(failed) == ["at most 50% of the simulated games are invalid or unscored"]
+    share = failed["at most 50% of the simulated games are invalid or unscored"][0]["unusable_share"]
+    assert share == pytest.approx(0.6)
     result = build_warehouse(con, max_unusable=0.7)
     assert result.published
     gate_verdicts.check("unusable share under a higher threshold", result.validation)
@@ -105,8 +106,8 @@ def test_a_capability_cell_with_games_but_none_scored_fails() -> None:
                          invalid_reason="inconsistent memories")
     load_records(con, recs)
     failed = _failures(con, "capability cell unscored")
-    assert list(failed) == ["every capability cell that has games has a scored game"]
-    assert failed["every capability cell that has games has a scored game"] == [
+    assert list(failed) == ["every capability cell of a simulated study that has games has a scored game"]
+    assert failed["every capability cell of a simulated study that has games has a scored game"] == [
         {"study": "exp", "prompt_version": "v4.1", "capability": "deceive", "background": "X", "target_model": "Y",
          "n": 0, "n_unscored": 2}]
 

@@ -35,7 +35,7 @@ from mafiabench.transform.marts import (
     staged_views,
 )
 from mafiabench.transform.marts import publish as publish_staged
-from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA
+from mafiabench.warehouse.builds import ensure_build_tables
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect
 
@@ -125,7 +125,7 @@ def build_warehouse(
     """
     t0 = time.perf_counter()
     result = BuildResult(build_id=_new_build_id(), started_at=_now())
-    con.execute(f"create table if not exists build_runs ({BUILD_RUNS_SCHEMA})")
+    ensure_build_tables(con)
     validator = start_validator() if validate else None  # GX loads in its helper while the models build
     staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate)
     result.models = staged.models

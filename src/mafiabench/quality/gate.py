@@ -24,7 +24,7 @@ import duckdb
 from mafiabench.errors import UserError
 from mafiabench.quality.suites import Check, Suite, declared_suites, ident
 from mafiabench.quality.validator import ExpectationResult, ValidatorProcess, _Validator, json_safe_rows
-from mafiabench.warehouse.builds import VALIDATION_RESULTS_SCHEMA
+from mafiabench.warehouse.builds import ensure_build_tables
 
 __all__ = ["DEFAULT_MAX_UNUSABLE", "Check", "ExpectationResult", "QualityGateError", "Suite", "ValidatorProcess",
            "candidate_sql", "failure_message", "gate_suites", "json_safe_rows", "run_suites", "store_results"]
@@ -145,7 +145,7 @@ def run_suites(
 
 
 def store_results(con: duckdb.DuckDBPyConnection, build_id: str, results: Sequence[ExpectationResult]) -> None:
-    con.execute(f"create table if not exists validation_results ({VALIDATION_RESULTS_SCHEMA})")
+    ensure_build_tables(con)
     now = datetime.now(UTC).replace(tzinfo=None)
     rows = [
         (

@@ -17,7 +17,7 @@ import yaml  # type: ignore[import-untyped]
 
 from mafiabench.transform import dbt_runner
 from mafiabench.transform.marts import LAYERS, build_models
-from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, VALIDATION_RESULTS_SCHEMA
+from mafiabench.warehouse.builds import ensure_build_tables
 from mafiabench.warehouse.raw import connect
 
 DEFAULT_PATH = Path("docs") / "catalogue.md"  # in the working folder, never the installed package's
@@ -101,8 +101,7 @@ def generate(sql_dir: Path | None = None) -> str:
         con = connect(Path(tmp) / "catalogue.duckdb")
         try:
             build_models(con, sql_dir=project)
-            con.execute(f"create table if not exists validation_results ({VALIDATION_RESULTS_SCHEMA})")
-            con.execute(f"create table if not exists build_runs ({BUILD_RUNS_SCHEMA})")
+            ensure_build_tables(con)
             types = {
                 name: [(r[0], r[1]) for r in con.execute(f'describe "{name}"').fetchall()]
                 for name in [*docs, *BOOKKEEPING]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import re
 import time
-import tomllib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ import duckdb
 import polars as pl
 
 from mafiabench.errors import UserError
+from mafiabench.prices import PriceTable
+from mafiabench.prices import load_prices as load_price_table
 from mafiabench.transform import dbt_runner
 from mafiabench.transform.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
@@ -36,7 +37,6 @@ if TYPE_CHECKING:  # imported in `stage` only: numpy and scipy cost every comman
     from mafiabench.transform.python_models import PythonModel
 
 LAYERS = ("staging", "intermediate", "marts")
-PRICES_PATH = Path(__file__).resolve().parents[1] / "prices.toml"
 
 
 def default_sql_dir() -> Path:
@@ -100,22 +100,20 @@ class BuildResult:
         return "\n".join(lines)
 
 
-def load_prices(path: Path = PRICES_PATH) -> pl.DataFrame:
-    """The versioned price table as rows (provider, model, $/Mtoken in/cached/out, version)."""
-    data = tomllib.loads(path.read_text())
-    version = str(data.get("version") or "")
-    if not version:
-        raise BuildError(f"{path}: the price table needs a `version`")
+def ref_prices(table: PriceTable | None = None) -> pl.DataFrame:
+    """The price table (`mafiabench.prices`, its one reader: default the shipped `prices.toml`) as the rows of
+    `ref_prices` the cost marts join: provider, model, USD per million input, cached and output tokens, version."""
+    table = table or load_price_table()
     rows = [
         {
-            "price_version": version,
-            "provider": str(p["provider"]),
-            "model": str(p["model"]),
-            "input_per_mtok": float(p["input"]),
-            "cached_per_mtok": float(p.get("cached_input", p["input"])),
-            "output_per_mtok": float(p["output"]),
+            "price_version": table.version,
+            "provider": p.provider,
+            "model": p.model,
+            "input_per_mtok": p.input,
+            "cached_per_mtok": p.input if p.cached_input is None else p.cached_input,
+            "output_per_mtok": p.output,
         }
-        for p in data.get("price", [])
+        for p in table.models.values()
     ]
     schema = {
         "price_version": pl.Utf8,
@@ -214,7 +212,7 @@ def stage(
         raise BuildError(str(exc)) from exc
     ensure_schema(con)
     ensure_runs_table(con)
-    write_table(con, "ref_prices", load_prices())
+    write_table(con, "ref_prices", ref_prices())
     wanted = set(only) if only is not None else None
     steps = [s for s in python_models.PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
     select = None

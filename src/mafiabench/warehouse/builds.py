@@ -22,6 +22,13 @@ VALIDATION_RESULTS_SCHEMA = """
     element_count BIGINT, unexpected_count BIGINT, failing_rows_json VARCHAR, run_at TIMESTAMP"""
 
 
+def ensure_build_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Create `build_runs` and `validation_results` if missing: their one declaration, for the build, the gate and
+    the catalogue."""
+    con.execute(f"create table if not exists build_runs ({BUILD_RUNS_SCHEMA})")
+    con.execute(f"create table if not exists validation_results ({VALIDATION_RESULTS_SCHEMA})")
+
+
 def latest_build(con: duckdb.DuckDBPyConnection) -> dict[str, Any] | None:
     """The most recent build's row of `build_runs`, or None if the warehouse was never built."""
     exists = con.execute("select 1 from duckdb_tables() where table_name = 'build_runs'").fetchall()

@@ -44,6 +44,8 @@ final as (
         s.package_version,
         s.git_commit,
         coalesce(s.source, 'unknown') as source,
+        -- An importer landed it (its source names one): its facts of play are the dataset's, reported, never refused.
+        coalesce(s.source, 'simulation') <> 'simulation' as is_imported,
         s.source_file,
         s.source_sha256,
         s.record_sha256,
