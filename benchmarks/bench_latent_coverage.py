@@ -55,6 +55,8 @@ def _nuts(args: argparse.Namespace) -> int:
     print(f"95% credible interval coverage: mean {r['coverage']:.3f} (m {r['coverage_m']:.3f}, "
           f"d {r['coverage_d']:.3f}, "
           f"v {r['coverage_v']:.3f}), range over parameters {r['coverage_min']:.3f}-{r['coverage_max']:.3f}")
+    print(f"the same draws normalised draw by draw (each draw's own mean(c)): coverage "
+          f"{r['coverage_per_draw_gauge']:.3f}")
     print(f"posterior sd: median {r['median_se']:.3f}, largest {r['max_se']:.3f}; "
           f"fits not converged: {100 * r['not_converged']:.1f}%")
     print(f"time per fit: {r['seconds_per_fit']:.2f} s")
