@@ -32,11 +32,13 @@ from mafiabench.record import GameRecord, encode_record, record_from_line, write
 from mafiabench.warehouse.raw import (
     GRAIN_TABLES,
     LANDED_FILES,
-    LANDED_FILES_COLUMNS,
+    RAW_SCHEMA,
+    RUNS,
     Encoded,
     FlatBatch,
     LoadResult,
     WarehouseBusyError,
+    column_names,
     connect,
     load_flat,
     load_records,
@@ -45,15 +47,6 @@ from mafiabench.warehouse.raw import (
     shard_lines,
 )
 from mafiabench.warehouse.sidecar import Sidecar, check_sidecar
-
-RAW_RUNS_COLUMNS = """
-    run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,
-    started_at TIMESTAMP, finished_at TIMESTAMP, wall_s DOUBLE, games_planned INTEGER, games_already_landed INTEGER,
-    games_loaded_from_raw INTEGER, games_to_play INTEGER, games_played INTEGER, games_done INTEGER,
-    games_failed INTEGER, games_not_started INTEGER, budget_stopped BOOLEAN, calls BIGINT, failed_calls BIGINT,
-    format_failures BIGINT, input_tokens BIGINT, output_tokens BIGINT, cached_tokens BIGINT, cost_usd DOUBLE,
-    unpriced_models VARCHAR[], price_version VARCHAR, games_concurrency DOUBLE, calls_concurrency DOUBLE,
-    shard_errors INTEGER, summary_json VARCHAR"""
 
 TMP_PREFIX = ".tmp-"
 
@@ -294,7 +287,7 @@ def land(con: duckdb.DuckDBPyConnection, records: Iterable[GameRecord]) -> LoadR
 
 
 def ensure_landed_files_table(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(f"create table if not exists {LANDED_FILES} ({LANDED_FILES_COLUMNS})")
+    con.execute(f"create table if not exists {LANDED_FILES} ({RAW_SCHEMA[LANDED_FILES]})")
 
 
 def land_shard(
@@ -505,13 +498,13 @@ def land_files(con: duckdb.DuckDBPyConnection, paths: Iterable[Path], *, batch: 
 
 
 def ensure_runs_table(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(f"create table if not exists raw_runs ({RAW_RUNS_COLUMNS})")
+    con.execute(f"create table if not exists {RUNS} ({RAW_SCHEMA[RUNS]})")
 
 
 def record_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
     """Insert or replace one run's row (a run is recorded when it starts and again when it ends)."""
     ensure_runs_table(con)
-    cols = [c.split()[0] for c in RAW_RUNS_COLUMNS.split(",") if c.strip()]
+    cols = column_names(RUNS)
     values = {c: row.get(c) for c in cols}
     con.execute("delete from raw_runs where run_id = $run_id", {"run_id": values["run_id"]})
     con.execute(

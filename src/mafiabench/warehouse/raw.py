@@ -31,6 +31,22 @@ if TYPE_CHECKING:
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "mafiabench.duckdb"
 
+REPLACED_CALLS = "raw_replaced_calls"
+LANDED_FILES = "raw_landed_files"
+CELL_FINGERPRINTS = "raw_cell_fingerprints"
+PROTOCOL_CARDS = "raw_protocol_cards"
+RUNS = "raw_runs"
+
+_MODEL_CALLS = """
+        game_id VARCHAR, call_index INTEGER, player VARCHAR, action VARCHAR, phase VARCHAR, round INTEGER,
+        provider VARCHAR, model VARCHAR, started_at VARCHAR, latency_ms DOUBLE, attempts INTEGER,
+        input_tokens BIGINT, output_tokens BIGINT, cached_tokens BIGINT, error_class VARCHAR,
+        finish_reason VARCHAR, format_failure BOOLEAN, prompt_chars INTEGER, prefix_reuse_chars INTEGER,
+        response_text VARCHAR, request_json VARCHAR"""
+
+# Every table the warehouse's writers fill, declared once (name -> columns): `ensure_schema` creates them, landing
+# writes them, and they are the dbt project's sources (`transform/sql/models/staging/_sources.yml`, which
+# tests/test_raw_tables.py compares with these, column for column). The build's own tables are `warehouse.builds`'.
 RAW_SCHEMA: dict[str, str] = {
     "raw_games": """
         game_id VARCHAR PRIMARY KEY, record_version INTEGER, variant VARCHAR, seed UBIGINT,
@@ -47,12 +63,7 @@ RAW_SCHEMA: dict[str, str] = {
         game_id VARCHAR, seq INTEGER, phase VARCHAR, round INTEGER, type VARCHAR, actor VARCHAR, target VARCHAR,
         text VARCHAR, visibility VARCHAR, format_failure BOOLEAN, random_fallback BOOLEAN, truncated BOOLEAN,
         tie_break BOOLEAN, data_json VARCHAR""",
-    "raw_model_calls": """
-        game_id VARCHAR, call_index INTEGER, player VARCHAR, action VARCHAR, phase VARCHAR, round INTEGER,
-        provider VARCHAR, model VARCHAR, started_at VARCHAR, latency_ms DOUBLE, attempts INTEGER,
-        input_tokens BIGINT, output_tokens BIGINT, cached_tokens BIGINT, error_class VARCHAR,
-        finish_reason VARCHAR, format_failure BOOLEAN, prompt_chars INTEGER, prefix_reuse_chars INTEGER,
-        response_text VARCHAR, request_json VARCHAR""",
+    "raw_model_calls": _MODEL_CALLS,
     "raw_beliefs": """
         game_id VARCHAR, seq INTEGER, player VARCHAR, phase VARCHAR, round INTEGER, action VARCHAR,
         candidate VARCHAR, probability DOUBLE, uniform_fallback BOOLEAN, mafia_probability DOUBLE""",
@@ -66,17 +77,46 @@ RAW_SCHEMA: dict[str, str] = {
     # The cleansed transcript each detection read: one row per (game, cut, transcript sha256), for the dashboards.
     "raw_detection_transcripts": """
         game_id VARCHAR, cut INTEGER, transcript_sha256 VARCHAR, k INTEGER, players VARCHAR[], lines VARCHAR[]""",
+    # The calls of a failed attempt that a replay replaced: the game's latest record is in the grain tables (and its
+    # raw file), but what the earlier attempts spent stays counted here (budget, costs), never lost.
+    REPLACED_CALLS: _MODEL_CALLS + ", replaced_at TIMESTAMP, replaced_record_sha256 VARCHAR",
+    # Which shard files of a raw folder reached the warehouse (mafiabench.warehouse.landing), in the same
+    # transaction as their records.
+    LANDED_FILES: """
+        experiment VARCHAR, file VARCHAR, games INTEGER, landed_at TIMESTAMP, PRIMARY KEY (experiment, file)""",
+    # What each study cell's games are (design.cell_fingerprint), recorded when its first games are planned and
+    # checked on every resume; `id_prefix` is the part of game ids shared by the cell's games.
+    CELL_FINGERPRINTS: """
+        experiment VARCHAR, cell VARCHAR, id_prefix VARCHAR PRIMARY KEY, fingerprint VARCHAR, content_json VARCHAR,
+        recorded_at TIMESTAMP""",
+    # The protocol card of each experiment that names a reference protocol (mafiabench.protocols): one row per
+    # aspect, replaced whenever a run of the experiment starts, so it says what the experiment's latest run played.
+    PROTOCOL_CARDS: """
+        experiment VARCHAR, protocol VARCHAR, protocol_title VARCHAR, repository VARCHAR, reference_commit VARCHAR,
+        position INTEGER, aspect VARCHAR, aspect_group VARCHAR, label VARCHAR, reference_value VARCHAR,
+        experiment_value VARCHAR, matches BOOLEAN, source VARCHAR, note VARCHAR, recorded_at TIMESTAMP,
+        PRIMARY KEY (experiment, aspect)""",
+    # Each run of a study or an import (mafiabench.warehouse.landing.record_run): when, what it played and spent.
+    RUNS: """
+        run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,
+        started_at TIMESTAMP, finished_at TIMESTAMP, wall_s DOUBLE, games_planned INTEGER,
+        games_already_landed INTEGER, games_loaded_from_raw INTEGER, games_to_play INTEGER, games_played INTEGER,
+        games_done INTEGER, games_failed INTEGER, games_not_started INTEGER, budget_stopped BOOLEAN, calls BIGINT,
+        failed_calls BIGINT, format_failures BIGINT, input_tokens BIGINT, output_tokens BIGINT, cached_tokens BIGINT,
+        cost_usd DOUBLE, unpriced_models VARCHAR[], price_version VARCHAR, games_concurrency DOUBLE,
+        calls_concurrency DOUBLE, shard_errors INTEGER, summary_json VARCHAR""",
 }
+
+
+def column_names(table: str) -> list[str]:
+    """The columns of a declared table, in order (its table constraints left out)."""
+    return [c.split()[0] for c in RAW_SCHEMA[table].split("PRIMARY KEY (")[0].split(",") if c.strip()]
 
 DETECTION_KEY = ("game_id", "cut", "detector", "prompt_sha256")
 
 # The tables a game record lands in (and a shard's sidecar holds).
 GRAIN_TABLES = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")
 
-# The calls of a failed attempt that a replay replaced: the game's latest record is in the grain tables (and its raw
-# file), but what the earlier attempts spent stays counted here (budget, costs), never lost.
-REPLACED_CALLS = "raw_replaced_calls"
-REPLACED_CALLS_COLUMNS = RAW_SCHEMA["raw_model_calls"] + ", replaced_at TIMESTAMP, replaced_record_sha256 VARCHAR"
 
 
 class WarehouseBusyError(UserError):
@@ -145,41 +185,14 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     for table, added in _ADDED_COLUMNS.items():
         for name, kind in added:
             con.execute(f"alter table {table} add column if not exists {name} {kind}")
-    con.execute(f"create table if not exists {REPLACED_CALLS} ({REPLACED_CALLS_COLUMNS})")
-    con.execute(f"create table if not exists {CELL_FINGERPRINTS} ({CELL_FINGERPRINTS_COLUMNS})")
-    con.execute(f"create table if not exists {LANDED_FILES} ({LANDED_FILES_COLUMNS})")
-    con.execute(f"create table if not exists {PROTOCOL_CARDS} ({PROTOCOL_CARDS_COLUMNS})")
 
 
-# Which shard files of a raw folder reached the warehouse (mafiabench.warehouse.landing), in the same transaction as
-# their records.
-LANDED_FILES = "raw_landed_files"
-LANDED_FILES_COLUMNS = (
-    "experiment VARCHAR, file VARCHAR, games INTEGER, landed_at TIMESTAMP, PRIMARY KEY (experiment, file)"
-)
-
-# What each study cell's games are (design.cell_fingerprint), recorded when its first games are planned and checked
-# on every resume; `id_prefix` is the part of game ids shared by the cell's games.
-CELL_FINGERPRINTS = "raw_cell_fingerprints"
-CELL_FINGERPRINTS_COLUMNS = """
-    experiment VARCHAR, cell VARCHAR, id_prefix VARCHAR PRIMARY KEY, fingerprint VARCHAR, content_json VARCHAR,
-    recorded_at TIMESTAMP"""
-
-
-# The protocol card of each experiment that names a reference protocol (mafiabench.protocols): one row per aspect,
-# replaced whenever a run of the experiment starts, so it says what the experiment's latest run played.
-PROTOCOL_CARDS = "raw_protocol_cards"
-PROTOCOL_CARDS_COLUMNS = """
-    experiment VARCHAR, protocol VARCHAR, protocol_title VARCHAR, repository VARCHAR, reference_commit VARCHAR,
-    position INTEGER, aspect VARCHAR, aspect_group VARCHAR, label VARCHAR, reference_value VARCHAR,
-    experiment_value VARCHAR, matches BOOLEAN, source VARCHAR, note VARCHAR, recorded_at TIMESTAMP,
-    PRIMARY KEY (experiment, aspect)"""
 
 
 def record_protocol_card(con: duckdb.DuckDBPyConnection, experiment: str, rows: Sequence[dict[str, Any]]) -> None:
     """Replace the experiment's protocol card with `rows` (mafiabench.protocols.rows_for_warehouse), in one
     transaction; no rows (the experiment names no reference now) removes an earlier card."""
-    columns = [c.split()[0] for c in PROTOCOL_CARDS_COLUMNS.split("PRIMARY KEY")[0].split(",") if c.strip()]
+    columns = column_names(PROTOCOL_CARDS)
     columns.remove("recorded_at")
     con.execute("begin transaction")
     try:
