@@ -45,6 +45,14 @@ if TYPE_CHECKING:
 DEFAULT_DASHBOARDS = Path("dashboards")
 
 
+def dashboards_for(warehouse: Path | str) -> Path:
+    """A warehouse's own pages folder, in the current folder: `dashboards/` for the default warehouse file name
+    (`mafiabench.duckdb`), `dashboards-<name>/` for a warehouse `<name>.duckdb`; so experiments with their own
+    warehouses never share pages by default (and a render refuses a folder holding another warehouse's pages)."""
+    name = Path(warehouse).stem
+    return DEFAULT_DASHBOARDS if Path(warehouse).name == "mafiabench.duckdb" else Path(f"dashboards-{name}")
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
@@ -177,8 +185,9 @@ def build(warehouse: Path, **options: Any) -> BuildResult:
             con.close()
 
 
-def render(warehouse: Path, out_dir: Path = DEFAULT_DASHBOARDS, **options: Any) -> RenderResult:
-    """Render the dashboards from the latest passing build (read-only; options: those of `render_dashboards`)."""
+def render(warehouse: Path, out_dir: Path | None = None, **options: Any) -> RenderResult:
+    """Render the dashboards from the latest passing build into `out_dir` (default: `dashboards_for(warehouse)`;
+    read-only; options: those of `render_dashboards`, `force` among them)."""
     # Imported here: Altair and the pages cost a build that renders nothing a third of a second.
     from mafiabench.dashboards import render_dashboards
 
@@ -186,6 +195,6 @@ def render(warehouse: Path, out_dir: Path = DEFAULT_DASHBOARDS, **options: Any) 
         raise UserError(f"warehouse {warehouse} not found: run an experiment and `mafiabench build` first")
     con = connect(warehouse, read_only=True)
     try:
-        return render_dashboards(con, out_dir, **options)
+        return render_dashboards(con, dashboards_for(warehouse) if out_dir is None else out_dir, **options)
     finally:
         con.close()

@@ -25,7 +25,14 @@ def register(app: typer.Typer) -> None:
 
 def run(
     warehouse: Annotated[Path, typer.Option(help="DuckDB file")] = DEFAULT_WAREHOUSE,
-    out: Annotated[Path, typer.Option(help="output folder")] = Path("dashboards"),
+    out: Annotated[
+        Path | None,
+        typer.Option(help="output folder (default: the warehouse's own: dashboards/ for mafiabench.duckdb, else "
+                     "dashboards-<name>/)", show_default=False),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace a folder that shows another warehouse's pages")
+    ] = False,
     export_images: Annotated[
         bool, typer.Option("--export-images", help="also write each chart as PNG and SVG beside its page")
     ] = False,
@@ -47,6 +54,7 @@ def run(
         export_images=export_images,
         max_transcripts=max_transcripts,
         transcript_sample=transcript_sample,
+        force=force,
     )
     print(result.summary())
     return 0

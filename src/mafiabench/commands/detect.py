@@ -68,7 +68,13 @@ def main(
     publish: Annotated[
         bool, typer.Option("--publish", help="then rebuild the marts behind the quality gate and render dashboards")
     ] = False,
-    dashboards: Annotated[Path, typer.Option(help="dashboards folder (with --publish)")] = Path("dashboards"),
+    dashboards: Annotated[
+        Path | None,
+        typer.Option(help="dashboards folder (with --publish; default: the warehouse's own)", show_default=False),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace a dashboards folder that shows another warehouse's pages")
+    ] = False,
     json_: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
 ) -> int:
     from mafiabench.detect.detection_runs import DetectorSpec, DetectReport, make_detectors
@@ -120,7 +126,7 @@ def main(
             from mafiabench import publish as publishing
 
             lines.append(publishing.build(wh).summary())
-            lines.append(publishing.render(wh, dashboards).summary())
+            lines.append(publishing.render(wh, dashboards, force=force).summary())
     else:
         from mafiabench.commands import Interrupt
         from mafiabench.commands.run import prefect_settings, quiet_prefect
@@ -134,7 +140,8 @@ def main(
 
                 report = interrupt.run(detect_flow(experiment_path=None if experiment is None else str(experiment),
                                                    warehouse=str(wh), spec=spec, publish=publish,
-                                                   dashboards=str(dashboards)))
+                                                   dashboards=None if dashboards is None else str(dashboards),
+                                                   force=force))
         except KeyboardInterrupt:  # the hint is printed
             return 130
         lines = [*report.pop("imports", []), "detect: " + DetectReport(**report).to_text()]

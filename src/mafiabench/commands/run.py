@@ -84,7 +84,14 @@ def main(
             "--publish", help="after landing, rebuild the marts behind the quality gate and render the dashboards"
         ),
     ] = False,
-    dashboards: Annotated[Path, typer.Option(help="dashboards folder (with --publish)")] = Path("dashboards"),
+    dashboards: Annotated[
+        Path | None,
+        typer.Option(help="dashboards folder (with --publish; default: the warehouse's own, dashboards/ for "
+                     "mafiabench.duckdb, else dashboards-<name>/)", show_default=False),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="replace a dashboards folder that shows another warehouse's pages")
+    ] = False,
     dask: Annotated[
         str | None,
         typer.Option(help="play the games on this Dask scheduler's workers (tcp://host:8786); overrides [cluster]",
@@ -109,6 +116,12 @@ def main(
     # Unknown provider or missing key: say so in a second, before Prefect's server starts.
     BackendPool(endpoints=exp.endpoint_configs()).check(exp.agent_specs())
     progress = False if no_progress else None
+    if publish:  # another warehouse's pages in the way: say so now, not after playing
+        from mafiabench.dashboards.render import check_site
+        from mafiabench.publish import dashboards_for
+
+        wh = exp.warehouse_path(warehouse)
+        check_site(dashboards or dashboards_for(wh), wh.resolve(), force=force)
     from mafiabench.warehouse.landing import warehouse_lock
 
     try:
@@ -118,7 +131,7 @@ def main(
         ):
             summary = _run(
                 experiment, exp, progress, interrupt, warehouse=warehouse, no_prefect=no_prefect, publish=publish,
-                dashboards=dashboards,
+                dashboards=dashboards, force=force,
             )
     except KeyboardInterrupt:  # the hint is printed
         return 130
@@ -135,7 +148,8 @@ def _run(
     warehouse: Path | None,
     no_prefect: bool,
     publish: bool,
-    dashboards: Path,
+    dashboards: Path | None,
+    force: bool,
 ) -> Any:
     from mafiabench.study.run import run_study
     from mafiabench.study.summary import RunSummary
@@ -151,7 +165,7 @@ def _run(
             from mafiabench import publish as publishing
 
             print(publishing.build(Path(summary.warehouse)).summary())
-            print(publishing.render(Path(summary.warehouse), dashboards).summary())
+            print(publishing.render(Path(summary.warehouse), dashboards, force=force).summary())
     else:
         prefect_settings()
         module = flow_module()
@@ -162,7 +176,8 @@ def _run(
                     warehouse=None if warehouse is None else str(warehouse),
                     progress=progress,
                     publish=publish,
-                    dashboards=str(dashboards),
+                    dashboards=None if dashboards is None else str(dashboards),
+                    force=force,
                     dask=None if exp.cluster is None else exp.cluster.dask,
                     started=process_started(),
                 )

@@ -55,7 +55,10 @@ def main(
     warehouse: Annotated[
         Path | None, typer.Option(help="DuckDB file (default: the experiment's `warehouse`)", show_default=False)
     ] = None,
-    dashboards: Annotated[Path, typer.Option(help="dashboards folder (with --publish)")] = Path("dashboards"),
+    dashboards: Annotated[
+        Path | None,
+        typer.Option(help="dashboards folder (with --publish; default: the warehouse's own)", show_default=False),
+    ] = None,
     name: Annotated[
         str | None, typer.Option(help="deployment name (default: the experiment's name)", show_default=False)
     ] = None,
@@ -75,7 +78,7 @@ def main(
         "warehouse": str(exp.warehouse_path(warehouse).resolve()),
         "progress": False,
         "publish": publish,
-        "dashboards": str(dashboards.resolve()),
+        "dashboards": str((dashboards or _dashboards_for(exp.warehouse_path(warehouse))).resolve()),
     }
     install_log_scrubber()
     from mafiabench.commands.run import PREFECT_DEFAULTS
@@ -165,6 +168,12 @@ while born is not None and start_time(server) == born:
         break
     time.sleep(0.2)
 """
+
+
+def _dashboards_for(warehouse: Path) -> Path:
+    from mafiabench.publish import dashboards_for
+
+    return dashboards_for(warehouse)
 
 
 def _free_port() -> int:

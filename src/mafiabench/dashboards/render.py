@@ -12,6 +12,7 @@ instead of one per page).
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shutil
@@ -34,6 +35,7 @@ from mafiabench.dashboards.pages.transcripts import transcript_pages, transcript
 from mafiabench.errors import UserError
 
 KEEP_FILES = ("README.md",)  # hand-written files of the output folder that a render carries over
+SITE_FILE = "site.json"  # which warehouse (and build) a folder's pages show: a render never silently replaces another's
 
 
 class PublishBlockedError(UserError):
@@ -154,16 +156,20 @@ def render_dashboards(
     max_transcripts: int = 2000,
     transcript_sample: int = 200,
     max_rows: int = 500,
+    force: bool = False,
 ) -> RenderResult:
     """Render every page from the marts into `out_dir`, replacing its previous content atomically.
 
-    Raises `PublishBlockedError` (the previous dashboards untouched) when the latest build did not pass its gate.
+    Raises `PublishBlockedError` (the previous dashboards untouched) when the latest build did not pass its gate, and
+    a `UserError` when `out_dir` holds the pages of another warehouse (`SITE_FILE`), unless `force`.
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
-    build = check_gate(con)
+    warehouse = warehouse_of(con)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir} exists and is not a folder")
+    check_site(out_dir, warehouse, force=force)
+    build = check_gate(con)
     parent = out_dir.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(out_dir)
@@ -173,6 +179,7 @@ def render_dashboards(
             con,
             staging,
             build=build,
+            warehouse=warehouse,
             export_images=export_images,
             max_transcripts=max_transcripts,
             transcript_sample=transcript_sample,
@@ -243,11 +250,51 @@ def _swap(new: Path, target: Path) -> None:
         os.rename(new, target)
 
 
+def warehouse_of(con: duckdb.DuckDBPyConnection) -> Path | None:
+    """The DuckDB file behind `con`, resolved (None in memory)."""
+    rows = con.execute("select path from duckdb_databases() where database_name = current_database()").fetchall()
+    return Path(rows[0][0]).resolve() if rows and rows[0][0] else None
+
+
+def site_of(out_dir: Path) -> dict[str, Any] | None:
+    """What a pages folder says it shows (`SITE_FILE`): warehouse, build, when; None for an empty folder or pages
+    rendered before the file existed."""
+    try:
+        data = json.loads((Path(out_dir) / SITE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def check_site(out_dir: Path, warehouse: Path | None, *, force: bool = False) -> None:
+    """Refuse to replace the pages of another warehouse (two experiments with their own warehouses and one pages
+    folder would overwrite each other's site silently); `force` replaces them."""
+    site = site_of(out_dir)
+    if force or site is None or warehouse is None or not site.get("warehouse"):
+        return
+    if Path(site["warehouse"]) != Path(warehouse).resolve():
+        raise UserError(
+            f"{out_dir} shows the pages of warehouse {site['warehouse']} (build {site.get('build_id')}), not of "
+            f"{warehouse}: render into another folder (--dashboards / --out), or replace them with --force"
+        )
+
+
+def display_path(path: Path | None) -> str:
+    """A path as a reader of the pages knows it: relative to the current folder when under it."""
+    if path is None:
+        return "(in memory)"
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def _render_into(
     con: duckdb.DuckDBPyConnection,
     out: Path,
     *,
     build: dict[str, Any],
+    warehouse: Path | None,
     export_images: bool,
     max_transcripts: int,
     transcript_sample: int,
@@ -275,9 +322,15 @@ def _render_into(
         ctx.notes.append(note)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     footer = (
-        f"Generated {generated} by mafiabench {__version__} from build {build.get('build_id')}. "
-        "Static files: no server and no network needed."
+        f"Generated {generated} by mafiabench {__version__} from warehouse {display_path(warehouse)}, build "
+        f"{build.get('build_id')}. Static files: no server and no network needed."
     )
+    (out / SITE_FILE).write_text(json.dumps({
+        "warehouse": None if warehouse is None else str(warehouse),
+        "build_id": build.get("build_id"),
+        "generated": generated,
+        "mafiabench": __version__,
+    }, indent=1), encoding="utf-8")
     (out / ASSETS).mkdir()
     (out / ASSETS / VEGA_BUNDLE).write_text(vega_bundle(), encoding="utf-8")
     (out / ASSETS / STYLESHEET).write_text(stylesheet(), encoding="utf-8")

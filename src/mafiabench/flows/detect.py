@@ -45,7 +45,8 @@ async def detect_flow(
     warehouse: str | None = None,
     spec: DetectorSpec | None = None,
     publish: bool = False,
-    dashboards: str = "dashboards",
+    dashboards: str | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Import the experiment's datasets, detect, and (publish) build + render; returns the detection report with
     the import lines under `imports`."""
@@ -61,7 +62,7 @@ async def detect_flow(
                 report["already_landed"], len(report["failed"]))
     if publish:
         logger.info(build_marts(wh))
-        logger.info(render_dashboards(wh, dashboards))
+        logger.info(render_dashboards(wh, dashboards, force))
     return report
 
 

@@ -92,9 +92,10 @@ async def study_flow(
     warehouse: str | None = None,
     progress: bool | None = None,
     publish: bool = False,
-    dashboards: str = "dashboards",
+    dashboards: str | None = None,
     dask: str | None = None,
     started: float | None = None,
+    force: bool = False,
 ) -> RunSummary:
     """Play an experiment's missing games and land them; the run summary becomes a markdown artifact. With
     `publish`, then rebuild the marts behind the quality gate and render the dashboards. `started`: when the command
@@ -143,7 +144,7 @@ async def study_flow(
     for line in summary.after:
         logger.info(line)
     if publish:  # in the printed summary too: the terminal shows Prefect's INFO lines only with --verbose
-        for text in (build_marts(summary.warehouse), render_dashboards(summary.warehouse, dashboards)):
+        for text in (build_marts(summary.warehouse), render_dashboards(summary.warehouse, dashboards, force)):
             logger.info(text)
             summary.after += text.splitlines()
     return summary

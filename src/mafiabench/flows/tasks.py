@@ -35,8 +35,9 @@ def build_marts(warehouse: str) -> str:
 
 
 @task(name="render-dashboards", cache_policy=NO_CACHE)
-def render_dashboards(warehouse: str, out_dir: str) -> str:
-    """Render the static dashboards from the build that just passed its gate."""
+def render_dashboards(warehouse: str, out_dir: str | None = None, force: bool = False) -> str:
+    """Render the static dashboards from the build that just passed its gate (default folder: the warehouse's own;
+    the pages of another warehouse are replaced only with `force`)."""
     from mafiabench import publish as publishing
 
-    return publishing.render(Path(warehouse), Path(out_dir)).summary()
+    return publishing.render(Path(warehouse), None if out_dir is None else Path(out_dir), force=force).summary()
