@@ -72,6 +72,16 @@ def test_readme_lists_every_command() -> None:
     assert commands == documented
 
 
+def test_every_quoted_command_exists() -> None:
+    """A command quoted in the README, the docs or an experiment file is one the CLI has (`demo.toml` once said
+    `mafiabench baselines`; the command is `baseline`)."""
+    commands = set(command_names())
+    files = [ROOT / "README.md", *(ROOT / "docs").glob("*.md"), *(ROOT / "experiments").glob("*.toml")]
+    quoted = {(f.name, word) for f in files for word in re.findall(r"`mafiabench ([a-z][a-z-]*)", f.read_text())}
+    assert len({w for _, w in quoted}) >= 5
+    assert not [(name, word) for name, word in quoted if word not in commands]
+
+
 def test_agent_assignment_by_name_role_and_default() -> None:
     from mafiabench.play.runner import agent_spec_for
 

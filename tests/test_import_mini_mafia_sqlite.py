@@ -62,7 +62,7 @@ def test_a_clean_town_win(database: Path) -> None:
     assert g.rules["discussion_rounds"] == 2 and g.rules["mafioso_knows_detective"] is None
     assert g.design is not None
     assert {k: g.design[k] for k in ("experiment", "batch_id", "cell", "capabilities", "target", "background")} == {
-        "experiment": "mini_mafia_round2", "batch_id": "20250821_111911",
+        "experiment": "mini_mafia_round2.db", "batch_id": "20250821_111911",
         "cell": f"deceive|{DEEPSEEK}|{GPT}", "capabilities": ["deceive"], "target": DEEPSEEK, "background": GPT}
     assert g.design["benchmark"] == [{"capability": "deceive", "target": "deepseek_v3_1",
                                       "background": "gpt_4_1_mini", "count": 1}]
@@ -113,7 +113,7 @@ def test_the_import_command_lands_the_study_once(database: Path, tmp_path: Path,
     assert main(["import", "mini-mafia-sqlite", str(database), "--warehouse", str(wh)]) == 0
     out = capsys.readouterr().out
     assert "4 games read" in out and "landed: 3" in out and "valid: 2" in out
-    assert "study mini_mafia_round2: 3 games" in out and "unreadable (not landed): 1" in out
+    assert "study mini_mafia_round2.db: 3 games" in out and "unreadable (not landed): 1" in out
     assert main(["import", "mini-mafia-sqlite", str(database), "--warehouse", str(wh)]) == 0
     assert "skipped (already in the warehouse): 3" in capsys.readouterr().out
     con = duckdb.connect(str(wh), read_only=True)
@@ -124,9 +124,9 @@ def test_the_import_command_lands_the_study_once(database: Path, tmp_path: Path,
     finally:
         con.close()
     assert rows == [
-        ("mini_mafia_round2", f"deceive|{DEEPSEEK}|{GPT}", "town", True, "20250821_111911"),
-        ("mini_mafia_round2", f"deceive|{DEEPSEEK}|{GPT}", "mafia", True, "20250821_111911"),
-        ("mini_mafia_round2", f"deceive|{DEEPSEEK}|{GPT}", "mafia", False, "20250821_111911")]
+        ("mini_mafia_round2.db", f"deceive|{DEEPSEEK}|{GPT}", "town", True, "20250821_111911"),
+        ("mini_mafia_round2.db", f"deceive|{DEEPSEEK}|{GPT}", "mafia", True, "20250821_111911"),
+        ("mini_mafia_round2.db", f"deceive|{DEEPSEEK}|{GPT}", "mafia", False, "20250821_111911")]
     assert seats == (0,)
 
 
@@ -152,3 +152,23 @@ def test_raw_answers_are_read_again_with_our_reference_parser(database: Path) ->
         ("vote", "Charlie", "Alice", True),  # `I would arrest Alice`: a valid name later in the answer
         ("vote", "Diana", None, True)]  # no name: both readings fall back to a random vote
     assert [x for x in got["0002"] if x[3] is not True] == [("vote", "Charlie", "Alice", False)]
+
+
+def test_a_database_and_a_folder_of_the_same_name_are_two_studies(tmp_path: Path) -> None:
+    """`database/mini_mafia.db` and a folder of batches named `mini_mafia` both defaulted to study `mini_mafia`
+    and merged into one study (issue 31 item 12): each format's default now differs."""
+    from mafiabench.importers.common import run_import
+    from mafiabench.warehouse.raw import connect
+
+    db = tmp_path / "mini_mafia.db"
+    sqlite3.connect(db).executescript(FIXTURE.read_text(encoding="utf-8"))
+    folder = Path(__file__).parent / "fixtures" / "datasets" / "mini_mafia"
+    con = connect(tmp_path / "w.duckdb")
+    try:
+        from_db = run_import("mini-mafia-sqlite", db, con)
+        from_folder = run_import("mini-mafia", folder, con)
+        studies = con.execute("select experiment, count(*) from raw_games group by all order by 1").fetchall()
+    finally:
+        con.close()
+    assert set(from_db.studies) == {"mini_mafia.db"} and set(from_folder.studies) == {"mini_mafia"}
+    assert studies == [("mini_mafia", 7), ("mini_mafia.db", 3)]

@@ -21,3 +21,12 @@ def test_every_data_file_is_package_data() -> None:
     shipped = {f for pat in patterns for f in PACKAGE.glob(pat)}
     missing = [str(p.relative_to(PACKAGE)) for p in files if p not in shipped]
     assert not missing, f"not in [tool.setuptools.package-data]: {missing}"
+
+
+def test_the_licence_is_an_spdx_expression() -> None:
+    """`license = { text = "MIT" }` made `make demo` print three 14-line setuptools deprecation notices (issue 31
+    item 12): the licence is the SPDX string of PEP 639, and the build requires a setuptools that reads it."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "MIT"
+    assert not any(c.startswith("License ::") for c in pyproject["project"].get("classifiers", []))
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]

@@ -37,3 +37,23 @@ def test_a_401_that_echoes_the_key_leaves_no_trace_in_the_record(monkeypatch: py
         record = asyncio.run(play_game(spec, pool))
     assert record.outcome["status"] == "failed" and record.error and "auth" in record.error
     assert SECRET not in record.to_json() and "sk-proj" not in record.to_json()
+
+
+@pytest.mark.parametrize("text", [
+    "prefect.task-run.Crashed", "Finished in state prefect.task-run.Completed()", "a risk-assessment-for-alice",
+    "monkey-business-as-usual-today", "the flask-app-factory-pattern"])
+def test_words_that_merely_contain_a_key_prefix_are_left_alone(text: str) -> None:
+    """`sk-` and `key-` open a key only at a word's start (issue 31 item 9: `prefect.ta[redacted]`)."""
+    assert redact(text) == text
+
+
+def _shaped(prefix: str, body: str) -> str:
+    """A key-shaped test string, assembled here so that no committed line looks like a real credential."""
+    return prefix + "-" + body
+
+
+@pytest.mark.parametrize("text", [
+    SECRET, "key sk-abc***wxyz,", "(" + _shaped("sk", "live_0123") + ")", _shaped("key", "0123456789abcdef01"),
+    "api_key=" + _shaped("sk", "ant-api03-xyz")])
+def test_keys_at_a_word_start_are_still_masked(text: str) -> None:
+    assert MASK in redact(text) and "sk-a" not in redact(text) and "0123456789abcdef" not in redact(text)

@@ -25,8 +25,9 @@ import traceback
 from typing import Any
 
 _SECRET_NAME = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|AUTH|CREDENTIALS?)$", re.IGNORECASE)
+# `sk-` and `key-` start a key only at a word's start: `prefect.task-run.Crashed` holds no key.
 _KEY_SHAPES = re.compile(
-    r"(sk-[A-Za-z0-9_*.\-]{4,}|Bearer\s+\S+|x-api-key:\s*\S+|key-[A-Za-z0-9]{16,}|[A-Za-z0-9_\-]{40,})"
+    r"(\bsk-[A-Za-z0-9_*.\-]{4,}|Bearer\s+\S+|x-api-key:\s*\S+|\bkey-[A-Za-z0-9]{16,}|[A-Za-z0-9_\-]{40,})"
 )
 MASK = "[redacted]"
 # A credential shorter than this is not masked (masking "x" would mangle every text); local servers that accept

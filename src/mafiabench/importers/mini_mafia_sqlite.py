@@ -62,8 +62,10 @@ REQUIRED_TABLES = ("games", "game_players", "game_sequence")
 
 
 def default_study(path: Path | str) -> str:
-    """`mini_mafia_round4.db` → `mini_mafia_round4`: each database holds one experiment (the study's README)."""
-    return Path(path).stem or "mini-mafia"
+    """The database's file name, `mini_mafia_round4.db`: each database holds one experiment (the study's README).
+    The suffix stays so that `mini_mafia.db` and a folder of batches named `mini_mafia` (whose default study is the
+    folder's name) land as two studies, not one merged study."""
+    return Path(path).name or "mini-mafia.db"
 
 
 def _connect(path: Path) -> sqlite3.Connection:
