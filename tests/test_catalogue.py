@@ -59,3 +59,17 @@ def test_catalogue_documents_every_table_with_grain_columns_and_meanings(text: s
             assert "**Grain:**" in section, name
     assert "`detective` means town arrested its own detective" in text
     assert "assert_rates_in_unit_interval" in text and "unique_fct_games_game_id" in text
+
+
+def test_each_source_says_who_writes_it_and_its_own_meanings(text: str) -> None:
+    """Every source said "(the build writes `ref_prices`)" and the beliefs' probability carried the exceptional
+    games' description (issue 31 item 8): each section names its own writer and its own column meanings."""
+    def section(name: str) -> str:
+        return text.split(f"### `{name}`", 1)[1].split("### ", 1)[0]
+
+    assert "*table* written by the build, from `src/mafiabench/prices.toml`" in section("ref_prices")
+    assert "*table* written by the landing step\n" in section("raw_games") and "ref_prices" not in section("raw_games")
+    assert text.count("ref_prices`)") == 0
+    for name in ("raw_beliefs", "stg_beliefs"):
+        (row,) = [ln for ln in section(name).splitlines() if ln.startswith("| `probability` |")]
+        assert "action distribution" in row and "rule's reference" not in row, name

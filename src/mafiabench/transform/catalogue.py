@@ -127,8 +127,8 @@ def generate(sql_dir: Path | None = None) -> str:
     ]
     for name, doc in sorted(docs.items()):
         if doc["layer"] == "sources" and name in types:
-            lines += _section(name, doc, types[name], "*table* written by the landing step (the build writes "
-                              "`ref_prices`)")
+            writer = (doc.get("meta") or {}).get("written_by", "the landing step")
+            lines += _section(name, doc, types[name], f"*table* written by {writer}")
     for name, (grain, purpose) in BOOKKEEPING.items():
         lines += _section(name, {"grain": grain, "description": purpose}, types[name], "*table* written by the build")
     for layer in LAYERS:
