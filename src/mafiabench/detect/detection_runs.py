@@ -134,6 +134,8 @@ class DetectReport:
     sources_without_games: list[str] = field(default_factory=list)
     # Pinned games (`imported_games`) not found finished in the warehouse: not imported yet, or a wrong id.
     pinned_missing: list[str] = field(default_factory=list)
+    # When no game was read: which filter left none, with the counts (`why_no_games`).
+    why_empty: str = ""
 
     def to_text(self) -> str:
         lines = [
@@ -141,6 +143,8 @@ class DetectReport:
             f"{self.landed} landed, {len(self.failed)} failed (asked again next run), "
             f"{self.format_failures} with a format failure; {self.calls} model calls; {self.wall_s:.1f} s"
         ]
+        if self.why_empty:
+            lines.append(f"  {self.why_empty}")
         lines += [f"  failed: {f}" for f in self.failed[:20]]
         lines += [f"  no eligible game of source {s!r} (finished, valid, of the variants asked; imported yet?)"
                   for s in self.sources_without_games]
@@ -207,6 +211,48 @@ def load_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Seq
         out.append(GameInput(gid, source or "unknown", variant, tuple(n for n, _ in ps), mafia,
                              tuple(events.get(gid, []))))
     return out
+
+
+def why_no_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Sequence[str] | None = None) -> str:
+    """Why `load_games` found nothing: the filters applied one at a time, naming the first that leaves no game and
+    how many it started from ("0 of 540 games are of a variant the detector reads: ...")."""
+    total = con.execute("select count(*) from raw_games").fetchone()[0]  # type: ignore[index]
+    if not total:
+        return "the warehouse holds no games: play a study or import games first"
+    by_variant = dict(con.execute("select variant, count(*) from raw_games group by all order by 2 desc").fetchall())
+    held = ", ".join(f"{n} {v}" for v, n in by_variant.items())
+    steps: list[tuple[str, str, dict[str, Any]]] = [
+        ("variant in (select unnest($variants))",
+         f"are of a variant the detector reads: {', '.join(spec.variants)} (the warehouse holds {held}; "
+         "[detector] variants chooses)", {"variants": list(spec.variants)}),
+        ("status = 'finished'", "of those are finished", {})]
+    if spec.imported_games is not None:
+        steps.append(("(source = 'simulation' or game_id in (select unnest($pinned)))",
+                      "of those are simulated or pinned by imported_games", {"pinned": list(spec.imported_games)}))
+    elif spec.valid_only:
+        steps.append(("coalesce(valid, true)", "of those are valid (valid_only = true)", {}))
+    if spec.sources is not None:
+        steps.append(("source in (select unnest($sources))", f"of those come from {', '.join(spec.sources)}",
+                      {"sources": list(spec.sources)}))
+    if spec.experiments is not None:
+        steps.append(("(source <> 'simulation' or experiment in (select unnest($experiments)))",
+                      f"of those belong to experiments {', '.join(spec.experiments)}",
+                      {"experiments": list(spec.experiments)}))
+    if game_ids is not None:
+        steps.append(("game_id in (select unnest($ids))", "of those are among the games asked",
+                      {"ids": list(game_ids)}))
+    where: list[str] = []
+    params: dict[str, Any] = {}
+    before = total
+    for condition, said, extra in steps:
+        where.append(condition)
+        params.update(extra)
+        left = con.execute(f"select count(*) from raw_games where {' and '.join(where)}",
+                           params).fetchone()[0]  # type: ignore[index]
+        if not left:
+            return f"0 of {before} games {said}"
+        before = left
+    return f"none of the {before} eligible games has players with a mafia team recorded"
 
 
 def prompt_tokens_per_cut(spec: DetectorSpec, game_id: str, events: Sequence[Event], players: Sequence[str],
@@ -318,6 +364,7 @@ async def detect_warehouse(
         try:
             games = load_games(con, spec, game_ids)
             have = detection_keys(con)
+            report.why_empty = "" if games else why_no_games(con, spec, game_ids)
         finally:
             con.close()
         report.games = len(games)
