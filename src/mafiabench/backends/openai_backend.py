@@ -51,7 +51,7 @@ def check_options(endpoint: EndpointConfig) -> tuple[str, str]:
     """(api, prompt_template) of an endpoint, or a `ConfigError` naming the endpoint, the option and its value.
 
     `api = "completions"` posts the prompt as plain text to `/completions` (a llama.cpp or vLLM server's raw
-    completion, as the Mini-Mafia reference called its local models: no chat template applied), wrapped in
+    completion, as some published studies called their local models: no chat template applied), wrapped in
     `prompt_template` (`{prompt}` stands for the prompt; default: the prompt as it is)."""
     api = endpoint.options.get("api", "chat")
     if api not in API_MODES:
