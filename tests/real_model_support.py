@@ -55,17 +55,32 @@ def endpoint(base_url: str) -> str:
 
 # Token caps: the reference's 50/5 for messages and votes; beliefs get 120 instead of 600 (a base model rambles to
 # the cap, and 600 tokens at ~30 tokens/s on two cores is 20 s a call); timeouts generous for a shared machine.
-MODEL_SETTINGS = f"""
-[models."{SPEC}"]
-temperature = 0.7
-max_tokens_belief = 120
-timeout_s = 180
-max_attempts = 3
-backoff_base_s = 0.5
+MODEL_SETTINGS = {
+    "temperature": 0.7,
+    "max_tokens_belief": 120,
+    "timeout_s": 180,
+    "max_attempts": 3,
+    "backoff_base_s": 0.5,
+}
+
+
+def models_table(**overrides: float) -> str:
+    """The `[models."llamacpp/gemma-3-270m"]` table: MODEL_SETTINGS with `overrides`."""
+    lines = [f"{key} = {value}" for key, value in {**MODEL_SETTINGS, **overrides}.items()]
+    return f'\n[models."{SPEC}"]\n' + "\n".join(lines) + "\n"
+
+
+# A model on this machine costs nothing per token (a study would otherwise report its cost as unpriced).
+PRICES = f"""
+[[prices]]
+provider = "llamacpp"
+model = "{MODEL_NAME}"
+input = 0.0
+output = 0.0
 """
 
 
-def mini_mafia_game(base_url: str, seed: int = 1, settings: str = "") -> str:
+def mini_mafia_game(base_url: str, seed: int = 1, settings: dict[str, float] | None = None) -> str:
     """One Mini-Mafia game, every seat the local model, the reference prompt; `settings` adds model settings."""
     return f"""variant = "mini-mafia"
 seed = {seed}
@@ -74,7 +89,7 @@ prompt_version = "v4.1-full"
 discussion_rounds = 2
 [agents]
 default = "{SPEC}"
-{MODEL_SETTINGS}{settings}
+{models_table(**(settings or {}))}
 {endpoint(base_url)}"""
 
 
@@ -89,7 +104,7 @@ def mini_mafia_study(
     rounds: int = 2,
     shard_size: int = 4,
     concurrency: str = "games = 4",
-    settings: str = "",
+    settings: dict[str, float] | None = None,
 ) -> str:
     """`games` Mini-Mafia games with the reference prompt (every seat the model unless `agents` says otherwise),
     and the detector over them."""
@@ -108,8 +123,8 @@ name = "gemma"
 agents = {agents}
 [concurrency]
 {concurrency}
-{MODEL_SETTINGS}{settings}
-{endpoint(base_url)}
+{models_table(**(settings or {}))}
+{endpoint(base_url)}{PRICES}
 {detect if detector else ""}"""
 
 
@@ -128,8 +143,8 @@ max_days = 4
 [[cells]]
 name = "gemma-beliefs"
 agents = {{ default = "{SPEC}" }}
-{MODEL_SETTINGS}
-{endpoint(base_url)}
+{models_table()}
+{endpoint(base_url)}{PRICES}
 [detector]
 models = ["{SPEC}"]
 variants = ["classic"]
@@ -149,12 +164,12 @@ day_seconds = 10
 night_seconds = 5
 tick_seconds = 5
 typing = false
-max_days = 2
+max_days = 4
 [[cells]]
 name = "gemma-async"
 agents = {{ default = "{SPEC}" }}
-{MODEL_SETTINGS}
-{endpoint(base_url)}
+{models_table()}
+{endpoint(base_url)}{PRICES}
 [detector]
 models = ["{SPEC}"]
 variants = ["async"]

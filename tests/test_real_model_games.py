@@ -76,7 +76,8 @@ def test_one_mini_mafia_game_with_the_reference_prompt(server: LlamaServer, tmp_
     assert len(calls) >= 7  # 2 rounds x 3 living players + 3 votes (a silent round still asks)
     for call in calls:
         assert call["provider"] == "llamacpp" and call["model"] == "gemma-3-270m"
-        assert call["input_tokens"] > 100 and call["output_tokens"] >= 1  # the server's usage, read
+        assert call["input_tokens"] > 100  # the server's usage, read
+        assert call["output_tokens"] >= 1 or call["response"] == ""
         assert call["finish_reason"] in ("stop", "length")
         assert call["latency_ms"] > 0 and call["attempts"] == 1
 
@@ -102,7 +103,7 @@ def test_everything_lands_builds_passes_the_gate_and_renders(landed: Path) -> No
 def test_every_call_carries_the_servers_counts(landed: Path) -> None:
     rows = query(
         landed,
-        "select count(*), count(*) filter (where input_tokens > 0 and output_tokens > 0 "
+        "select count(*), count(*) filter (where input_tokens > 0 and (output_tokens > 0 or response_text = '') "
         "and finish_reason in ('stop', 'length') and latency_ms > 0) from raw_model_calls",
     )
     total, complete = rows[0]

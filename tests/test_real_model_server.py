@@ -105,3 +105,13 @@ def test_no_orphan_server_when_its_owner_stops(owner_signal: signal.Signals) -> 
     finally:
         if owner.poll() is None:
             owner.kill()
+
+
+@pytest.mark.real_model
+def test_entering_a_started_server_keeps_the_one_process(tmp_path: Path) -> None:
+    """`with start_server(...)` must not start a second server over the first (which would outlive the block)."""
+    server = start_server(tmp_path, slots=1, ctx_per_slot=1024)
+    first = server.pid
+    with server:
+        assert server.pid == first
+    assert first is not None and not _alive(first)

@@ -252,6 +252,9 @@ class LlamaServer:
         ]  # fmt: skip
 
     def start(self) -> LlamaServer:
+        """Start and wait until ready; a server already running is kept (so `with start_server(...)` starts one)."""
+        if self.process is not None and self.process.poll() is None:
+            return self
         if not self.binary.is_file() or not self.model.is_file():
             raise RealModelError(
                 f"llama-server ({self.binary}) or the model ({self.model}) is missing: run `make real-model` "
