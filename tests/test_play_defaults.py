@@ -20,7 +20,7 @@ def test_only_the_villagers_given_the_other_seats_play_random(tmp_path: Path) ->
 def test_always_accuse_of_someone_not_in_the_game_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["play", "--villager", "policy/always-accuse:Zed", "--quiet"])
     err = capsys.readouterr().err
-    assert code == 2 and "'Zed' is not a player of this game" in err and "Traceback" not in err
+    assert code == 2 and "'Zed' is not a player of these games" in err and "Traceback" not in err
 
 
 def test_always_accuse_of_a_player_plays(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -25,6 +26,7 @@ from mafiabench.agents.policies import POLICIES
 from mafiabench.backends.backend import ConfigError, provider_modules
 from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.engine import VARIANTS, rules_for
+from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.errors import UserError
 
 M = TypeVar("M", bound=BaseModel)
@@ -112,6 +114,36 @@ def check_agent_spec(spec: str) -> str:
         if policy == "always-accuse" and not arg:
             raise ValueError("always-accuse needs a target, e.g. policy/always-accuse:Bob")
     return spec
+
+
+def check_agent_keys(agents: Mapping[str, str], variant: str, rules: Mapping[str, Any]) -> None:
+    """Each key of an agents table is `default`, a role of the variant or a player of its games, and each
+    `policy/always-accuse:NAME` names a player. A misspelt role (`mafiso`) was read as a player name no game has, and
+    failed only when a game was played, naming neither the file nor the key."""
+    try:
+        parsed = rules_for(variant, rules)
+    except (ValidationError, ValueError):
+        return  # the rules' own error is reported where they are validated
+    roles = list(getattr(parsed, "composition", {}))
+    roles += [alias for role, alias in (("villager", "bystander"), ("bystander", "villager"))
+              if role in roles and alias not in roles]  # interchangeable, as agent_spec_for reads them
+    names = list(getattr(parsed, "pool", ()) if getattr(parsed, "draw_names", False)
+                 else getattr(parsed, "player_names", None) or getattr(parsed, "names", None) or ())
+    players = f"a player ({', '.join(names)})" if names else "a player's name"
+    for key in agents:
+        if key == "default" or key in ROLE_TEAM or key in names or not names:  # any role: tables are shared
+            continue
+        close = difflib.get_close_matches(key, ["default", *roles, *names], n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"agents.{key}: {key!r} is not 'default', a role of {variant} ({', '.join(roles)}) "
+                         f"nor {players}{hint}")
+    for key, spec in agents.items():
+        target = spec.partition(":")[2] if spec.startswith("policy/always-accuse:") else None
+        if target is not None and names and target not in names:
+            close = difflib.get_close_matches(target, names, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"agents.{key} = {spec!r}: {target!r} is not a player of these games "
+                             f"(players: {', '.join(names)}){hint}")
 
 
 def check_provider(spec: str, declared: Mapping[str, Any]) -> None:
@@ -245,6 +277,7 @@ class GameConfig(BaseModel):
             raise ValueError("agents: give at least a 'default' agent spec")
         if self.prompt is not None and self.prompt_version is not None:
             raise ValueError("give prompt_version or prompt, not both")
+        check_agent_keys(self.agents, self.variant, self.rules)
         return self  # unknown providers and missing keys: `BackendPool.check` reports them all at once
 
     @property

@@ -35,6 +35,7 @@ from mafiabench.play.config import (
     EndpointSpec,
     PromptSource,
     VariantName,
+    check_agent_keys,
     check_agent_spec,
     check_provider,
     endpoints_from,
@@ -467,6 +468,16 @@ class Experiment(BaseModel):
             specs += [b] if isinstance(b, str) else list(b.role_map().values())
         _check_providers(specs, info)
         return v
+
+    @model_validator(mode="after")
+    def _agent_keys(self) -> Experiment:
+        """A cell's agents name roles and players of the games it plays (its rules: the experiment's and its own)."""
+        for i, c in enumerate(self.cells):
+            try:
+                check_agent_keys(c.agents, self.variant, {**self.rules, **c.rules})
+            except ValueError as exc:
+                raise ValueError(f"cells[{i}] (cell {c.name!r}): {exc}") from None
+        return self
 
     @model_validator(mode="after")
     def _bounded(self) -> Experiment:
