@@ -6,6 +6,7 @@ the [INST]-wrapped prompt). Through the real openai SDK to the project's fake HT
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -65,3 +66,31 @@ def test_bad_options_are_a_clear_error_before_any_call(options: dict[str, object
     with pytest.raises(ConfigError) as err:
         check_backend("local/m", eps)
     assert "endpoint 'local'" in str(err.value) and named in str(err.value)
+
+
+def test_the_template_is_part_of_the_cache_key_and_of_every_call_record(tmp_path: Path) -> None:
+    """Another template is another prompt: a cached answer is not replayed for it; the record says how each call
+    went out."""
+    from mafiabench.backends.cache import CachingBackend
+    from mafiabench.play.runner import BackendPool, GameSpec, play_game
+
+    with FakeModelServer(seed=2) as srv:
+        async def twice() -> list[int]:
+            try:
+                misses = []
+                for template in (TEMPLATE, "<s>{prompt}", TEMPLATE):
+                    inner = resolve_backend("local/m", endpoint(srv, api="completions", prompt_template=template))
+                    cached = CachingBackend(inner, tmp_path / "cache")
+                    await cached.generate([Message("user", "Vote: Alice, Bob.")],
+                                          GenerateSettings(max_tokens=5, replay_key="g:1"))
+                    misses.append(cached.misses)
+                return misses
+            finally:
+                await aclose_clients()
+
+        assert asyncio.run(twice()) == [1, 1, 0]  # the third asks what the first asked: a hit
+        spec = GameSpec.build("fmt", "mini-mafia", {"discussion_rounds": 1}, 3, {"default": "local/m"})
+        eps = endpoint(srv, api="completions", prompt_template=TEMPLATE)
+        record = asyncio.run(play_game(spec, BackendPool(endpoints=eps)))
+    assert record.calls and all(c["request"]["format"] == {"api": "completions", "prompt_template": TEMPLATE}
+                                for c in record.calls)

@@ -125,8 +125,13 @@ def test_the_flagship_plays_the_reference_protocol_over_http(tmp_path: Path) -> 
         else:
             assert cap == (55 if speak else 5) and body["temperature"] == 0.7 and "reasoning_effort" not in body
 
-    for game, player, action, _, request_json, response in calls:
-        prompt = json.loads(request_json)["messages"][-1]["content"]
+    for game, player, action, model, request_json, response in calls:
+        request = json.loads(request_json)
+        prompt = request["messages"][-1]["content"]
+        if model.endswith(".gguf"):  # the record says how the call went out
+            assert request["format"] == {"api": "completions", "prompt_template": "[INST]\n{prompt}[/INST]\n"}
+        else:
+            assert "format" not in request
         role = roles[(game, player)][0]
         victim, culprit = deaths[game], mafioso[game]
         # Exactly the reference's memory lines for the role before the day's talk (mini-mafia/mini_mafia.py).

@@ -143,6 +143,9 @@ class LLMAgent:
             "prompt_chars": len(prompt),
             "prefix_reuse_chars": reuse,
         }
+        request_format = getattr(self.backend, "request_format", None)
+        if request_format is not None:  # the messages went out in another shape (a plain completion in a template)
+            call["request"]["format"] = request_format
         try:
             completion = await self.backend.generate(messages, settings)
         except BackendError as exc:

@@ -23,14 +23,24 @@ from .backend import Backend, Completion, GenerateSettings, Message
 CACHE_FORMAT = 1
 
 
-def cache_key(provider: str, model: str, messages: Sequence[Message], settings: GenerateSettings) -> str:
-    payload = {
+def cache_key(
+    provider: str,
+    model: str,
+    messages: Sequence[Message],
+    settings: GenerateSettings,
+    request_format: dict[str, Any] | None = None,
+) -> str:
+    """`request_format`: how the backend turns the messages into its request, when not as chat messages (a plain
+    completion in a template): another template is another prompt, so another entry."""
+    payload: dict[str, Any] = {
         "provider": provider,
         "model": model,
         "messages": [m.to_dict() for m in messages],
         "settings": settings.to_dict(),
         "replay_key": settings.replay_key,
     }
+    if request_format is not None:
+        payload["request_format"] = request_format
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
@@ -42,6 +52,7 @@ class CachingBackend:
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
+        self.request_format: dict[str, Any] | None = getattr(inner, "request_format", None)
         self.cache_dir = Path(cache_dir)
         self.hits = 0
         self.misses = 0
@@ -78,7 +89,7 @@ class CachingBackend:
             raise
 
     async def generate(self, messages: Sequence[Message], settings: GenerateSettings) -> Completion:
-        key = cache_key(self.provider, self.model, messages, settings)
+        key = cache_key(self.provider, self.model, messages, settings, self.request_format)
         path = self.path_for(key)
         hit = self._load(path)
         if hit is not None:

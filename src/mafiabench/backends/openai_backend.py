@@ -75,8 +75,11 @@ class OpenAIBackend(SDKBackend):
         super().__init__(model, endpoint)
         self._max_tokens_field = str(endpoint.options.get("max_tokens_field", "max_tokens"))
         self._mode, self._template = check_options(endpoint)
+        # Recorded with every call (and part of its cache key) when the messages are not sent as they are.
+        self.request_format: dict[str, Any] | None = None
         if self._mode == "completions":
             self.path = "/completions"
+            self.request_format = {"api": "completions", "prompt_template": self._template}
 
     def request_kwargs(self, messages: Sequence[Message], settings: GenerateSettings) -> dict[str, Any]:
         """The request body (without the model's reply settings we do not set, so provider defaults apply)."""

@@ -37,6 +37,7 @@ class LimitedBackend:
         self.inner = inner
         self.provider = inner.provider
         self.model = inner.model
+        self.request_format: dict[str, Any] | None = getattr(inner, "request_format", None)  # recorded per call
         self.semaphore = semaphore
 
     async def generate(self, messages: Any, settings: GenerateSettings) -> Completion:
