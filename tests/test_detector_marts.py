@@ -181,14 +181,18 @@ def test_paper_tables_by_hand(tmp_path: Path) -> None:
     assert (average["single_rate"], average["exact_rate"]) == (0.75, 0.25)
     assert average["source_baseline_single_fraction"] == "17/45" and average["source_baseline_exact_fraction"] == "1/45"
     assert rows[("ibraheem2022-human", "1")]["source_baseline_single_fraction"] == "1/5"
-    # Games of different sizes in one source: the source's baseline is pooled over its cuts (g1, g2: two cuts of
-    # n = 10; g3: one of n = 5), not over its games.
+    # Games of different sizes in one source (g1, g2: n = 10, two cuts each; g3: n = 5, one cut): the source's
+    # baseline counts each game once, as the paper's simulation guessed per game; the Average row's own baseline
+    # pools its cuts.
     con.execute("update raw_games set source = 'simulation', experiment = 'exp' where game_id = 'g3'")
     rows = {r["row_label"]: r for r in detector_tables(con)["mart_detector_tables"].to_dicts()}
-    pooled = (Fraction(17, 45) * 4 + Fraction(1, 5)) / 5
-    assert {r["source_baseline_single_fraction"] for r in rows.values()} == {str(pooled)}  # 77/225
+    per_game = (Fraction(17, 45) * 2 + Fraction(1, 5)) / 3  # 43/135
+    pooled = (Fraction(17, 45) * 4 + Fraction(1, 5)) / 5  # 77/225
+    assert {r["source_baseline_single_fraction"] for r in rows.values()} == {str(per_game)}
+    exact = (Fraction(1, 45) * 2 + Fraction(1, 5)) / 3
+    assert {r["source_baseline_exact_fraction"] for r in rows.values()} == {str(exact)}
     assert rows["Average"]["baseline_single_fraction"] == str(pooled)
-    assert rows["1"]["baseline_single_fraction"] == str((Fraction(17, 45) * 2 + Fraction(1, 5)) / 3)
+    assert rows["1"]["baseline_single_fraction"] == str(per_game)
     con.close()
 
 

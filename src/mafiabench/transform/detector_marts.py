@@ -12,9 +12,10 @@ the exact random baseline computed per game and averaged over the same games.
 - `mart_detector_tables`: Tables II and III of "Hidden in Plain Text" as printed: one row per (detector, prompt
   sha256, source, study, row), a row per day cut and the pooled "Average" row over all the source's cuts (the
   paper's (111) and (87)), with the number of transcripts and the match counts; beside each row the exact per-game
-  baseline averaged over that row's transcripts, and on every row the source's random baseline: the paper ran a
-  Monte Carlo of 1,000,000 trials per source; here it is exact, the per-game baseline pooled over all the source's
-  cuts (what a uniform random detector scores on the Average row, in expectation). No interval: the cuts of one
+  baseline averaged over that row's transcripts (on the Average row: pooled over all the source's cuts, what a
+  uniform random detector scores there in expectation), and on every row the source's random baseline: the paper
+  ran a Monte Carlo of 1,000,000 trials per source, guessing two of each game's players; here it is exact, the
+  per-game baseline averaged over the source's games, each once (its expectation). No interval: the cuts of one
   game are not independent draws.
 - `mart_detector_datasets`: Table I (dataset metrics) per source and study, over the games a detector read:
   participants, game length in days (day cuts), the share of games of 3 days or fewer, public day messages per
@@ -263,7 +264,8 @@ def paper_table_rows(detections: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for key in sorted(groups, key=lambda k: tuple(map(str, k))):
         items = groups[key]
-        pooled = _pooled(items)
+        once = {r["game_id"]: r for r in items}  # each game once, as the paper's simulation guessed per game
+        per_game = _pooled(list(once.values()))
         days = sorted({r["cut"] for r in items})
         for label, day, rows in [*((str(d), d, [r for r in items if r["cut"] == d]) for d in days),
                                  (AVERAGE, None, items)]:
@@ -273,10 +275,10 @@ def paper_table_rows(detections: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "row_label": label,
                 "day": day,
                 **row,
-                "source_baseline_single": pooled["baseline_single"],
-                "source_baseline_exact": pooled["baseline_exact"],
-                "source_baseline_single_fraction": pooled["baseline_single_fraction"],
-                "source_baseline_exact_fraction": pooled["baseline_exact_fraction"],
+                "source_baseline_single": per_game["baseline_single"],
+                "source_baseline_exact": per_game["baseline_exact"],
+                "source_baseline_single_fraction": per_game["baseline_single_fraction"],
+                "source_baseline_exact_fraction": per_game["baseline_exact_fraction"],
             })
     return out
 
