@@ -17,10 +17,10 @@ VOTE_PROMPT = r"Vote to eliminate: .*\n> "
 MESSAGE_PROMPT = r"Your message \(at most (\d+) characters"
 
 
-def spawn(tmp_path: Path, *extra: str) -> tuple[pexpect.spawn, Path]:
+def spawn(tmp_path: Path, *extra: str, quiet: bool = True) -> tuple[pexpect.spawn, Path]:
     out = tmp_path / "game.json"
     args = ["-m", "mafiabench.cli", "play", "--detective", "human/terminal", "--seed", "3", "--out", str(out),
-            "--quiet", *extra]
+            *(["--quiet"] if quiet else []), *extra]
     child = pexpect.spawn(sys.executable, args, env={**os.environ, "COLUMNS": "200"}, encoding="utf-8",
                           timeout=60, dimensions=(50, 200))
     return child, out
@@ -62,11 +62,12 @@ def test_typo_reprompted_then_quit_mid_game_records_an_abandoned_game(tmp_path: 
 
 
 def test_ctrl_d_abandons_cleanly(tmp_path: Path) -> None:
-    child, out = spawn(tmp_path)
+    child, out = spawn(tmp_path, quiet=False)
     child.expect(MESSAGE_PROMPT)
     child.sendeof()
     rest = finish(child)
     assert child.exitstatus == 1 and "Traceback" not in rest, rest
+    assert rest.count("game abandoned") == 1, rest  # was printed twice: by the transcript and by the command
     record = json.loads(out.read_text())
     assert record["outcome"]["status"] == "abandoned" and "Ctrl-D" in record["outcome"]["reason"]
 
@@ -79,3 +80,22 @@ def test_ctrl_c_abandons_cleanly(tmp_path: Path) -> None:
     assert child.exitstatus == 1 and "Traceback" not in rest, rest
     record = json.loads(out.read_text())
     assert record["outcome"]["status"] == "abandoned" and "Ctrl-C" in record["outcome"]["reason"]
+
+
+def test_a_finished_game_ends_with_a_closing_line_not_the_transcript(tmp_path: Path) -> None:
+    """The player is told their fate and the result (issue 31 item 11), and the transcript they watched is not
+    printed again (no seat lines, no 'played by')."""
+    child, out = spawn(tmp_path, "--villager", "policy/random", quiet=False)
+    answered = 0
+    while child.expect([MESSAGE_PROMPT, r"\n> ", pexpect.EOF]) != 2:
+        child.sendline("" if child.match.re.pattern.startswith("Your message") else "1")
+        answered += 1
+    child.close()
+    rest = child.before or ""
+    assert answered >= 1 and child.exitstatus == 0, rest
+    record = json.loads(out.read_text())
+    me = next(p for p in record["players"] if p["agent"] == "human/terminal")
+    winner = record["outcome"]["winner"]
+    verdict = "You win." if me["team"] == winner else "You lose."
+    assert f"You were {me['name']}, the detective: " in rest and f"the {winner} wins" in rest and verdict in rest
+    assert "played by" not in rest and "game abandoned" not in rest

@@ -13,7 +13,7 @@ from mafiabench.backends.endpoints import aclose_clients
 from mafiabench.commands import command
 from mafiabench.errors import UserError
 from mafiabench.play.config import GameConfig, endpoints_from, load_game_config, validate
-from mafiabench.play.omniscient_transcript import format_transcript
+from mafiabench.play.omniscient_transcript import closing_lines, format_transcript
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord, write_record_atomic
 
@@ -127,9 +127,12 @@ def run(
         prompt_file=cfg.prompt_choice[1],
     )
     record = asyncio.run(_play_and_close(spec, pool))
-    if not quiet:
-        print(format_transcript(record))
-    if record.outcome.get("status") == "abandoned":
+    if any(a.startswith("human/") for a in cfg.agents.values()):
+        # the person watched the game unfold: tell them how it ended, not the whole transcript again
+        print("\n".join(closing_lines(record)))
+    elif not quiet:
+        print(format_transcript(record))  # it ends with the abandoned or failed line itself
+    elif record.outcome.get("status") == "abandoned":
         print(f"game abandoned: {record.outcome.get('reason')}")
     if out:
         write_record_atomic(record, out)

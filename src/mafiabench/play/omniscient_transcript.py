@@ -37,3 +37,30 @@ def format_transcript(record: GameRecord) -> str:
         tokens = sum((c.get("input_tokens") or 0) + (c.get("output_tokens") or 0) for c in record.calls)
         lines.append(f"{len(record.calls)} model calls, {tokens} tokens")
     return "\n".join(lines)
+
+
+def closing_lines(record: GameRecord) -> list[str]:
+    """What a person who played (`human/...` seats) is told at the end, instead of the whole transcript they have just
+    watched: their fate and the result for their side ("You were Bob, the villager: you were arrested; the mafia wins
+    (innocent arrested). You lose."), or why the game stopped, once."""
+    if record.error:
+        return [f"game failed: {record.error.splitlines()[0]}"]
+    if record.outcome.get("status") == "abandoned":
+        return [f"game abandoned: {record.outcome.get('reason')}"]
+    winner, reason = record.outcome.get("winner"), record.outcome.get("reason")
+    result = "no one wins" if winner is None else f"the {winner} wins"
+    lines = []
+    for p in record.players:
+        if not p.agent.startswith("human/"):
+            continue
+        fate = "you survived"
+        for e in record.events:
+            if e.type == "kill" and e.target == p.name:
+                fate = "you were killed in the night"
+            elif e.type == "elimination" and e.target == p.name:
+                how = (e.text or "").removeprefix(f"{p.name} was ").split(";")[0].split(".")[0].strip()
+                fate = f"you were {how or 'eliminated'}"
+        verdict = "" if winner is None else (" You win." if p.team == winner else " You lose.")
+        lines.append(f"You were {p.name}, the {p.role}: {fate}; {result}" + (f" ({reason})" if reason else "") +
+                     f".{verdict}")
+    return lines
