@@ -86,17 +86,23 @@ def test_everything_lands_builds_passes_the_gate_and_renders(landed: Path) -> No
     games = dict(query(landed, "select variant, count(*) from raw_games where status = 'finished' group by 1"))
     assert games == {"mini-mafia": 12, "classic": 1, "async": 1}
     assert query(landed, "select count(*) from raw_games where status <> 'finished'") == [(0,)]
-    # the detector read every day cut of every game (one row per game and cut)
-    cuts = dict(
-        query(landed, "select g.variant, count(*) from raw_detections d join raw_games g using (game_id) group by 1")
+    # the detector read every game, each at one cut per day at least (a game ending at night adds a cut)
+    unread = query(
+        landed,
+        "select count(*) from raw_games g where not exists "
+        "(select 1 from raw_detections d where d.game_id = g.game_id)",
     )
-    days = dict(query(landed, "select variant, sum(days) from raw_games group by 1"))
-    assert set(cuts) == {"mini-mafia", "classic", "async"}
-    assert all(cuts[v] == days[v] for v in cuts), (cuts, days)
+    assert unread == [(0,)]
+    short = query(
+        landed,
+        "select count(*) from raw_games g where days > "
+        "(select count(distinct cut) from raw_detections d where d.game_id = g.game_id)",
+    )
+    assert short == [(0,)]
     assert query(landed, "select distinct detector from raw_detections") == [(SPEC,)]
     # gate passed, marts published, pages rendered from them
-    assert (landed / "dashboards" / "index.html").is_file()
-    assert (landed / "dashboards" / "detector.html").is_file()
+    (pages,) = {p.parent for p in landed.glob("dashboards*/index.html")}  # named after the warehouse
+    assert (pages / "detector.html").is_file() and (pages / "strategema.html").is_file()
     assert query(landed, "select count(*) from mart_game_costs")[0][0] >= 14
 
 
@@ -166,7 +172,7 @@ def test_preview_token_estimate_within_20_percent_of_the_servers(landed: Path, s
     estimated = sum(estimate_tokens(json.loads(r)["messages"][0]["content"]) for r, _ in rows)
     counted = sum(n for _, n in rows)
     assert abs(estimated - counted) / counted < 0.20, (estimated, counted)
-    # and the server's count is its tokenizer's, plus the chat template's few tokens
+    # and the server's count is its tokenizer's plus the chat template's tokens
     request, tokens = rows[0]
     plain = server.tokenize(json.loads(request)["messages"][0]["content"])
-    assert 0 <= tokens - plain <= 16, (tokens, plain)
+    assert 0 < tokens - plain <= 40, (tokens, plain)  # 24 measured: Gemma's turn markers, BOS
