@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from mafiabench.agents.llm import prompt_provenance
+from mafiabench.agents.llm import ModelSettings, prompt_provenance
 from mafiabench.agents.prompts import resolve_prompts
 from mafiabench.engine import derive_seed, rules_for
 from mafiabench.play.runner import GameSpec
@@ -41,6 +41,21 @@ class Cell:
     target: str | None = None
     background: str | None = None
     mirror_pair: str | None = None
+    models: dict[str, ModelSettings] = field(default_factory=dict)  # the cell's own [models] entries (CellSpec)
+
+    def model_settings(self, experiment_models: dict[str, ModelSettings]) -> dict[str, ModelSettings]:
+        """The settings its games play with: the experiment's, with what the cell's own entry (or its `default`, for
+        the cell's other models) sets written over them; a setting the cell does not give stays the experiment's."""
+        if not self.models:
+            return experiment_models
+        out = dict(experiment_models)
+        default = self.models.get("default")
+        for spec in set(self.agents.values()):
+            own = self.models.get(spec, None if spec.startswith("policy/") else default)
+            if own is not None:
+                base = experiment_models.get(spec)
+                out[spec] = own if base is None else base.model_copy(update=own.model_dump(exclude_unset=True))
+        return out
 
     @property
     def homogeneous(self) -> bool:
@@ -70,7 +85,7 @@ class PlannedGame:
             self.cell.rules,
             self.seed,
             self.cell.agents,
-            models=models if models is not None else experiment.model_settings(),
+            models=self.cell.model_settings(models if models is not None else experiment.model_settings()),
             prompt_version=experiment.prompt_choice[0],
             prompt_file=experiment.prompt_choice[1],
             design=dict(self.design),
@@ -93,7 +108,8 @@ def _background_roles(b: str | Background) -> tuple[str, dict[str, str]]:
 def expand_cells(exp: Experiment) -> list[Cell]:
     """Explicit cells first, then the design's, in file order; homogeneous design cells merged."""
     cells: list[Cell] = [
-        Cell(c.name, dict(c.agents), exp.cell_games(c.games), {**exp.rules, **c.rules}) for c in exp.cells
+        Cell(c.name, dict(c.agents), exp.cell_games(c.games), {**exp.rules, **c.rules}, models=dict(c.models))
+        for c in exp.cells
     ]
     if exp.design is not None:
         d = exp.design
@@ -150,7 +166,7 @@ _DELIVERY_SETTINGS = frozenset({"timeout_s", "max_attempts", "backoff_base_s"})
 def cell_fingerprint(exp: Experiment, cell: Cell) -> dict[str, Any]:
     """Everything that changes what a cell's games are: variant, full rules (defaults filled), seats, the settings
     of each model seated (sampling, token caps, re-prompting) and the prompt (version and hash of every word)."""
-    models = exp.model_settings()
+    models = cell.model_settings(exp.model_settings())
     settings = {
         spec: {k: v for k, v in models[spec].model_dump(mode="json").items() if k not in _DELIVERY_SETTINGS}
         for spec in sorted(set(cell.agents.values()))

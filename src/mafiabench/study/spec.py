@@ -138,6 +138,11 @@ class CellSpec(BaseModel):
         None, ge=1, le=MAX_GAMES_PER_CELL, description="Games in this cell; default: the experiment's games_per_cell."
     )
     rules: dict[str, Any] = Field(default_factory=dict, description="Rule options overriding the experiment's.")
+    models: dict[str, ModelSettings] = Field(
+        default_factory=dict,
+        description="Settings per agent spec for this cell's games, written over the experiment's [models] entry "
+        "(e.g. the same model at another temperature); the key 'default' applies to the cell's other models.",
+    )
 
     @field_validator("name")
     @classmethod

@@ -42,7 +42,8 @@ _MODEL_CALLS = """
         provider VARCHAR, model VARCHAR, started_at VARCHAR, latency_ms DOUBLE, attempts INTEGER,
         input_tokens BIGINT, output_tokens BIGINT, cached_tokens BIGINT, error_class VARCHAR,
         finish_reason VARCHAR, format_failure BOOLEAN, prompt_chars INTEGER, prefix_reuse_chars INTEGER,
-        response_text VARCHAR, request_json VARCHAR"""
+        response_text VARCHAR, request_json VARCHAR, temperature DOUBLE, max_tokens INTEGER,
+        reasoning_effort VARCHAR"""
 
 # Every table the warehouse's writers fill, declared once (name -> columns): `ensure_schema` creates them, landing
 # writes them, and they are the dbt project's sources (`transform/sql/models/staging/_sources.yml`, which
@@ -176,6 +177,11 @@ _ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     "raw_games": (("batch_id", "VARCHAR"),),  # the source's own batch of an imported game (Mini-Mafia batches)
     # P(candidate is mafia) where the prompt elicited it (Strategema's belief state), beside the action distribution
     "raw_beliefs": (("mafia_probability", "DOUBLE"),),
+    # The settings each call was sent with, typed (they are in request_json too): marts break results down by them.
+    **{
+        t: (("temperature", "DOUBLE"), ("max_tokens", "INTEGER"), ("reasoning_effort", "VARCHAR"))
+        for t in ("raw_model_calls", "raw_replaced_calls")
+    },
 }
 
 
@@ -185,8 +191,6 @@ def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
     for table, added in _ADDED_COLUMNS.items():
         for name, kind in added:
             con.execute(f"alter table {table} add column if not exists {name} {kind}")
-
-
 
 
 def record_protocol_card(con: duckdb.DuckDBPyConnection, experiment: str, rows: Sequence[dict[str, Any]]) -> None:
@@ -434,8 +438,8 @@ def load_flat(
     try:
         if replaced:
             con.execute(
-                f"""insert into {REPLACED_CALLS}
-                    select c.*, now()::timestamp, g.record_sha256
+                f"""insert into {REPLACED_CALLS} by name  -- by name: older files have the added columns last
+                    select c.*, now()::timestamp as replaced_at, g.record_sha256 as replaced_record_sha256
                     from raw_model_calls c join raw_games g using (game_id)
                     where c.game_id in (select unnest($ids))""",
                 {"ids": replaced},
@@ -611,6 +615,8 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
         ev_rec += [i] * len(events)
         gids.append(gid)
         for c in d.get("calls") or ():
+            request = c.get("request")
+            sent = (request.get("settings") if type(request) is dict else None) or {}
             ca.append((  # in RAW_SCHEMA["raw_model_calls"]'s order
                 gid,
                 c.get("index"),
@@ -632,7 +638,10 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
                 c.get("prompt_chars"),
                 c.get("prefix_reuse_chars"),
                 c.get("response"),
-                dumps_sorted(c.get("request")),
+                dumps_sorted(request),
+                sent.get("temperature"),
+                sent.get("max_tokens"),
+                sent.get("reasoning_effort"),
             ))
         for t in GRAIN_TABLES:
             rec = records[t]

@@ -22,7 +22,11 @@ def build(ctx: Context) -> Page:
     page = Page("win-rates.html", "Win rates", "win_rates.html.j2", {"available": m.has("mart_win_rates")})
     if not page.data["available"]:
         return page
-    rows = m.rows("select * from mart_win_rates where n > 0 order by variant, dimension, value")
+    # A model its study played under several settings has a row per setting: the label says which.
+    rows = m.rows(
+        "select * replace (case when model_settings <> '' then value || ' (' || model_settings || ')' "
+        "else value end as value) from mart_win_rates where n > 0 order by variant, dimension, value"
+    )
     if rows:
         dims = options(r["dimension"] for r in rows)
         variants = options(r["variant"] for r in rows)

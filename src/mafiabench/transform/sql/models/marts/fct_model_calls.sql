@@ -4,8 +4,10 @@
 {{ config(materialized='view') }}
 
 with calls as (
-    select * from {{ ref('stg_model_calls') }}
-    where game_id in (select game_id from {{ ref('fct_games') }})
+    -- The prompt version and hash are the game's (one home: raw_games), carried to each call.
+    select c.*, g.prompt_version, g.prompt_sha256
+    from {{ ref('stg_model_calls') }} as c
+    inner join {{ ref('fct_games') }} as g on g.game_id = c.game_id
 ),
 
 prices as (
@@ -57,6 +59,11 @@ final as (
         replaced,
         prompt_chars,
         prefix_reuse_chars,
+        temperature,
+        max_tokens,
+        reasoning_effort,
+        prompt_version,
+        prompt_sha256,
         price_version,
         (input_per_mtok is not null) as priced,
         -- input_tokens includes the cached part (both backends report the whole prompt).

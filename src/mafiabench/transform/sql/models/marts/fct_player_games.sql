@@ -22,6 +22,15 @@ last_turns as (
     select game_id, last_turn_seq from {{ ref('int_game_turns') }}
 ),
 
+settings_per_model as (
+    -- Whether the study played the model under more than one setting (say two temperatures): only then do the
+    -- win-rate marts split the model's rows by them (a seat whose settings are unknown, '', is no other setting).
+    select g.study, p.model, count(distinct nullif(p.model_settings, '')) > 1 as settings_varied
+    from players as p
+    inner join games as g on g.game_id = p.game_id
+    group by g.study, p.model
+),
+
 final as (
     select
         p.game_id,
@@ -37,6 +46,14 @@ final as (
         p.provider,
         p.model,
         p.model_raw,
+        p.prompt_version,
+        p.prompt_sha256,
+        p.temperature,
+        p.reasoning_effort,
+        p.max_tokens_message,
+        p.max_tokens_other,
+        p.model_settings,
+        v.settings_varied,
         p.fate,
         p.is_scored,
         p.won,
@@ -54,6 +71,7 @@ final as (
     inner join games as g on g.game_id = p.game_id
     left join moments as m on m.game_id = p.game_id
     left join last_turns as t on t.game_id = p.game_id
+    inner join settings_per_model as v on v.study = g.study and v.model = p.model
 )
 
 select * from final

@@ -10,25 +10,29 @@ with games as (
 
 game_groups as (
     -- Game-level groupings count mafia wins; each game once.
-    select variant, 'all' as dimension, 'all' as value, 'mafia' as team, {{ outcome }} from games
+    select variant, 'all' as dimension, 'all' as value, '' as model_settings, 'mafia' as team, {{ outcome }}
+    from games
     union all
-    select variant, 'experiment', coalesce(experiment, '(none)'), 'mafia', {{ outcome }} from games
+    select variant, 'experiment', coalesce(experiment, '(none)'), '', 'mafia', {{ outcome }} from games
     union all
-    select variant, 'study', study, 'mafia', {{ outcome }} from games
+    select variant, 'study', study, '', 'mafia', {{ outcome }} from games
     union all
-    select variant, 'prompt_version', coalesce(prompt_version, '(none)'), 'mafia', {{ outcome }} from games
+    select variant, 'prompt_version', coalesce(prompt_version, '(none)'), '', 'mafia', {{ outcome }} from games
     union all
-    select variant, 'cell', cell, 'mafia', {{ outcome }} from games
+    select variant, 'cell', cell, '', 'mafia', {{ outcome }} from games
     union all
-    select variant, 'source', source, 'mafia', {{ outcome }} from games
+    select variant, 'source', source, '', 'mafia', {{ outcome }} from games
 ),
 
 role_groups as (
-    -- A model in a role counts the wins of that role's team, once per game (two villagers of one model = 1).
-    select r.variant, r.dimension, r.value, r.team, {{ outcome }}
+    -- A model in a role counts the wins of that role's team, once per game (two villagers of one model = 1); a
+    -- study that played the model under several settings (two temperatures) gets a row per setting.
+    select r.variant, r.dimension, r.value, r.model_settings, r.team, {{ outcome }}
     from (
-        select distinct variant, 'model_as_' || role as dimension, model as value, team, game_id
-        from {{ ref('int_player_games') }}
+        select distinct
+            variant, 'model_as_' || role as dimension, model as value,
+            case when settings_varied then model_settings else '' end as model_settings, team, game_id
+        from {{ ref('fct_player_games') }}
     ) as r
     inner join games as g on g.game_id = r.game_id
 ),
@@ -44,6 +48,7 @@ counted as (
         variant,
         dimension,
         value,
+        model_settings,
         team,
         count(*) filter (where is_scored) as n,
         count(*) filter (where is_scored and winner = team) as k,
@@ -53,7 +58,7 @@ counted as (
         count(*) filter (where status = 'unfinished') as n_unfinished,
         count(*) filter (where not valid) as n_invalid
     from groups
-    group by variant, dimension, value, team
+    group by variant, dimension, value, model_settings, team
 ),
 
 final as (
@@ -61,6 +66,7 @@ final as (
         variant,
         dimension,
         value,
+        model_settings,
         team,
         n,
         k,

@@ -28,6 +28,9 @@ final as (
         -- A call failed for good when it produced no response; a retried success keeps its last error class.
         (response_text is null and error_class is not null) as failed,
         response_text,
+        temperature,
+        max_tokens,
+        reasoning_effort,
         replaced
     from source
 )
