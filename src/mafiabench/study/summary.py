@@ -177,10 +177,7 @@ class RunSummary:
             ("tokens", f"{u.input_tokens:,} input ({u.cached_tokens:,} cached) + {u.output_tokens:,} output"),
             ("cost", f"{cost}  [prices {self.price_version}]"),
             ("wall time", f"{self.wall_s:.1f} s (playing {self.play_wall_s:.1f} s)"),
-            (
-                "achieved concurrency",
-                f"{self.games_concurrency:.1f} games, {self.calls_concurrency:.1f} calls in flight",
-            ),
+            ("achieved concurrency", self._concurrency_text()),
         ]
         if self.budget:
             spent = self.budget_spent
@@ -207,6 +204,15 @@ class RunSummary:
                 )
             )
         return rows
+
+    def _concurrency_text(self) -> str:
+        """Games and calls in flight on average while playing; a run that played nothing says so (it printed
+        "0.0 games", as if the run had been starved)."""
+        if not self.games_played:
+            return "none: no game was played"
+        if self.games_concurrency <= 0:
+            return "not measured (the games' busy time was not reported)"
+        return f"{self.games_concurrency:.1f} games, {self.calls_concurrency:.1f} calls in flight"
 
     def _cell_rows(self, limit: int) -> list[tuple[str, Usage]]:
         rows = sorted(self.per_cell.items())
