@@ -193,6 +193,34 @@ def test_every_page_opens_without_errors_and_draws_its_charts(site: Path, tab: P
     assert total_charts >= 12
 
 
+# Per chart: the marks with an area (a bar of width 0, a point of size 0 draw nothing) or a length.
+CHARTS_WITHOUT_VISIBLE_MARKS = """Array.from(document.querySelectorAll('.vis')).map((v, i) => {
+    const marks = Array.from(v.querySelectorAll('svg .mark-rect path, svg .mark-symbol path, svg .mark-rule line, '
+        + 'svg .mark-line path, svg .mark-area path, svg .mark-bar path'));
+    const seen = marks.filter(e => { const b = e.getBBox(); return b.width > 0.5 || b.height > 0.5; }).length;
+    const rect = marks.filter(e => e.closest('.mark-rect')).some(e => { const b = e.getBBox();
+        return b.width > 0.5 && b.height > 0.5; });
+    const onlyRects = marks.length > 0 && marks.every(e => e.closest('.mark-rect'));
+    return (seen === 0 || (onlyRects && !rect)) ? (v.closest('figure') || v).id || ('chart ' + i) : null;
+}).filter(x => x)"""
+
+
+def test_no_chart_is_an_empty_frame(site: Path, tab: Page) -> None:
+    """The costs page drew its money chart with every bar at US$ 0 when nothing was priced (issue 31 item 7): an
+    empty frame. Every chart of every page shows at least one mark with an area; the costs page says instead why
+    there is no money chart."""
+    for page in sorted(site.glob("*.html")):
+        tab.goto(page.as_uri())
+        if tab.eval(N_CHARTS):
+            tab.wait_for(f"({DRAWN}) === ({N_CHARTS}) && ({DRAWN})")
+            assert tab.eval(CHARTS_WITHOUT_VISIBLE_MARKS) == [], page.name
+    tab.goto((site / "costs.html").as_uri())
+    priced = tab.eval("Array.from(document.querySelectorAll('td.num')).some(td => /^\\$?0*[1-9]|\\$0\\.0*[1-9]/"
+                      ".test(td.textContent.trim()))")
+    note = tab.eval("document.querySelector('p.money-note') !== null")
+    assert priced or note
+
+
 def test_a_dropdown_refilters_a_chart(site: Path, tab: Page) -> None:
     """Win rates grouped by the mafioso's model instead of the cell: a Vega-Lite parameter bound to a select."""
     tab.goto((site / "win-rates.html").as_uri())

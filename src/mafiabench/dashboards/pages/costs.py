@@ -74,7 +74,11 @@ def build(ctx: Context) -> Page:
     )
     if per_model:
         page.add_chart("tokens", charts.model_tokens_chart(per_model), "Tokens per game by model.")
-        page.add_chart("cost", charts.model_cost_chart(per_model), "Money per game by model.")
+        if any((r.get("cost_usd") or 0) > 0 for r in per_model):
+            page.add_chart("cost", charts.model_cost_chart(per_model), "Money per game by model.")
+        else:  # every bar would be 0: an empty frame that says nothing
+            page.data["money_note"] = ("No money chart: no model call has a price (fake, local or scripted models, "
+                                       "or models missing from the price table), so every model's cost is US$ 0.")
     cells = m.rows("select * from mart_cell_costs order by study, cell, provider, model limit ?", [ctx.max_rows])
     games = None
     if m.has("mart_game_costs"):
