@@ -130,7 +130,8 @@ def test_mixed_baselines_average_exactly(tmp_path: Path) -> None:
 
 
 DETECTOR_SUITES = [s for s in declared_suites()
-                   if s.name in ("raw_detections", "mart_detections", "mart_detector_accuracy")]
+                   if s.name in ("raw_detections", "mart_detections", "mart_detector_accuracy",
+                                 "mart_detector_tables")]
 
 
 def _gate(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
@@ -144,7 +145,7 @@ def _gate(con: duckdb.DuckDBPyConnection) -> dict[str, bool]:
 
 
 def test_gate_passes_good_rows_and_refuses_broken_ones(tmp_path: Path) -> None:
-    assert len(DETECTOR_SUITES) == 3
+    assert len(DETECTOR_SUITES) == 4
     con = hand_warehouse(tmp_path / "w.duckdb")
     assert all(_gate(con).values())
     con.execute("insert into raw_detections (game_id, cut, detector, prompt_sha256, k, n_candidates, predicted) "
@@ -163,6 +164,13 @@ def test_gate_passes_good_rows_and_refuses_broken_ones(tmp_path: Path) -> None:
     results = {r.rule: r.success for r in run_suites(con, suites=DETECTOR_SUITES)}
     assert not results["detector accuracy: single_rate is within [0, 1]"]
     assert not results["detector accuracy: each rate inside its interval, exact <= single (baseline too)"]
+    # An Average row that does not pool its day rows fails the tables suite, alone.
+    _gate(con)
+    con.execute("update mart_detector_tables set n_single = n_single - 1 where row_label = 'Average' "
+                "and source = 'simulation'")
+    results = {r.rule: r.success for r in run_suites(con, suites=DETECTOR_SUITES)}
+    assert not results["detector tables: exact <= single <= transcripts, and the Average row pools the day rows"]
+    assert results["detector tables: single_rate is within [0, 1]"]
     con.close()
 
 
