@@ -216,6 +216,17 @@ def test_no_chart_is_an_empty_frame(site: Path, tab: Page) -> None:
                     "(document.querySelector('p.money-note') !== null)")  # the chart (with marks, above) or the note
 
 
+def test_no_page_runs_off_the_right_edge(site: Path, tab: Page) -> None:
+    """The data-quality table ran off the right edge (issue 31 item 7): no element of any page's main column ends
+    past the window's right edge, scrolled inside a box or not."""
+    past = ("Array.from(document.querySelectorAll('main *')).filter(e => e.getBoundingClientRect().right > "
+            "document.documentElement.clientWidth + 1).map(e => e.tagName + '.' + e.className).slice(0, 5)")
+    for page in sorted(site.glob("*.html")):
+        tab.goto(page.as_uri())
+        assert tab.eval(past) == [], page.name
+        assert tab.eval("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), page.name
+
+
 def test_a_dropdown_refilters_a_chart(site: Path, tab: Page) -> None:
     """Win rates grouped by the mafioso's model instead of the cell: a Vega-Lite parameter bound to a select."""
     tab.goto((site / "win-rates.html").as_uri())
