@@ -33,7 +33,10 @@ def finish(child: pexpect.spawn) -> str:
 
 
 def test_typo_reprompted_then_quit_mid_game_records_an_abandoned_game(tmp_path: Path) -> None:
-    child, out = spawn(tmp_path, "--villager", "policy/random")  # mafioso not given: a random policy by default
+    """A game whose rules cut messages at the limit (the Mini-Mafia reference cuts nothing: `cut_messages`)."""
+    game = tmp_path / "cut.toml"
+    game.write_text('variant = "mini-mafia"\n[rules]\ncut_messages = true\n[agents]\ndefault = "policy/random"\n')
+    child, out = spawn(tmp_path, "--config", str(game), "--villager", "policy/random")  # mafioso: random policy
     seen = []
     child.expect(r"The rules, as the models are told them:")
     child.expect(MESSAGE_PROMPT)
