@@ -227,6 +227,16 @@ def test_no_page_runs_off_the_right_edge(site: Path, tab: Page) -> None:
         assert tab.eval("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), page.name
 
 
+def test_format_failures_are_drawn_on_an_axis_zoomed_to_them(site: Path, tab: Page) -> None:
+    """Format-failure rates of a few percent were squashed against the left of a 0-100% axis (issue 31 item 7): the
+    axis ends at the next tenth above the highest interval."""
+    tab.goto((site / "failures.html").as_uri())
+    tab.wait_for(f"({DRAWN}) === ({N_CHARTS})")
+    labels = tab.eval("Array.from(document.querySelectorAll('#chart-format .role-axis-label text'))"
+                      ".map(t => t.textContent).filter(t => t.endsWith('%'))")
+    assert labels and "100%" not in labels, labels
+
+
 def test_a_dropdown_refilters_a_chart(site: Path, tab: Page) -> None:
     """Win rates grouped by the mafioso's model instead of the cell: a Vega-Lite parameter bound to a select."""
     tab.goto((site / "win-rates.html").as_uri())

@@ -8,6 +8,7 @@ Filters (study, variant, dimension, ...) are Vega-Lite parameters bound to dropd
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -404,9 +405,11 @@ def _rate_interval_chart(
     extra_tooltip: Sequence[alt.Tooltip] = (),
     width: int = 300,
     href: bool = False,
+    zoom: bool = False,
 ) -> dict[str, Any]:
     """A point (Laplace mean) with its Wilson interval per row; optional column facet, color/offset and dropdowns.
-    `href`: each row's `link` (the games behind it) opens on a click."""
+    `href`: each row's `link` (the games behind it) opens on a click. `zoom`: the axis ends at the next tenth above
+    the highest interval instead of 100% (rare events, a few percent, were squashed against the left edge)."""
     base = alt.Chart()
     y_enc = alt.Y(f"{y}:N", title=y_title, axis=alt.Axis(labelLimit=320))
     tooltip = [
@@ -432,7 +435,8 @@ def _rate_interval_chart(
         rule_mark["color"] = "#1d2330"
         point_mark["color"] = "#3b6fb6"
     rule = base.mark_rule(**rule_mark).encode(
-        x=alt.X("wilson_low:Q", title=x_title, scale=alt.Scale(domain=[0, 1]), axis=alt.Axis(format="%")),
+        x=alt.X("wilson_low:Q", title=x_title, scale=alt.Scale(domain=[0, _zoomed_top(rows) if zoom else 1]),
+                axis=alt.Axis(format="%")),
         x2="wilson_high:Q",
         y=y_enc,
         tooltip=tooltip,
@@ -468,6 +472,12 @@ def reasoning_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
     )
 
 
+def _zoomed_top(rows: Rows) -> float:
+    """The next tenth (at least 10%) above every row's Wilson high and Laplace mean, at most 100%."""
+    top = max([float(r.get(k) or 0) for r in rows for k in ("wilson_high", "laplace_mean")] or [1.0])
+    return min(1.0, max(0.1, math.ceil(top * 10 - 1e-9) / 10))
+
+
 def format_failure_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
     return _rate_interval_chart(
         rows,
@@ -479,6 +489,7 @@ def format_failure_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, An
         params=[("variant", variants, "Variant: ")],
         width=240,
         href=True,
+        zoom=True,
     )
 
 
