@@ -45,13 +45,7 @@ def clean_con() -> duckdb.DuckDBPyConnection:
 
 
 CORRUPTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
-    "assert_one_winner_per_finished_game": lambda c: c.execute(
-        "update raw_games set winner = null where game_id = 'h-0'"
-    ),
     "assert_distinct_seats": lambda c: c.execute("update raw_players set seat = 0 where game_id = 'h-3'"),
-    "assert_belief_probabilities_valid": lambda c: c.execute(
-        "update raw_beliefs set probability = probability + 0.5 where rowid = (select min(rowid) from raw_beliefs)"
-    ),
     "assert_rates_in_unit_interval": lambda c: c.execute(
         f"update {staged_table('mart_win_rates')} set laplace_mean = 1.5"
     ),
@@ -67,6 +61,9 @@ RETIRED_CORRUPTIONS: list[Callable[[duckdb.DuckDBPyConnection], object]] = [
                         "alter table _g rename to raw_games; insert into raw_games select * from raw_games limit 1"),
     lambda c: c.execute("delete from raw_events where game_id = 'h-1' and seq = 3"),
     lambda c: c.execute("update raw_players set model = ' ' where game_id = 'h-4'"),
+    lambda c: c.execute("update raw_games set winner = null where game_id = 'h-0'"),
+    lambda c: c.execute(
+        "update raw_beliefs set probability = probability + 0.5 where rowid = (select min(rowid) from raw_beliefs)"),
 ]
 
 
