@@ -44,7 +44,9 @@ def histogram(m: Marts, table_name: str, column: str, bins: int = 30) -> list[di
 )
 def build(ctx: Context) -> Page:
     m = ctx.marts
-    page = Page("costs.html", "Cost and tokens", "costs.html.j2", {"available": m.has("mart_cell_costs")})
+    page = Page(
+        "costs.html", "Cost and tokens", "costs.html.j2", {"available": m.has("mart_cell_costs"), "money_note": None}
+    )
     if not page.data["available"]:
         return page
     totals = m.one(
