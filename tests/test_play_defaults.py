@@ -56,3 +56,26 @@ def test_every_missing_key_is_reported_at_once(
     err = capsys.readouterr().err
     assert code == 2 and "3 problems" in err
     assert "OPENAI_API_KEY" in err and "ANTHROPIC_API_KEY" in err and "unknown provider 'nowhere'" in err
+
+
+def test_a_file_of_endpoints_only_takes_its_seats_from_the_flags(tmp_path: Path) -> None:
+    """The README's human-seat command with an endpoint table in a file: the file names no seat, the flags do
+    (it was refused with "agents: give at least a 'default' agent spec")."""
+    toml = tmp_path / "endpoints.toml"
+    toml.write_text(
+        '[endpoints.local]\nkind = "openai"\nbase_url = "http://127.0.0.1:9/v1"\nkey_required = false\n'
+    )
+    out = tmp_path / "g.json"
+    args = ["play", "--config", str(toml), "--villager", "policy/informed", "--mafioso", "policy/random"]
+    assert main([*args, "--seed", "2", "--quiet", "--out", str(out)]) == 0
+    agents = {p["role"]: p["agent"] for p in json.loads(out.read_text())["players"]}
+    assert agents == {"mafioso": "policy/random", "detective": "policy/random", "villager": "policy/informed"}
+
+
+def test_the_files_default_seat_stays_under_the_flags(tmp_path: Path) -> None:
+    toml = tmp_path / "game.toml"
+    toml.write_text('[agents]\ndefault = "policy/informed"\n')
+    out = tmp_path / "g.json"
+    assert main(["play", "--config", str(toml), "--villager", "policy/random", "--quiet", "--out", str(out)]) == 0
+    agents = {p["role"]: p["agent"] for p in json.loads(out.read_text())["players"]}
+    assert agents == {"mafioso": "policy/informed", "detective": "policy/informed", "villager": "policy/random"}

@@ -72,7 +72,7 @@ def build_config(
     }
     rules = {k: v for k, v in (("discussion_rounds", rounds), ("night", night)) if v is not None}
     if config:
-        base = load_game_config(config)
+        base = load_game_config(config, seats=agents)
         data = base.model_dump(exclude_none=True)
         data["agents"] = {"default": RANDOM_SEAT, **base.agents, **agents}
         data["rules"] = {**base.rules, **rules}

@@ -288,7 +288,15 @@ class GameConfig(BaseModel):
         return self.prompt_version, None
 
 
-def load_game_config(path: Path, overrides: Mapping[str, Any] | None = None) -> GameConfig:
+def load_game_config(
+    path: Path, overrides: Mapping[str, Any] | None = None, seats: Mapping[str, str] | None = None
+) -> GameConfig:
+    """The game file, with `overrides` replacing its keys and `seats` (the command line's agents, e.g. `default`
+    or `villager`) laid over its `[agents]` before validation: a file holding only endpoints or rules is complete
+    once the command line names the seats."""
     data = resolve_paths(resolve_prompt_source(read_toml(path), path.parent), path.parent, ("cache_dir",))
     data.update(overrides or {})
+    if seats:
+        file_seats = data.get("agents")
+        data["agents"] = {**(file_seats if isinstance(file_seats, dict) else {}), **seats}
     return validate(GameConfig, data, str(path))
