@@ -428,7 +428,7 @@ def test_an_empty_section_says_why() -> None:
         "1,200 games, 300 of them not scored: no votes cast (250), unfinished (50).")
     assert data_status(0, 0, []) == "No game has been landed yet."
     page = Page("bias.html", "Biases", "bias.html.j2")
-    page.data.update(last=[], name_seat=[])
+    page.data.update(last=[], name_seat=[], studies=[])
     html = render_page(page, nav=[], data_status=status)
     assert "No game had a discussion. <span class=\"why\">10,340 games, all invalid or unscored: inconsistent " \
            "memories (10,340).</span>" in html

@@ -188,7 +188,8 @@ def test_top_down_estimates_are_the_published_ones_within_monte_carlo_error(con:
 
 
 def test_last_speaker_advantage_is_the_published_table(con: duckdb.DuckDBPyConnection) -> None:
-    ours = {(r["role"], r["spoke_last"]): r for r in rows(con, "select * from mart_last_speaker_bias")}
+    ours = {(r["role"], r["spoke_last"]): r for r in rows(
+        con, "select * from mart_last_speaker_bias where study = 'mini-mafia-published'")}
     for r in read("last_speaker_advantage.csv"):
         role = "all" if r["role"] == "aggregate" else r["role"]
         last = ours[(role, True)]
@@ -201,8 +202,9 @@ def test_last_speaker_advantage_is_the_published_table(con: duckdb.DuckDBPyConne
 
 
 def test_name_bias_is_the_published_table(con: duckdb.DuckDBPyConnection) -> None:
-    ours = {r["value"]: r for r in rows(con, "select * from mart_name_seat_bias where setting = 'all' and role = "
-                                             "'all' and dimension in ('name', 'gender')")}
+    ours = {r["value"]: r for r in rows(con, "select * from mart_name_seat_bias where study = 'mini-mafia-published' "
+                                             "and setting = 'all' and role = 'all' "
+                                             "and dimension in ('name', 'gender')")}
     published = read("name_bias.csv")
     assert set(ours) == {r["character_name"].lower() if r["character_name"] in ("Male", "Female")
                          else r["character_name"] for r in published}

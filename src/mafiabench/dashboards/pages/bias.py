@@ -1,7 +1,9 @@
-"""Last-speaker advantage and name and seat bias (`mart_last_speaker_bias`, `mart_name_seat_bias`)."""
+"""Last-speaker advantage and name and seat bias (`mart_last_speaker_bias`, `mart_name_seat_bias`), one section per
+study: a warehouse holds several (the published Mini-Mafia study beside a new run) and each is read on its own."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from mafiabench.dashboards import charts
@@ -17,39 +19,75 @@ def with_rate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-@register("biases.html", "Biases", "Last-speaker advantage and name and seat bias.", order=60)
-def build(ctx: Context) -> Page:
-    m = ctx.marts
-    page = Page("biases.html", "Last-speaker and name bias", "bias.html.j2")
-    last = name_seat = None
-    if m.has("mart_last_speaker_bias"):
-        last = with_rate(m.rows("select * from mart_last_speaker_bias order by variant, role, spoke_last"))
-        for r in last:
-            r["spoke_last"] = "spoke last" if r.get("spoke_last") else "did not speak last"
-        if last:
-            page.add_chart(
-                "last-speaker",
-                charts.last_speaker_chart(last, variants=options(r["variant"] for r in last)),
-                "Win rate by role, last speaker or not.",
-            )
-    if m.has("mart_name_seat_bias"):
-        rows = with_rate(
-            m.rows(
-                "select * from mart_name_seat_bias order by variant, setting, dimension, role, "
-                "try_cast(value as integer), value"
-            )
-        )
+def slug(study: str, taken: set[str]) -> str:
+    """A file- and anchor-safe name for a study, distinct from those already taken."""
+    base = re.sub(r"[^A-Za-z0-9_-]+", "-", study).strip("-") or "study"
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}-{i}", i + 1
+    taken.add(name)
+    return name
+
+
+def study_section(page: Page, study: str, name: str, last: list[dict[str, Any]] | None,
+                  name_seat: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """One study's charts, tables and CSV exports (the mart's rows of the study, exported before they are labelled
+    for display)."""
+    section: dict[str, Any] = {"study": study, "anchor": f"study-{name}", "last": None, "name_seat": None,
+                               "last_chart": None, "last_export": None, "name_seat_chart": None,
+                               "name_seat_export": None}
+    if last is not None:
+        rows = [r for r in last if r["study"] == study]
         if rows:
+            page.add_export(f"{name}.last-speaker", rows)
+            section["last_export"] = f"{name}.last-speaker"
+            with_rate(rows)
+            for r in rows:
+                r["spoke_last"] = "spoke last" if r.get("spoke_last") else "did not speak last"
+            section["last_chart"] = f"last-speaker-{name}"
             page.add_chart(
-                "name-seat",
+                section["last_chart"],
+                charts.last_speaker_chart(rows, variants=options(r["variant"] for r in rows)),
+                f"Win rate by role, last speaker or not (study {study}).",
+            )
+        section["last"] = rows
+    if name_seat is not None:
+        rows = [r for r in name_seat if r["study"] == study]
+        if rows:
+            page.add_export(f"{name}.name-seat", rows)
+            section["name_seat_export"] = f"{name}.name-seat"
+            with_rate(rows)
+            section["name_seat_chart"] = f"name-seat-{name}"
+            page.add_chart(
+                section["name_seat_chart"],
                 charts.name_seat_chart(
                     rows,
                     variants=options(r["variant"] for r in rows),
                     settings=options(["all", *(r["setting"] for r in rows)]),
                     roles=options(["all", *(r["role"] for r in rows)]),
                 ),
-                "Win rate by name and by seat (choose the setting and role above).",
+                f"Win rate by name and by seat (study {study}; choose the setting and role above).",
             )
-        name_seat = [r for r in rows if r.get("role") == "all"]
-    page.data.update(last=last, name_seat=name_seat)
+        section["name_seat"] = [r for r in rows if r.get("role") == "all"]
+    return section
+
+
+@register("biases.html", "Biases", "Last-speaker advantage and name and seat bias, per study.", order=60)
+def build(ctx: Context) -> Page:
+    m = ctx.marts
+    page = Page("biases.html", "Last-speaker and name bias", "bias.html.j2")
+    last = name_seat = None
+    if m.has("mart_last_speaker_bias"):
+        last = m.rows("select * from mart_last_speaker_bias order by study, variant, role, spoke_last")
+    if m.has("mart_name_seat_bias"):
+        name_seat = m.rows(
+            "select * from mart_name_seat_bias order by study, variant, setting, dimension, role, "
+            "try_cast(value as integer), value"
+        )
+    taken: set[str] = set()
+    studies = [
+        study_section(page, study, slug(study, taken), last, name_seat)
+        for study in sorted({r["study"] for r in [*(last or []), *(name_seat or [])]})
+    ]
+    page.data.update(last=last, name_seat=name_seat, studies=studies)
     return page

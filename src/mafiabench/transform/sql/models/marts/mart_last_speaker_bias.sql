@@ -1,11 +1,13 @@
 with players as (
     -- Only the players who took part in the final discussion (not the night victim, not anyone out before it).
+    -- Each study is read on its own (a warehouse may hold the published Mini-Mafia study beside a new run).
     select * from {{ ref('fct_player_games') }} where is_scored and had_discussion and active_in_final_discussion
 ),
 
 counted as (
     -- Each role, and every role together ('all': the Mini-Mafia study's `aggregate` row).
     select
+        study,
         variant,
         coalesce(role, 'all') as role,
         spoke_last,
@@ -13,14 +15,14 @@ counted as (
         count(*) filter (where won) as k,
         count(*) filter (where won and tie_decided) as k_tie
     from players
-    group by grouping sets ((variant, role, spoke_last), (variant, spoke_last))
+    group by grouping sets ((study, variant, role, spoke_last), (study, variant, spoke_last))
 ),
 
 totals as (
     -- The role's players whoever spoke last (the study's `total_*` columns).
-    select variant, role, sum(n) as total_n, sum(k) as total_k
+    select study, variant, role, sum(n) as total_n, sum(k) as total_k
     from counted
-    group by variant, role
+    group by study, variant, role
 ),
 
 stats as (
@@ -32,11 +34,12 @@ stats as (
         {{ laplace_mean('t.total_k', 't.total_n') }} as total_laplace_mean,
         {{ beta_sd('t.total_k', 't.total_n') }} as total_beta_sd
     from counted as c
-    inner join totals as t on t.variant = c.variant and t.role = c.role
+    inner join totals as t on t.study = c.study and t.variant = c.variant and t.role = c.role
 ),
 
 final as (
     select
+        s.study,
         s.variant,
         s.role,
         s.spoke_last,
@@ -55,7 +58,8 @@ final as (
         case when s.spoke_last then s.laplace_mean - o.laplace_mean end as advantage,
         case when s.spoke_last then sqrt(s.beta_sd * s.beta_sd + o.beta_sd * o.beta_sd) end as advantage_sd
     from stats as s
-    left join stats as o on o.variant = s.variant and o.role = s.role and o.spoke_last = not s.spoke_last
+    left join stats as o
+        on o.study = s.study and o.variant = s.variant and o.role = s.role and o.spoke_last = not s.spoke_last
 )
 
 select * from final

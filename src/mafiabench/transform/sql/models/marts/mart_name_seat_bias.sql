@@ -1,5 +1,6 @@
 with players as (
-    -- Only players who played a day: a Mini-Mafia night victim never spoke or voted, its "win" is its team's.
+    -- Only players who played a day: a Mini-Mafia night victim never spoke or voted, its "win" is its team's. Each
+    -- study is read on its own (a warehouse may hold the published Mini-Mafia study beside a new run).
     select * from {{ ref('fct_player_games') }} where is_scored and played_a_day
 ),
 
@@ -17,28 +18,32 @@ name_genders as (
 ),
 
 keyed as (
-    select variant, setting, 'name' as dimension, name as value, role, won, tie_decided from settings
+    select study, variant, setting, 'name' as dimension, name as value, role, won, tie_decided from settings
     union all
-    select s.variant, s.setting, 'gender', g.gender, s.role, s.won, s.tie_decided
+    select s.study, s.variant, s.setting, 'gender', g.gender, s.role, s.won, s.tie_decided
     from settings as s
     inner join name_genders as g on g.name = s.name
     union all
     -- A source without seats (Mini-Mafia batches list players by name) says so: 'unknown', never a guess.
-    select variant, setting, 'seat', coalesce(cast(seat as varchar), 'unknown'), role, won, tie_decided from settings
+    select study, variant, setting, 'seat', coalesce(cast(seat as varchar), 'unknown'), role, won, tie_decided
+    from settings
 ),
 
 counted as (
     select
-        variant, setting, dimension, value, coalesce(role, 'all') as role,
+        study, variant, setting, dimension, value, coalesce(role, 'all') as role,
         count(*) as n,
         count(*) filter (where won) as k,
         count(*) filter (where won and tie_decided) as k_tie
     from keyed
-    group by grouping sets ((variant, setting, dimension, value, role), (variant, setting, dimension, value))
+    group by grouping sets (
+        (study, variant, setting, dimension, value, role), (study, variant, setting, dimension, value)
+    )
 ),
 
 final as (
     select
+        study,
         variant,
         setting,
         dimension,
