@@ -11,8 +11,9 @@ import asyncio
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlparse
+from urllib.parse import parse_qs, unquote, urljoin, urlparse
 
+import duckdb
 import pytest
 
 from mafiabench import publish as transform
@@ -89,14 +90,12 @@ def test_from_a_capability_bar_to_its_games_to_a_transcript(site: Path, tab: Pag
     url = urlparse(tab.eval("location.href"))
     assert url.path.endswith("/transcripts/index.html"), url
     params = {k: v[0] for k, v in parse_qs(unquote(url.fragment)).items()}
-    capability, background, target = params["bar"].split("|")
-    assert capability == "deceive" and params["study"] == "dash"
+    cell = params["bar"]  # the design's cell name: deceive|<target>|<background>, or homogeneous|<model>
+    assert cell.split("|")[0] in ("deceive", "homogeneous") and params["study"] == "dash"
     games = shown_games(tab)
-    # Exactly the games of that cell: the capability table's k / n for the same (background, target).
-    # A homogeneous bar (target = background) is the one cell played once for all three capabilities.
-    slug = {m: re.sub(r"[^A-Za-z0-9]+", "-", m) for m in (target, background)}
-    cell = f"homogeneous-{slug[target]}" if target == background else f"deceive-{slug[target]}-{slug[background]}"
-    expected = {f"dash.{cell}.{i:03d}" for i in range(2)}
+    # Exactly the games of that cell (their ids are made from it); a homogeneous cell is played once for all three
+    # capabilities.
+    expected = {f"dash.{re.sub(r'[^A-Za-z0-9]+', '-', cell)}.{i:03d}" for i in range(2)}
     assert set(games) == expected, (params, games)
     total = tab.eval("document.querySelectorAll('table.games tbody tr').length")
     assert tab.eval("document.getElementById('game-count').textContent") == f"2 of {total} games shown"
@@ -105,6 +104,47 @@ def test_from_a_capability_bar_to_its_games_to_a_transcript(site: Path, tab: Pag
              ".querySelector('a').click()")
     tab.wait_event("Page.loadEventFired")
     assert tab.eval("document.querySelector('h1').textContent") == f"Game {sorted(games)[0]}"
+    assert tab.errors() == []
+
+
+# Every bar (Vega's SVG renderer keeps each drawn item on its element): where it links, and what it stands for.
+BARS = """Array.from(document.querySelectorAll('.vis svg .mark-rect path')).map(p => p.__data__)
+    .filter(d => d && d.href).map(d => ({href: d.href, study: d.datum.study, target: d.datum.target_model,
+                                         background: d.datum.background}))"""
+
+
+def test_every_capability_bar_leads_to_exactly_the_games_of_the_cell_it_names(site: Path, tab: Page) -> None:
+    """A bar's games list named its cell `deceive|fake/alpha|fake/beta` while the rows it listed said
+    `deceive|fake/beta|fake/alpha` (issue 31 item 7). For every bar of the three capability pages: the list shows
+    exactly the games of the bar's (study, capability, target, background), the name it says it followed is the
+    cell every one of those games was played in, and a homogeneous bar leads to the one cell of all three."""
+    db = site.parent / "w.duckdb"
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        behind = con.execute("select study, capability, target_model, background, list(game_id order by game_id) "
+                             "from mart_capability_games group by all").fetchall()
+        cell_of = dict(con.execute("select game_id, cell from fct_games").fetchall())
+    finally:
+        con.close()
+    games_of = {tuple(k[:4]): k[4] for k in behind}
+    checked = 0
+    for capability in ("deceive", "detect", "disclose"):
+        page = site / f"capability-{capability}.html"
+        tab.goto(page.as_uri())
+        assert tab.wait_for(f"({DRAWN}) === ({N_CHARTS}) && ({DRAWN}) > 0")
+        bars = {b["href"]: b for b in tab.eval(BARS)}.values()  # a bar is drawn in two parts, one link
+        assert len(bars) >= 6, capability
+        for bar in bars:
+            expected = games_of[(bar["study"], capability, bar["target"], bar["background"])]
+            tab.goto("about:blank")
+            tab.goto(urljoin(page.as_uri(), bar["href"]))
+            games = shown_games(tab)
+            assert sorted(games) == expected, (capability, bar)
+            named = tab.eval("document.getElementById('active-filter').textContent")
+            cells = {cell_of[g] for g in games}
+            assert len(cells) == 1 and named.endswith(f"bar = {cells.pop()}"), (capability, bar, named)
+            checked += 1
+    assert checked >= 18
     assert tab.errors() == []
 
 

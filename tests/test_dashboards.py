@@ -376,6 +376,17 @@ def test_capability_pages_carry_each_cell_and_the_exact_baselines(site: Path, st
         assert '"datum.study == study"' in text or "datum.study == study" in text
 
 
+def test_a_capability_cell_is_named_as_the_design_names_it(study: Path) -> None:
+    """A capability bar's games were listed under `deceive|<background>|<target>` while their rows say
+    `deceive|<target>|<background>` (issue 31 item 7): the marts form the name once (`capability_cell`), and it is
+    the cell every designed game of the bar was played in (`homogeneous|<model>` for the one cell of all three)."""
+    pairs = _rows(study, "select distinct c.capability_cell, g.cell from mart_capability_games as c "
+                         "inner join fct_games as g using (game_id)")
+    assert len(pairs) >= 19 and all(name == cell for name, cell in pairs), [p for p in pairs if p[0] != p[1]]
+    bars = _rows(study, "select distinct capability_cell from mart_capability_win_rates")
+    assert {name for (name,) in bars} == {name for name, _ in pairs}
+
+
 def test_a_registered_page_is_rendered_navigated_and_escaped(
     study: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -75,8 +75,8 @@ def build(ctx: Context, capability: str) -> Page:
         "order by study, background, target_model",
         [capability],
     )
-    for r in rows:  # each bar opens the list of the games behind it
-        r["link"] = games_url(study=r["study"], bar=f"{capability}|{r['background']}|{r['target_model']}")
+    for r in rows:  # each bar opens the list of the games behind it, by the cell's name as the mart forms it
+        r["link"] = games_url(study=r["study"], bar=r["capability_cell"])
     page.data["rows"] = rows
     if not rows:
         return page

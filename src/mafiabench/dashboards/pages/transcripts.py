@@ -67,7 +67,7 @@ def build_index(ctx: Context) -> Page:
     bars: dict[str, list[str]] = {}
     if ids and m.has("mart_capability_games"):
         for r in m.rows(
-            """select game_id, list(capability || '|' || background || '|' || target_model) as keys
+            """select game_id, list(distinct capability_cell) as keys
                from mart_capability_games where game_id in (select unnest($ids)) group by game_id""",
             {"ids": ids},
         ):

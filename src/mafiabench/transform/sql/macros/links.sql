@@ -8,3 +8,12 @@
         || '-' || left(sha256({{ game_id }}), 10)
 end || '.html'
 {%- endmacro %}
+
+{#- The name of a capability cell, the one place it is formed: the design's own cell name
+    (`mafiabench.study.design.expand_cells`), `<capability>|<target>|<background>`, and `homogeneous|<model>` for a
+    game with one model in every role (played once for all three capabilities). The capability marts carry it as
+    `capability_cell`; a capability page's bar, its link to the games list and that list's filter all read it. -#}
+{% macro capability_cell(capability, target_model, background, is_homogeneous) -%}
+case when {{ is_homogeneous }} then 'homogeneous|' || {{ target_model }}
+     else {{ capability }} || '|' || {{ target_model }} || '|' || {{ background }} end
+{%- endmacro %}

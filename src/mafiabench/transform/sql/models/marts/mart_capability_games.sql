@@ -12,7 +12,8 @@ final as (
         study,
         capability,
         background,
-        target_model
+        target_model,
+        capability_cell
     from capability_games
 )
 

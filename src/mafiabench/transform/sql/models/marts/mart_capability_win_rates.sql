@@ -10,6 +10,7 @@ counted as (
         capability,
         background,
         target_model,
+        capability_cell,
         any_value(target_role) as target_role,
         bool_and(is_homogeneous) as is_homogeneous,
         count(*) filter (where is_scored) as n,
@@ -17,7 +18,7 @@ counted as (
         count(*) filter (where is_scored and target_won and tie_decided) as k_tie,
         count(*) filter (where not is_scored) as n_unscored
     from cells
-    group by study, prompt_version, variant, capability, background, target_model
+    group by study, prompt_version, variant, capability, background, target_model, capability_cell
 ),
 
 final as (
@@ -28,6 +29,7 @@ final as (
         capability,
         background,
         target_model,
+        capability_cell,
         target_role,
         is_homogeneous,
         n,
