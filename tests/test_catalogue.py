@@ -3,11 +3,14 @@ has a meaning, and the YAML lists exactly the columns the models build."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from mafiabench.transform import catalogue
+from import_graph import parse_allowed
+from mafiabench.cli import main
+from mafiabench.transform import catalogue, dbt_runner
 from mafiabench.transform.python_models import PYTHON_MODELS
 from test_marts_common import landed, rows
 
@@ -16,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def text() -> str:
-    return catalogue.generate()
+    return catalogue.generate(cache=False)  # built afresh (and cached: test_a_cached_run_prints_the_built_text)
 
 
 @pytest.fixture(scope="module")
@@ -73,3 +76,84 @@ def test_each_source_says_who_writes_it_and_its_own_meanings(text: str) -> None:
     for name in ("raw_beliefs", "stg_beliefs"):
         (row,) = [ln for ln in section(name).splitlines() if ln.startswith("| `probability` |")]
         assert "action distribution" in row and "rule's reference" not in row, name
+
+
+def _no_build(*_: object, **__: object) -> dict[str, object]:
+    raise AssertionError("the catalogue built a scratch warehouse")
+
+
+def test_a_cached_run_prints_the_built_text(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scratch build took 9-12 s of every `mafiabench catalogue` (issue 31 item 8): its facts are cached, and a
+    run with the build disabled prints the built text and docs/catalogue.md byte for byte."""
+    assert catalogue.cache_file(dbt_runner.resolve_project()).is_file()  # the `text` fixture's build stored it
+    monkeypatch.setattr(catalogue, "build_facts", _no_build)
+    cached = catalogue.generate()
+    assert cached == text
+    assert cached == (ROOT / "docs" / "catalogue.md").read_text()
+
+
+def test_no_cache_builds_afresh_and_a_damaged_entry_is_rebuilt(
+    text: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    project = dbt_runner.resolve_project()
+    found = catalogue.facts(project, list(catalogue.model_docs(project)))  # from the cache
+    built: list[bool] = []
+
+    def fake_build(*_: object) -> dict[str, object]:
+        built.append(True)
+        return found
+
+    monkeypatch.setattr(catalogue, "build_facts", fake_build)
+    out = tmp_path / "catalogue.md"
+    assert main(["catalogue", "--output", str(out)]) == 0 and not built
+    assert main(["catalogue", "--output", str(out), "--no-cache"]) == 0 and built == [True]
+    assert out.read_text() == text
+    monkeypatch.setenv("MAFIABENCH_CACHE_DIR", str(tmp_path / "cache"))
+    catalogue.cache_file(project).parent.mkdir(parents=True)
+    catalogue.cache_file(project).write_text("{not json")
+    assert catalogue.generate() == text and built == [True, True]
+    assert catalogue.generate() == text and built == [True, True]  # the rebuilt entry is read
+
+
+def test_the_cache_key_follows_the_project_the_package_and_the_libraries(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    copy = tmp_path / "sql"
+    shutil.copytree(dbt_runner.resolve_project(), copy, ignore=shutil.ignore_patterns("target", "logs"))
+    key = catalogue.cache_key(copy)
+    assert catalogue.cache_key(copy) == key
+    model = copy / "models" / "marts" / "mart_win_rates.sql"
+    model.write_text(model.read_text() + "\n")
+    assert catalogue.cache_key(copy) != key
+    model.write_text(model.read_text()[:-1])
+    assert catalogue.cache_key(copy) == key
+
+    import importlib.metadata
+
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version", lambda n: "0.0.0" if n == "duckdb" else real(n))
+    assert catalogue.cache_key(copy) != key
+    monkeypatch.undo()
+    files = catalogue._package_files()
+    monkeypatch.setattr(catalogue, "_package_files", lambda: [p for p in files if p.name != "raw.py"])
+    assert catalogue.cache_key(copy) != key  # a package file (here: left out) is part of the key
+    monkeypatch.undo()
+    cache = catalogue.cache_file(copy)
+    assert ROOT / "src" not in cache.parents and copy not in cache.parents
+
+
+def test_the_key_hashes_every_stage_a_build_may_import() -> None:
+    """BUILD_STAGES is `transform`'s closure in docs/architecture.md's import table: a stage the build may import
+    is hashed into the key, so editing it rebuilds the facts."""
+    allowed = parse_allowed((ROOT / "docs" / "architecture.md").read_text())
+    closure, todo = set(), ["transform"]
+    while todo:
+        stage = todo.pop()
+        if stage not in closure:
+            closure.add(stage)
+            todo += sorted(allowed.get(stage, set()))
+    assert set(catalogue.BUILD_STAGES) == closure
+    files = {p.relative_to(ROOT / "src" / "mafiabench").as_posix() for p in catalogue._package_files()}
+    assert {"prices.toml", "prices.py", "warehouse/raw.py", "transform/python_models.py",
+            "transform/sql/dbt_project.yml"} <= files
+    assert not any(f.startswith(("dashboards/", "commands/", "study/")) for f in files)

@@ -113,11 +113,19 @@ def run_catalogue(
     check: Annotated[
         bool, typer.Option("--check", help="exit 1 if the file differs from the generated catalogue")
     ] = False,
+    no_cache: Annotated[
+        bool,
+        typer.Option(
+            "--no-cache",
+            help="build the scratch warehouse afresh instead of reusing its cached column types, lineage and data "
+            "tests (the cache is keyed by the dbt project, the package and library versions; the text is the same)",
+        ),
+    ] = False,
 ) -> int:
     from mafiabench.transform import catalogue
 
     path = output or catalogue.DEFAULT_PATH
-    text = catalogue.generate()
+    text = catalogue.generate(cache=not no_cache)
     if check:
         current = path.read_text() if path.exists() else ""
         if current != text:

@@ -4,3 +4,5 @@ and the catalogue of what the warehouse holds.
 May import warehouse (to read raw tables), prices and errors; never the quality gate (the pipeline calls both) nor
 the dashboards.
 """
+
+LAYERS = ("staging", "intermediate", "marts")  # the dbt project's model folders, in data-flow order

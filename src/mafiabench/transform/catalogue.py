@@ -2,23 +2,30 @@
 
 Each model's description, grain and column meanings come from the YAML beside it (`models/<layer>/_<layer>.yml`,
 the sources in `_sources.yml`, the Python marts in `python_models.yml`); its lineage from dbt's parsed manifest; its
-column types from a build into a scratch warehouse. `docs/catalogue.md` is this output; a test regenerates it and
-compares, and another requires every column of every mart to have a description, so neither can drift from the SQL.
+column types from a build into a scratch warehouse. That build takes seconds, so its facts (types, lineage, data
+tests) are cached in the user's cache folder, keyed by everything that decides them (`cache_key`): a cached run
+prints the same bytes as a built one, and `--no-cache` builds afresh. `docs/catalogue.md` is this output; a test
+regenerates it and compares, and another requires every column of every mart to have a description, so neither can
+drift from the SQL.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import sys
 import tempfile
+import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import yaml  # type: ignore[import-untyped]
 
-from mafiabench.transform import dbt_runner
-from mafiabench.transform.marts import LAYERS, build_models
-from mafiabench.warehouse.builds import ensure_build_tables
-from mafiabench.warehouse.raw import connect
+from mafiabench.transform import LAYERS, dbt_runner
+
+if TYPE_CHECKING:  # imported by the build only: a cached run needs neither DuckDB nor the build's modules
+    import duckdb
 
 DEFAULT_PATH = Path("docs") / "catalogue.md"  # in the working folder, never the installed package's
 
@@ -98,28 +105,128 @@ def _section(name: str, doc: dict[str, Any], types: list[tuple[str, str]], meta:
     return lines
 
 
-def generate(sql_dir: Path | None = None) -> str:
-    """The catalogue as Markdown (deterministic: no timestamps; layers in data-flow order, names sorted)."""
-    project = dbt_runner.resolve_project(sql_dir)
-    docs = model_docs(project)
+# What decides the facts a build yields (column types, lineage, data tests) besides the dbt project: the package
+# stages a build imports (`transform`'s closure in docs/architecture.md's import table, which a test compares) and
+# the libraries that type the columns or parse the project. Their files and versions key the cached facts.
+BUILD_STAGES = ("transform", "warehouse", "prices", "scratch", "errors", "record", "redact", "engine", "backends",
+                "play", "agents")
+TYPE_LIBRARIES = ("duckdb", "dbt-core", "dbt-duckdb", "polars", "pyarrow", "numpy", "scipy")
+_PACKAGE = Path(__file__).resolve().parents[1]  # read (hashed), never written
+
+
+def _package_files() -> list[Path]:
+    files: list[Path] = []
+    for stage in BUILD_STAGES:
+        single = [_PACKAGE / f"{stage}.py", _PACKAGE / f"{stage}.toml"]
+        files += [p for p in single if p.is_file()]
+        if (_PACKAGE / stage).is_dir():
+            files += [p for p in (_PACKAGE / stage).rglob("*")
+                      if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
+    return sorted(files)
+
+
+def cache_key(project: Path) -> str:
+    """A digest of everything the scratch build's facts depend on: the dbt project's files, the package files of
+    the stages a build imports and the versions of Python and the type-deciding libraries."""
+    from importlib.metadata import version
+
+    h = hashlib.sha256()
+    h.update(f"project {dbt_runner._project_digest(project)}\0".encode())
+    for p in _package_files():
+        h.update(p.relative_to(_PACKAGE).as_posix().encode() + b"\0")
+        h.update(hashlib.sha256(p.read_bytes()).digest())
+    for lib in TYPE_LIBRARIES:
+        h.update(f"{lib} {version(lib)}\0".encode())
+    h.update(sys.version.encode())
+    return h.hexdigest()[:32]
+
+
+def cache_file(project: Path) -> Path:
+    """Where this project's facts are kept: beside dbt's cached manifests, in the user's cache folder
+    (`$MAFIABENCH_CACHE_DIR`, else `$XDG_CACHE_HOME/mafiabench`), never the package's or the project's folder."""
+    return dbt_runner.cache_dir("catalogue") / f"{cache_key(project)}.json"
+
+
+def build_facts(project: Path, names: list[str]) -> dict[str, Any]:
+    """Build the project into a scratch warehouse and read what the catalogue prints of it: each relation's column
+    types, each model's dependencies and materialization, each data test's rule (plain JSON, so it can be cached)."""
+    from mafiabench.transform.marts import build_models
+    from mafiabench.warehouse.builds import ensure_build_tables
+    from mafiabench.warehouse.raw import connect
+
     with tempfile.TemporaryDirectory(prefix="mafiabench-catalogue-") as tmp:
         con = connect(Path(tmp) / "catalogue.duckdb")
         try:
             build_models(con, sql_dir=project)
             ensure_build_tables(con)
             types = {
-                name: [(r[0], r[1]) for r in con.execute(f'describe "{name}"').fetchall()]
-                for name in [*docs, *BOOKKEEPING]
+                name: [[r[0], r[1]] for r in con.execute(f'describe "{name}"').fetchall()]
+                for name in [*names, *BOOKKEEPING]
                 if _exists(con, name)
             }
             parsed = dbt_runner.manifest(project, dbt_runner.warehouse_file(con))
         finally:
             con.close()
-    deps = {
-        n.name: sorted(d.split(".")[-1] for d in n.depends_on.nodes)
-        for n in parsed.nodes.values() if n.resource_type == "model"
+    models = [n for n in parsed.nodes.values() if n.resource_type == "model"]
+    return {
+        "types": types,
+        "deps": {n.name: sorted(d.split(".")[-1] for d in n.depends_on.nodes) for n in models},
+        "materialized": {n.name: n.config.materialized for n in models},
+        "tests": sorted(([n.name, _test_rule(n)] for n in parsed.nodes.values() if n.resource_type == "test"),
+                        key=lambda t: t[0]),
     }
-    materialized = {n.name: n.config.materialized for n in parsed.nodes.values() if n.resource_type == "model"}
+
+
+def _test_rule(node: Any) -> str | None:
+    rule = next((ln.split(":", 1)[1].strip() for ln in node.raw_code.splitlines() if ln.startswith("-- rule:")),
+                None)
+    meta = getattr(node, "test_metadata", None)
+    if rule is None and node.description:
+        rule = f"{node.description} (on `{node.attached_node.split('.')[-1]}`)" if node.attached_node else \
+            node.description
+    if rule is None and meta is not None:
+        rule = f"`{meta.name}` on `{node.attached_node.split('.')[-1] if node.attached_node else ''}`" + (
+            f".`{node.column_name}`" if getattr(node, "column_name", None) else "")
+    return rule
+
+
+def facts(project: Path, names: list[str], *, cache: bool = True) -> dict[str, Any]:
+    """The scratch build's facts, from the cache when its key matches (a damaged or unreadable entry is rebuilt);
+    `cache=False` builds afresh (and refreshes the entry)."""
+    file = cache_file(project)
+    if cache:
+        try:
+            found = json.loads(file.read_text())
+            if isinstance(found, dict) and set(found) == {"types", "deps", "materialized", "tests"}:
+                return found
+        except (OSError, ValueError):
+            pass
+    built = build_facts(project, names)
+    try:
+        file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = file.with_name(f"{file.name}.{uuid.uuid4().hex[:8]}.tmp")
+        tmp.write_text(json.dumps(built, sort_keys=True))
+        os.replace(tmp, file)  # atomic: a concurrent reader sees no entry or the whole one
+        kept = sorted(file.parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[FACTS_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError:
+        pass  # a read-only cache folder only costs the next run a build
+    return built
+
+
+FACTS_KEPT = 8  # newest cached entries kept (each ~60 kB): one per project and package version
+
+
+def generate(sql_dir: Path | None = None, *, cache: bool = True) -> str:
+    """The catalogue as Markdown (deterministic: no timestamps; layers in data-flow order, names sorted); the same
+    text whether the build's facts come from the cache or a fresh build (`cache=False`)."""
+    project = dbt_runner.resolve_project(sql_dir)
+    docs = model_docs(project)
+    found = facts(project, list(docs), cache=cache)
+    types: dict[str, list[tuple[str, str]]] = {n: [(c, t) for c, t in cols] for n, cols in found["types"].items()}
+    deps: dict[str, list[str]] = found["deps"]
+    materialized: dict[str, str] = found["materialized"]
     lines = [
         "# Warehouse catalogue",
         "",
@@ -152,17 +259,7 @@ def generate(sql_dir: Path | None = None) -> str:
               "`data_tests` of each model's YAML); each returns the rows that break its rule, and the quality gate",
               "runs them, beside the Great Expectations suites listed with each model above, before a build is",
               "published.", ""]
-    for node in sorted((n for n in parsed.nodes.values() if n.resource_type == "test"), key=lambda n: n.name):
-        rule = next((ln.split(":", 1)[1].strip() for ln in node.raw_code.splitlines() if ln.startswith("-- rule:")),
-                    None)
-        meta = getattr(node, "test_metadata", None)
-        if rule is None and node.description:
-            rule = f"{node.description} (on `{node.attached_node.split('.')[-1]}`)" if node.attached_node else \
-                node.description
-        if rule is None and meta is not None:
-            rule = f"`{meta.name}` on `{node.attached_node.split('.')[-1] if node.attached_node else ''}`" + (
-                f".`{node.column_name}`" if getattr(node, "column_name", None) else "")
-        lines.append(f"- `{node.name}`: {rule}")
+    lines += [f"- `{name}`: {rule}" for name, rule in found["tests"]]
     lines.append("")
     return "\n".join(lines)
 
@@ -173,7 +270,7 @@ def _exists(con: duckdb.DuckDBPyConnection, name: str) -> bool:
         "select 1 from duckdb_views() where view_name = ? and not internal", [name, name]).fetchall())
 
 
-def write(path: Path = DEFAULT_PATH, sql_dir: Path | None = None) -> Path:
+def write(path: Path = DEFAULT_PATH, sql_dir: Path | None = None, *, cache: bool = True) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(generate(sql_dir))
+    path.write_text(generate(sql_dir, cache=cache))
     return path

@@ -25,12 +25,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from mafiabench import scratch
 from mafiabench.errors import UserError
+
+if TYPE_CHECKING:  # imported where used: the catalogue's cached path needs no DuckDB
+    import duckdb
 
 PACKAGED_PROJECT = Path(__file__).resolve().parent / "sql"
 STAGED_PREFIX = "__staged_"  # models are built under this prefix and renamed on publish (macros/naming.sql)
@@ -114,6 +115,8 @@ def _project_digest(project: Path) -> str:
 
 def threads_for(con: duckdb.DuckDBPyConnection) -> int:
     """dbt threads for this warehouse: `$MAFIABENCH_DBT_THREADS`, else by its number of games."""
+    import duckdb
+
     if os.environ.get("MAFIABENCH_DBT_THREADS"):
         return max(1, int(os.environ["MAFIABENCH_DBT_THREADS"]))
     try:
@@ -195,12 +198,17 @@ def _close_dbt_connections() -> None:
 MANIFESTS_KEPT = 16  # newest cached manifests kept (each ~1.4 MB): one per project version and warehouse name
 
 
-def manifest_cache_dir() -> Path:
-    """Where parsed manifests are kept between processes: `$MAFIABENCH_CACHE_DIR`, else the user's cache folder;
-    never the project's."""
+def cache_dir(name: str) -> Path:
+    """A folder of the cache kept between processes: `$MAFIABENCH_CACHE_DIR/<name>`, else the user's cache folder's
+    `mafiabench/<name>`; never the project's or the package's."""
     if os.environ.get("MAFIABENCH_CACHE_DIR"):
-        return Path(os.environ["MAFIABENCH_CACHE_DIR"]) / "dbt-manifests"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mafiabench" / "dbt-manifests"
+        return Path(os.environ["MAFIABENCH_CACHE_DIR"]) / name
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mafiabench" / name
+
+
+def manifest_cache_dir() -> Path:
+    """Where parsed manifests are kept between processes (see `cache_dir`)."""
+    return cache_dir("dbt-manifests")
 
 
 def _manifest_cache_file(project: Path, digest: str, stem: str) -> Path:

@@ -28,6 +28,7 @@ import polars as pl
 from mafiabench.errors import UserError
 from mafiabench.prices import PriceTable
 from mafiabench.prices import load_prices as load_price_table
+from mafiabench.transform import LAYERS as LAYERS  # the layers, re-exported (their home is the package)
 from mafiabench.transform import dbt_runner
 from mafiabench.transform.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
@@ -36,7 +37,6 @@ from mafiabench.warehouse.raw import ensure_schema
 if TYPE_CHECKING:  # imported in `stage` only: numpy and scipy cost every command that imports this module
     from mafiabench.transform.python_models import PythonModel
 
-LAYERS = ("staging", "intermediate", "marts")
 
 
 def default_sql_dir() -> Path:
