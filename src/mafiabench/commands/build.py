@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from mafiabench.commands import command
+from mafiabench.errors import UserError
 from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
 
@@ -46,6 +47,7 @@ def run(
 ) -> int:
     from mafiabench.publish import build
 
+    require_games(warehouse)  # before the lock: a mistyped path gets neither a warehouse nor a lock file
     result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold,
                    max_unusable=max_unusable)
     for m in result.models:
@@ -53,3 +55,29 @@ def run(
         print(f"  {m.layer:<12} {m.name:<32} {m.materialized:<5} {rows} {m.seconds:7.3f}s", file=sys.stderr)
     print(result.summary())
     return 0
+
+
+def require_games(warehouse: Path) -> None:
+    """Refuse, in one line naming the file, a warehouse there is nothing to build from: a missing file (a mistyped
+    path once got a new empty warehouse and lock file) or one without games (it built for half a minute, then the
+    gate refused it). Reads only; creates nothing."""
+    import duckdb
+
+    from mafiabench.warehouse.landing import connect_reader
+
+    hint = "land games with `mafiabench run` or `mafiabench import` first, or name another file with --warehouse"
+    if not Path(warehouse).is_file():
+        raise UserError(f"nothing to build: warehouse {warehouse} does not exist ({hint})")
+    try:
+        con = connect_reader(Path(warehouse))
+    except duckdb.Error as exc:
+        raise UserError(f"nothing to build: {warehouse} is not a DuckDB warehouse ({exc})") from exc
+    try:
+        try:
+            games = con.execute("select count(*) from raw_games").fetchall()[0][0]
+        except duckdb.CatalogException:
+            games = 0  # a DuckDB file no run or import has landed in
+    finally:
+        con.close()
+    if not games:
+        raise UserError(f"nothing to build: warehouse {warehouse} holds no games ({hint})")

@@ -76,6 +76,11 @@ def render(est: Any, *, max_cells: int = 60) -> str:
         f"Experiment {exp.name} — variant {exp.variant}, prompt {exp.prompt_label()}, seed {exp.seed}",
         f"{len(est.cells)} cells, {est.games:,} games ({landed}, {est.to_play:,} to play); "
         f"shards of {exp.shard_size}, {exp.concurrency.games} games in flight",
+    ]
+    if est.landed is not None and est.games and not est.to_play:
+        lines.append(f"Nothing to play: all {est.games:,} games are already landed in {est.warehouse}, so "
+                     "`mafiabench run` would play none (raise games_per_cell or add cells to play more)")
+    lines += [
         "",
         f"  {'cell':<58} {'capabilities':<24} {'games':>6} {'to play':>8} {'calls/game':>10} "
         f"{'tokens/game':>11} {'est. cost':>10}",

@@ -65,10 +65,14 @@ def run_query(
         try:
             if csv:
                 rel.write_csv(str(csv), header=True)
-                print(f"wrote {csv}", file=sys.stderr)
+                print(_wrote(csv, warehouse, empty=_csv_is_empty(csv, rel.columns), holds="the header"),
+                      file=sys.stderr)
             elif parquet:
                 rel.write_parquet(str(parquet))
-                print(f"wrote {parquet}", file=sys.stderr)
+                n = con.execute("select coalesce(sum(num_rows), 0) from parquet_file_metadata(?)",
+                                [str(parquet)]).fetchall()[0][0]
+                print(_wrote(parquet, warehouse, empty=n == 0, holds="the column types", rows=int(n)),
+                      file=sys.stderr)
             else:
                 limit = max_rows if max_rows > 0 else None
                 rows = rel.limit(limit + 1).fetchall() if limit else rel.fetchall()
@@ -79,6 +83,24 @@ def run_query(
     finally:
         con.close()
     return 0
+
+
+def _wrote(path: Path, warehouse: Path, *, empty: bool, holds: str, rows: int | None = None) -> str:
+    """The line after writing a file: a file with no rows says so and why, in one line naming both files."""
+    if empty:
+        return (f"wrote {path} with no rows: the query returned none from {warehouse} (the file holds only {holds}; "
+                "check the query's filters and the table it reads)")
+    return f"wrote {path}" + ("" if rows is None else f" ({rows:,} row{'s' if rows != 1 else ''})")
+
+
+def _csv_is_empty(path: Path, columns: Sequence[str]) -> bool:
+    """Whether a CSV the query wrote holds its header alone: nothing after the header's line (read up to it only;
+    a column name with a line break in it makes the answer "not empty", never a false "empty")."""
+    if any("\n" in c or "\r" in c for c in columns):
+        return False
+    with open(path, "rb") as f:
+        f.readline()
+        return not f.read(1)
 
 
 def _cell(value: Any) -> str:

@@ -104,6 +104,7 @@ class Estimate:
     landed: int | None  # games already landed, None when the warehouse could not be read
     latency: dict[str, float] = field(default_factory=dict)  # expected seconds per call, per provider
     latency_source: dict[str, str] = field(default_factory=dict)  # where each latency comes from
+    warehouse: Path | None = None  # the file `landed` was counted in
 
     @property
     def games(self) -> int:
@@ -185,7 +186,8 @@ def estimate_plan(
     endpoints = exp.endpoint_configs()
     table = (prices or load_prices()).with_overrides(exp.prices, free_providers_of(endpoints))
     cells = expand_cells(exp)
-    landed = _landed_per_cell(exp, cells, exp.warehouse_path(warehouse))  # the plan itself is never built
+    warehouse_path = exp.warehouse_path(warehouse)
+    landed = _landed_per_cell(exp, cells, warehouse_path)  # the plan itself is never built
     providers = {s.split("/", 1)[0] for s in exp.agent_specs() if not s.startswith(("policy/", "human/"))}
     fake_endpoints = {p: EndpointConfig(p, "fake") for p in providers}
     models = exp.model_settings()
@@ -236,7 +238,7 @@ def estimate_plan(
         return out
 
     return Estimate(exp, asyncio.run(sample()), samples, table.version, None if landed is None else sum(landed),
-                    latency, {p: v[1] for p, v in latency_of.items()})
+                    latency, {p: v[1] for p, v in latency_of.items()}, warehouse_path)
 
 
 def _detection_usage(exp: Experiment, recs: Sequence[Any], table: PriceTable) -> dict[str, Usage]:

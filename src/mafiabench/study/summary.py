@@ -85,6 +85,19 @@ class RunSummary:
         """Planned games neither landed finished nor failed after this run (budget, shard errors)."""
         return self.games_to_play - self.games_played
 
+    @property
+    def nothing_to_play(self) -> str:
+        """Why a finished run played nothing, in one line naming the warehouse ("" if it played or could have): every
+        planned game was already landed there (the summary's counts alone left the reader to work that out)."""
+        if self.finished_at is None or self.games_played or self.games_to_play or self.stopping or self.shard_errors:
+            return ""
+        if not self.games_planned:
+            return f"Nothing to play: the experiment plans no games (games_per_cell, cells); {self.warehouse} unchanged"
+        raw = f" ({self.games_loaded_from_raw:,} of them landed now from its raw folder)" \
+            if self.games_loaded_from_raw else ""
+        return (f"Nothing to play: all {self.games_planned:,} planned games are already landed in {self.warehouse}"
+                f"{raw}; raise games_per_cell or add cells to play more")
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
@@ -220,6 +233,8 @@ class RunSummary:
 
     def text(self, max_cells: int = 30) -> str:
         lines = [f"Run {self.run_id} — {self.warehouse}"]
+        if self.nothing_to_play:
+            lines.append(self.nothing_to_play)
         width = max(len(k) for k, _ in self._headline())
         lines += [f"  {k:<{width}}  {v}" for k, v in self._headline()]
         if self.per_cell:
