@@ -27,6 +27,7 @@ from base64 import b64decode
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import duckdb
 import pytest
@@ -227,6 +228,65 @@ def test_no_page_runs_off_the_right_edge(site: Path, tab: Page) -> None:
         assert tab.eval("document.documentElement.scrollWidth <= document.documentElement.clientWidth"), page.name
 
 
+# Per chart, each axis title whose box meets the box of one of its own axis's labels still drawn (Vega hides
+# labels that would overlap each other by making them transparent).
+AXIS_TITLES_OVER_LABELS = """Array.from(document.querySelectorAll('.vis svg g.role-axis')).flatMap(axis => {
+    const box = e => e.getBoundingClientRect();
+    const meet = (a, b) => a.left < b.right - 0.5 && b.left < a.right - 0.5 && a.top < b.bottom - 0.5
+                           && b.top < a.bottom - 0.5;
+    const labels = Array.from(axis.querySelectorAll('.role-axis-label text'))
+        .filter(t => t.textContent && t.getAttribute('opacity') !== '0' && getComputedStyle(t).opacity !== '0');
+    return Array.from(axis.querySelectorAll('.role-axis-title text')).flatMap(title => labels
+        .filter(l => meet(box(title), box(l)))
+        .map(l => axis.closest('.vis').id + ': "' + title.textContent + '" over "' + l.textContent + '"'));
+})"""
+
+
+def test_no_axis_title_is_drawn_over_its_labels(site: Path, tab: Page) -> None:
+    """The exceptional games' y-axis title was drawn over the game ids (issue 31 item 7): on every chart of every
+    page, no axis title meets a label of its axis."""
+    axes = 0
+    for page in sorted(site.glob("*.html")):
+        tab.goto(page.as_uri())
+        if tab.eval(N_CHARTS):
+            tab.wait_for(f"({DRAWN}) === ({N_CHARTS}) && ({DRAWN})")
+            assert tab.eval(AXIS_TITLES_OVER_LABELS) == [], page.name
+            axes += tab.eval("document.querySelectorAll('.vis svg g.role-axis .role-axis-title text').length")
+    assert axes >= 20
+
+
+def test_the_exceptional_games_chart_counts_flagged_games_and_each_bar_leads_to_them(
+    site: Path, study: Path, tab: Page
+) -> None:
+    """All 17 points of the exceptional games' chart sat at one surprise value, saying nothing (issue 31 item 7): a
+    rule gives every game it flags in a cell the same surprise. The chart counts the flagged games per cell and
+    rule, and each bar opens the games list showing exactly those games."""
+    con = duckdb.connect(str(study), read_only=True)
+    try:
+        flagged = con.execute("select study, cell, rule, list(distinct game_id order by game_id) "
+                              "from mart_exceptional_games group by all").fetchall()
+    finally:
+        con.close()
+    games_of = {(s, c, r): g for s, c, r, g in flagged}
+    page = (site / "exceptional-games.html").as_uri()
+    tab.goto(page)
+    tab.wait_for(f"({DRAWN}) === ({N_CHARTS}) && ({DRAWN})")
+    bars = tab.eval("""Array.from(document.querySelectorAll('#chart-flagged svg .mark-rect path'))
+        .map(p => p.__data__).map(d => ({href: d.href, games: d.datum.games, study: d.datum.study,
+                                          cell: d.datum.cell, rule: d.datum.rule}))""")
+    assert len(bars) == len(games_of) and {(b["study"], b["cell"], b["rule"]) for b in bars} == set(games_of)
+    assert len({b["games"] for b in bars}) > 1  # the counts differ: the chart says something
+    for bar in bars:
+        expected = games_of[(bar["study"], bar["cell"], bar["rule"])]
+        assert bar["games"] == len(expected)
+        tab.goto("about:blank")
+        tab.goto(urljoin(page, bar["href"]))
+        shown = tab.eval("Array.from(document.querySelectorAll('table.games tbody tr')).filter(tr => !tr.hidden)"
+                         ".map(tr => JSON.parse(tr.querySelector('script.game-meta').textContent).game)")
+        assert sorted(shown) == expected, bar
+    assert tab.errors() == []
+
+
 def test_format_failures_are_drawn_on_an_axis_zoomed_to_them(site: Path, tab: Page) -> None:
     """Format-failure rates of a few percent were squashed against the left of a 0-100% axis (issue 31 item 7): the
     axis ends at the next tenth above the highest interval."""
@@ -277,15 +337,15 @@ def test_a_message_with_a_script_tag_is_shown_as_text(site: Path, tab: Page) -> 
 def test_chart_tooltips_show_html_as_text(site: Path, tab: Page, tmp_path: Path) -> None:
     """Vega data is data: a reason holding markup appears in the tooltip as text and runs nothing."""
     evil = '<img src=x onerror="window.pwned = 1"><b>bold</b>'
-    row = {"game_id": "g1", "rule": "upset", "surprise": 3.0, "probability": 0.05, "cell": "c", "reason": evil,
-           "href": None}
+    row = {"study": "s", "cell": evil, "rule": "upset", "games": 2, "flags": 2, "max_surprise": 3.0,
+           "cell_games": 2, "link": None}
     page = HtmlPage("tooltip.html", "Tooltip", "charts.html.j2")
-    page.add_chart("t", charts.surprise_chart([row]))
+    page.add_chart("t", charts.exceptional_chart([row], studies=["s"]))
     shutil.copytree(site / "assets", tmp_path / "assets")
     (tmp_path / "tooltip.html").write_text(render_page(page, nav=[]), encoding="utf-8")
     tab.goto((tmp_path / "tooltip.html").as_uri())
     tab.wait_for(f"({DRAWN}) === 1")
-    box = tab.eval("(() => { const r = document.querySelector('.vis .mark-symbol path').getBoundingClientRect();"
+    box = tab.eval("(() => { const r = document.querySelector('.vis .mark-rect path').getBoundingClientRect();"
                    " return [r.x + r.width / 2, r.y + r.height / 2]; })()")
     for dx in (0, 1):
         tab.send("Input.dispatchMouseEvent", {"type": "mouseMoved", "x": box[0] + dx, "y": box[1]})

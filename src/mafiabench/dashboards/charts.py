@@ -362,33 +362,40 @@ def latent_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
     return _spec(chart, rows)
 
 
-def surprise_chart(rows: Rows) -> dict[str, Any]:
-    """The most surprising games: one point per (game, rule); click a point to open its transcript."""
+def exceptional_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
+    """Flagged games per cell, one bar per rule that flagged any of them; a click on a bar opens the list of exactly
+    those games (`link`). Rows: (study, cell, rule, games, flags, max_surprise, link).
+
+    Counts, not surprise: a rule gives every game it flags in a cell the same surprise (an upset's probability is
+    its cell's rate), so surprise per game drew one column of points that said nothing."""
+    study = _dropdown("study", studies, "Study: ")
     tooltip = [
-        alt.Tooltip("game_id:N", title="game"),
-        alt.Tooltip("rule:N"),
-        alt.Tooltip("surprise:Q", format=".2f"),
-        alt.Tooltip("probability:Q", title="p", format=".3g"),
         alt.Tooltip("cell:N"),
-        alt.Tooltip("reason:N"),
+        alt.Tooltip("rule:N"),
+        alt.Tooltip("games:Q", title="games flagged"),
+        alt.Tooltip("max_surprise:Q", title="highest surprise (−ln p)", format=".2f"),
     ]
     chart = (
         alt.Chart(DATA)
-        .mark_point(filled=True, size=90, cursor="pointer")
+        .mark_bar(cursor="pointer", height={"band": 0.9})
         .encode(
-            x=alt.X("surprise:Q", title="surprise = −ln p (higher is rarer)"),
+            x=alt.X("games:Q", title="games flagged (click a bar for them)", axis=alt.Axis(tickMinStep=1)),
             y=alt.Y(
-                "game_id:N",
-                title="game (click a point for its transcript)",
-                sort=alt.EncodingSortField("surprise", op="max", order="descending"),
-                axis=alt.Axis(labelLimit=360),
+                "cell:N",
+                title="cell",
+                sort=alt.EncodingSortField("cell_games", op="max", order="descending"),
+                # the title level, above the labels' column (a vertical title beside 360-pixel labels was
+                # drawn over them)
+                axis=alt.Axis(labelLimit=360, titleAngle=0, titleAlign="right", titleX=-6, titleY=-8),
             ),
+            yOffset=alt.YOffset("rule:N"),
             color=alt.Color("rule:N", title="rule", scale=alt.Scale(scheme="tableau10")),
-            shape=alt.Shape("rule:N", title="rule"),
-            href="href:N",
+            href=alt.Href("link:N"),
             tooltip=tooltip,
         )
-        .properties(width=WIDTH, height=alt.Step(18))
+        .transform_filter("datum.study == study")
+        .add_params(study)
+        .properties(width=WIDTH, height=alt.Step(9))
     )
     return _spec(chart, rows)
 

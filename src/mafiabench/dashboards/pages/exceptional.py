@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import Marts
-from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.data import Marts, studies_by_size
+from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.page_registry import Context, register
 
 RULE_TEXT = {
@@ -17,7 +19,7 @@ RULE_TEXT = {
     "rare_level1_failure": "a Level-1 failure by a model that almost never fails it",
     "rare_level2_failure": "a Level-2 failure by a model that almost never fails it",
 }
-CHART_ROWS = 40
+CHART_CELLS = 25  # per study: the cells with the most flagged games
 
 
 def linked_games(m: Marts, limit: int) -> list[str]:
@@ -26,6 +28,29 @@ def linked_games(m: Marts, limit: int) -> list[str]:
         return []
     rows = m.rows("select game_id from mart_exceptional_games order by surprise desc, game_id, rule limit ?", [limit])
     return list(dict.fromkeys(r["game_id"] for r in rows))
+
+
+def flagged_cells(m: Marts) -> tuple[list[dict[str, Any]], bool]:
+    """Per (study, cell, rule): the games flagged, with the link to exactly them; only each study's CHART_CELLS cells
+    with the most flagged games (and whether some cell was left out)."""
+    rows = m.rows(
+        """with counted as (
+               select study, cell, rule, count(distinct game_id) as games, count(*) as flags,
+                      max(surprise) as max_surprise
+               from mart_exceptional_games group by study, cell, rule
+           ),
+           cells as (
+               select study, cell, count(distinct game_id) as cell_games,
+                      row_number() over (partition by study order by count(distinct game_id) desc, cell) as place
+               from mart_exceptional_games group by study, cell
+           )
+           select c.*, k.cell_games, k.place from counted as c inner join cells as k using (study, cell)
+           order by study, place, rule"""
+    )
+    for r in rows:
+        r["link"] = games_url(study=r["study"], cell=r["cell"], rule=r["rule"])
+    shown = [r for r in rows if r["place"] <= CHART_CELLS]
+    return shown, len(shown) < len(rows)
 
 
 @register(
@@ -53,12 +78,15 @@ def build(ctx: Context) -> Page:
     )
     for r in by_rule:
         r["meaning"] = RULE_TEXT.get(r["rule"], "")
-    chart_rows = [{**r, "href": ctx.transcripts.get(r["game_id"])} for r in rows[:CHART_ROWS]]
+    chart_rows, capped = flagged_cells(m)
     if chart_rows:
+        studies = studies_by_size(m, "mart_exceptional_games")
+        most = f"the {CHART_CELLS} cells with the most flagged games of each study" if capped else \
+            "every cell with a flagged game"
         page.add_chart(
-            "surprise",
-            charts.surprise_chart(chart_rows),
-            f"The {len(chart_rows)} most surprising flags (click to read the game).",
+            "flagged",
+            charts.exceptional_chart(chart_rows, studies=studies),
+            f"Flagged games per cell and rule ({most}); click a bar for exactly those games.",
         )
     for i, r in enumerate(rows, start=1):
         r["rank"] = i

@@ -80,8 +80,17 @@ def build_index(ctx: Context) -> Page:
             {"ids": ids},
         ):
             bars.setdefault(r["game_id"], []).extend(r["keys"] or [])
+    rules: dict[str, list[str]] = {}
+    if ids and m.has("mart_exceptional_games"):  # the exceptional-games chart's bars: a cell's games flagged by a rule
+        for r in m.rows(
+            """select game_id, list(distinct rule order by rule) as rules from mart_exceptional_games
+               where game_id in (select unnest($ids)) group by game_id""",
+            {"ids": ids},
+        ):
+            rules[r["game_id"]] = list(r["rules"] or [])
     for g in games:
         gid = g["game_id"]
+        g["rules"] = rules.get(gid, [])
         g["roles"] = roles.get(gid, {})
         g["models"] = sorted({mod for mods in g["roles"].values() for mod in mods})
         g["bars"] = bars.get(gid, [])
