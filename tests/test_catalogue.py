@@ -157,3 +157,32 @@ def test_the_key_hashes_every_stage_a_build_may_import() -> None:
     assert {"prices.toml", "prices.py", "warehouse/raw.py", "transform/python_models.py",
             "transform/sql/dbt_project.yml"} <= files
     assert not any(f.startswith(("dashboards/", "commands/", "study/")) for f in files)
+
+
+def test_the_scratch_build_folder_is_removed_and_a_killed_ones_swept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scratch warehouse's folder was a nameless TemporaryDirectory, left for good when a catalogue was killed
+    (issue 31 item 12): it is named after its process (mafiabench.scratch), so the next catalogue sweeps it."""
+    import subprocess
+    import tempfile
+
+    from mafiabench.transform import marts
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    killed = tmp_path / f"mafiabench-catalogue-{gone.pid}-left"
+    killed.mkdir()
+    (killed / "catalogue.duckdb").write_text("half")
+    seen: list[Path] = []
+
+    def stop(con, **_: object) -> None:  # type: ignore[no-untyped-def]
+        seen.extend(tmp_path.glob("mafiabench-catalogue-*"))
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(marts, "build_models", stop)
+    with pytest.raises(RuntimeError, match="stopped"):
+        catalogue.build_facts(dbt_runner.resolve_project(), [])
+    assert len(seen) == 1 and seen[0] != killed  # the killed one was swept before ours was made
+    assert not list(tmp_path.glob("mafiabench-catalogue-*"))  # ours is removed at the end of the build

@@ -13,6 +13,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 _mine: list[Path] = []
@@ -27,6 +29,18 @@ def make(kind: str) -> Path:
         atexit.register(remove_all)
     _mine.append(path)
     return path
+
+
+@contextmanager
+def folder(kind: str) -> Iterator[Path]:
+    """`make(kind)` for the duration of a `with` block: removed at its end (and, like any, at exit or by a sweep)."""
+    path = make(kind)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        if path in _mine:
+            _mine.remove(path)
 
 
 def remove_all() -> None:

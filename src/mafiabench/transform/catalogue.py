@@ -15,13 +15,13 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml  # type: ignore[import-untyped]
 
+from mafiabench import scratch
 from mafiabench.transform import LAYERS, dbt_runner
 
 if TYPE_CHECKING:  # imported by the build only: a cached run needs neither DuckDB nor the build's modules
@@ -154,8 +154,9 @@ def build_facts(project: Path, names: list[str]) -> dict[str, Any]:
     from mafiabench.warehouse.builds import ensure_build_tables
     from mafiabench.warehouse.raw import connect
 
-    with tempfile.TemporaryDirectory(prefix="mafiabench-catalogue-") as tmp:
-        con = connect(Path(tmp) / "catalogue.duckdb")
+    # A folder named after this process (mafiabench.scratch): one a killed catalogue left is swept by the next.
+    with scratch.folder("catalogue") as tmp:
+        con = connect(tmp / "catalogue.duckdb")
         try:
             build_models(con, sql_dir=project)
             ensure_build_tables(con)
