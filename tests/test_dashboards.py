@@ -445,6 +445,19 @@ def test_an_empty_section_says_why() -> None:
            "memories (10,340).</span>" in html
 
 
+@pytest.mark.parametrize("name", ["strategema.html", "detector.html"])
+def test_a_page_without_its_games_says_why_once_and_shows_no_empty_section(site: Path, name: str) -> None:
+    """On a warehouse without multi-night games (or detections) every section of the Strategema (or detector) page
+    was empty, each repeating one sentence about the warehouse (issue 31 item 7). The shared study is Mini-Mafia
+    only: the page says once, at the top, why it is empty and what the warehouse holds, and shows no section."""
+    html = (site / name).read_text(encoding="utf-8")
+    main = html[html.index("<main"):html.index("</main>")]
+    assert main.count('class="empty') == 1, main
+    assert re.search(r'<p class="empty why-empty">[^<]*\(76 games, all mini-mafia\)', main), main
+    assert "all scored" not in main  # the warehouse status each empty section repeated
+    assert "<h2" not in main and "<h3" not in main and "<table" not in main and 'class="vis"' not in main
+
+
 def test_win_rates_chart_keeps_the_group_name_and_the_bar_length_apart() -> None:
     """The win-rates chart once wrote each bar's length into `value`, the field that also holds the group name
     (a cell): the y axis mixed numbers with cell names, bars ran past 100% and the PNG came out 14,570 px wide."""

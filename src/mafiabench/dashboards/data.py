@@ -72,6 +72,20 @@ def options(values: Iterable[Any]) -> list[Any]:
     return [v for v in dict.fromkeys(values) if v is not None]
 
 
+def games_by_variant(m: Marts) -> str:
+    """What the warehouse's games are, for a page that has none of its own: "76 games, all mini-mafia", "553 games:
+    540 mini-mafia, 13 async", or "no game at all"."""
+    if not m.has("fct_games"):
+        return "no game at all"
+    counts = m.rows("select variant, count(*) as n from fct_games group by variant order by n desc, variant")
+    total = sum(int(r["n"]) for r in counts)
+    if not total:
+        return "no game at all"
+    if len(counts) == 1:
+        return f"{total:,} game{'s' if total != 1 else ''}, all {counts[0]['variant']}"
+    return f"{total:,} games: " + ", ".join(f"{int(r['n']):,} {r['variant']}" for r in counts)
+
+
 def studies_by_size(m: Marts, table_name: str, study_col: str = "study") -> list[str]:
     """The studies of a mart, largest first (the first is a chart's default selection)."""
     rows = m.rows(f"select {study_col} as s, count(*) as c from {table_name} group by 1 order by 2 desc, 1")

@@ -13,7 +13,7 @@ from typing import Any
 import altair as alt
 
 from mafiabench.dashboards.charts import DATA, WIDTH, _dropdown, _spec
-from mafiabench.dashboards.data import Marts
+from mafiabench.dashboards.data import Marts, games_by_variant
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 from mafiabench.dashboards.pages.transcripts import transcript_path
@@ -152,8 +152,16 @@ def profile_rows(m: Marts, sources: list[str]) -> list[dict[str, Any]] | None:
 def build(ctx: Context) -> Page:
     m = ctx.marts
     page = Page(PATH, "Mafia Detector: LLM games, human games and the random baseline", "detector.html.j2",
-                {"available": m.has("mart_detector_accuracy", "mart_detections")})
+                {"available": m.has("mart_detector_accuracy", "mart_detections"), "why_empty": None})
     if not page.data["available"]:
+        return page
+    if not m.scalar("select count(*) from mart_detections"):
+        # Every section would be empty, each repeating what the warehouse holds: say why once, show none of them.
+        page.data["why_empty"] = (
+            f"No detection has been landed in this warehouse ({games_by_variant(m)}), so there is nothing to show "
+            "here yet: run mafiabench detect (or an experiment with a [detector] section, e.g. "
+            "experiments/hidden_in_plain_text_offline.toml), then mafiabench build."
+        )
         return page
     rows = m.rows(
         """select * from mart_detector_accuracy

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import protocol_cards
+from mafiabench.dashboards.data import games_by_variant, protocol_cards
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -135,7 +135,16 @@ def slug(study: str, taken: set[str]) -> str:
 )
 def build(ctx: Context) -> Page:
     m = ctx.marts
-    page = Page("strategema.html", "Multi-night belief protocol (Strategema tables)", "strategema.html.j2")
+    page = Page("strategema.html", "Multi-night belief protocol (Strategema tables)", "strategema.html.j2",
+                {"why_empty": None})
+    if m.has("fct_games") and not m.scalar("select count(*) from fct_games where variant = 'classic'"):
+        # Every section would be empty, each repeating what the warehouse holds: say why once, show none of them.
+        page.data["why_empty"] = (
+            f"This warehouse holds no multi-night (classic) game ({games_by_variant(m)}), so there is nothing to "
+            "tabulate here yet: play the belief protocol (offline: mafiabench run "
+            "experiments/strategema_offline.toml --publish) or point the dashboards at a warehouse that has."
+        )
+        return page
     configs = None
     if m.has("mart_classic_configurations"):
         configs = m.rows(
