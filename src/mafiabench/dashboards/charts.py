@@ -467,9 +467,10 @@ def _rate_interval_chart(
 
 
 def reasoning_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
+    """Per row's `model_label`: the model, with its prompt version where its variant was played under several."""
     return _rate_interval_chart(
         rows,
-        y="model",
+        y="model_label",
         y_title="model",
         x_title="failure rate",
         column="level_label",
@@ -486,9 +487,10 @@ def _zoomed_top(rows: Rows) -> float:
 
 
 def format_failure_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
+    """Per row's `model_label`, as `reasoning_chart`."""
     return _rate_interval_chart(
         rows,
-        y="model",
+        y="model_label",
         y_title="model",
         x_title="format-failure rate",
         column="action",

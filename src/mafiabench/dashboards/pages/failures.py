@@ -11,6 +11,18 @@ from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.page_registry import Context, register
 
 
+def label_models(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each row's `model_label`: the model, and beside it the prompt version where the row's variant was played
+    under several (a prompt ablation, `v4.1-full` against `v4.1-condensed`: each version is its own experiment)."""
+    versions: dict[Any, set[Any]] = {}
+    for r in rows:
+        versions.setdefault(r.get("variant"), set()).add(r.get("prompt_version"))
+    for r in rows:
+        several = len(versions[r.get("variant")]) > 1
+        r["model_label"] = f"{r.get('model')} · {r.get('prompt_version')}" if several else r.get("model")
+    return rows
+
+
 def _role_key(row: dict[str, Any]) -> str:
     """Filter the games list by the model in this row's role, or by the model anywhere when the role is unknown."""
     role = str(row.get("role") or "")
@@ -20,7 +32,7 @@ def _role_key(row: dict[str, Any]) -> str:
 @register(
     "failures.html",
     "Failures",
-    "Reasoning failures (Level 1 and 2) and format failures by model.",
+    "Reasoning failures (Level 1 and 2) and format failures by model (and prompt version).",
     order=50,
 )
 def build(ctx: Context) -> Page:
@@ -28,7 +40,9 @@ def build(ctx: Context) -> Page:
     page = Page("failures.html", "Reasoning and format failures", "failures.html.j2")
     reasoning = formats = fallback_overall = None
     if m.has("mart_reasoning_failures"):
-        reasoning = m.rows("select * from mart_reasoning_failures order by variant, level, model")
+        reasoning = label_models(
+            m.rows("select * from mart_reasoning_failures order by variant, level, model, prompt_version")
+        )
         for r in reasoning:
             r["n"], r["k"] = r.get("n_opportunities"), r.get("n_failures")
             r["level_label"] = f"Level {r['level']} ({r.get('role') or ''})"
@@ -40,7 +54,9 @@ def build(ctx: Context) -> Page:
                 "Reasoning-failure rate per model.",
             )
     if m.has("mart_format_failures"):
-        formats = m.rows("select * from mart_format_failures order by variant, model, role, action")
+        formats = label_models(
+            m.rows("select * from mart_format_failures order by variant, model, prompt_version, role, action")
+        )
         for r in formats:
             r["n"], r["k"] = r.get("n_decisions"), r.get("n_format_failures")
             r["link"] = games_url({_role_key(r): r.get("model")}, flag="format failure")

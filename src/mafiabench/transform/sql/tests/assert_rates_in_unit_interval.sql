@@ -8,10 +8,11 @@ with rates as (
         laplace_mean, wilson_low, wilson_high, rate
     from {{ ref('mart_capability_win_rates') }}
     union all
-    select 'mart_reasoning_failures', variant || '/L' || level || '/' || model, laplace_mean, wilson_low, wilson_high, rate
+    select 'mart_reasoning_failures', variant || '/' || prompt_version || '/L' || level || '/' || model,
+        laplace_mean, wilson_low, wilson_high, rate
     from {{ ref('mart_reasoning_failures') }}
     union all
-    select 'mart_format_failures', variant || '/' || model || '/' || role || '/' || action,
+    select 'mart_format_failures', variant || '/' || prompt_version || '/' || model || '/' || role || '/' || action,
         laplace_mean, wilson_low, wilson_high, rate
     from {{ ref('mart_format_failures') }}
 )

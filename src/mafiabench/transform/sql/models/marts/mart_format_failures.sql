@@ -1,5 +1,6 @@
 with decisions as (
-    select d.*, g.variant
+    -- Each prompt version is its own experiment (a prompt ablation plays one variant under two): never pooled.
+    select d.*, g.variant, coalesce(g.prompt_version, '(none)') as prompt_version
     from {{ ref('int_decisions') }} as d
     inner join {{ ref('stg_games') }} as g on g.game_id = d.game_id
 ),
@@ -7,6 +8,7 @@ with decisions as (
 counted as (
     select
         variant,
+        prompt_version,
         coalesce(model, '(unknown)') as model,
         coalesce(role, '(unknown)') as role,
         action,
@@ -19,6 +21,7 @@ counted as (
 final as (
     select
         variant,
+        prompt_version,
         model,
         role,
         action,

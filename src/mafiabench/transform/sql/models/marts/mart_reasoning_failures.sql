@@ -1,10 +1,14 @@
 with opportunities as (
-    select * from {{ ref('int_reasoning_opportunities') }}
+    -- Each prompt version is its own experiment (a prompt ablation plays one variant under two): never pooled.
+    select o.*, coalesce(g.prompt_version, '(none)') as prompt_version
+    from {{ ref('int_reasoning_opportunities') }} as o
+    inner join {{ ref('stg_games') }} as g on g.game_id = o.game_id
 ),
 
 counted as (
     select
         variant,
+        prompt_version,
         level,
         model,
         any_value(voter_role) as role,
@@ -13,12 +17,13 @@ counted as (
         count(*) filter (where failed and random_fallback) as k_random_fallback,
         count(distinct game_id) as n_games
     from opportunities
-    group by variant, level, model
+    group by variant, prompt_version, level, model
 ),
 
 final as (
     select
         variant,
+        prompt_version,
         level,
         model,
         role,
