@@ -44,6 +44,26 @@ def test_an_unknown_key_in_a_cell_names_file_cell_and_key(tmp_path: Path, agents
         assert fragment in message, message
 
 
+@pytest.mark.parametrize(("cell", "expected"), [
+    ('agents = { default = "policy/random", mafioso = "fakex/alpha" }',
+     "agents.mafioso: agent 'fakex/alpha': unknown provider 'fakex'"),
+    ('agents = { default = "policy/random" }\nrules = { discussion_rounds = "two" }',
+     "rules.discussion_rounds = 'two': Input should be a valid integer"),
+])
+def test_a_bad_provider_or_rule_in_a_cell_names_file_cell_and_key_and_no_other_cell(
+    tmp_path: Path, cell: str, expected: str
+) -> None:
+    """Deliver 6 of issue 31, errors inside cells name file, cell and key: an unknown provider named neither the cell
+    nor the key, and both errors printed the whole list of cells (`field 'cells' = [{...}, {...}]`)."""
+    path = tmp_path / "exp.toml"
+    path.write_text('name = "x"\n[[cells]]\nname = "other"\nagents = { default = "policy/informed" }\n'
+                    f'[[cells]]\nname = "bad-cell"\n{cell}\n')
+    with pytest.raises(UserError) as info:
+        load_experiment(path)
+    assert str(info.value).startswith(f"{path}: cells[1] (cell 'bad-cell'): {expected}"), str(info.value)
+    assert "policy/informed" not in str(info.value)  # the other cell is not printed
+
+
 @pytest.mark.parametrize(("agents", "head"), [
     ('mafioso = "policy/random", villager = "policy/random", detective = "policy/random"', ""),
     ('bystander = "policy/random", Diana = "policy/informed", default = "policy/random"', ""),  # villager's alias

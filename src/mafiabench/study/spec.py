@@ -442,19 +442,12 @@ class Experiment(BaseModel):
 
     @field_validator("cells")
     @classmethod
-    def _cells(cls, v: list[CellSpec], info: ValidationInfo) -> list[CellSpec]:
+    def _cells(cls, v: list[CellSpec]) -> list[CellSpec]:
         names = [c.name for c in v]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"cell names must be unique; repeated: {dupes}")
-        for c in v:
-            if "variant" in info.data and "rules" in info.data:
-                try:
-                    _check_rules(info.data["variant"], {**info.data["rules"], **c.rules})
-                except ValueError as exc:
-                    raise ValueError(f"cell {c.name!r}: {exc}") from None
-            _check_providers(c.agents.values(), info)
-        return v
+        return v  # each cell's rules and agents are checked with the whole experiment (_cell_checks)
 
     @field_validator("design")
     @classmethod
@@ -475,10 +468,20 @@ class Experiment(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _agent_keys(self) -> Experiment:
-        """A cell's agents name roles and players of the games it plays (its rules: the experiment's and its own)."""
+    def _cell_checks(self) -> Experiment:
+        """A cell's rules (the experiment's and its own) are the variant's, its agents' providers are built in or
+        declared, and its agents name roles and players of the games it plays. An error names the cell and the key
+        (issue 31 item 6: raised from the `cells` field, a bad rule or provider printed the whole list of cells,
+        and an unknown provider named neither the cell nor the key)."""
+        declared = self.endpoints
         for i, c in enumerate(self.cells):
             try:
+                _check_rules(self.variant, {**self.rules, **c.rules}, prefix="rules.")
+                for key, spec in c.agents.items():
+                    try:
+                        check_provider(spec, declared)
+                    except ValueError as exc:
+                        raise ValueError(f"agents.{key}: {exc}") from None
                 check_agent_keys(c.agents, self.variant, {**self.rules, **c.rules})
             except ValueError as exc:
                 raise ValueError(f"cells[{i}] (cell {c.name!r}): {exc}") from None
@@ -594,11 +597,12 @@ class Experiment(BaseModel):
         return None if self.detector is None else self.detector.spec(self.name)
 
 
-def _check_rules(variant: str, rules: dict[str, Any]) -> None:
+def _check_rules(variant: str, rules: dict[str, Any], prefix: str = "") -> None:
     try:
         rules_for(variant, rules)
     except ValidationError as exc:
-        detail = "; ".join(f"{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}" for e in exc.errors())
+        detail = "; ".join(f"{prefix}{'.'.join(map(str, e['loc']))} = {e.get('input')!r}: {e['msg']}"
+                           for e in exc.errors())
         raise ValueError(detail) from None
 
 
