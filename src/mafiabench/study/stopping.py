@@ -26,9 +26,10 @@ the same look on the same games: a kill never adds a look.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def _beta() -> Any:
@@ -141,6 +142,8 @@ def evaluate(rule: Rule, cell: str, games: int, n: int, k: int) -> CellLook:
 
 def _intervals(n: int, level: float) -> tuple[Any, Any]:
     """Clopper-Pearson bounds for every k = 0..n at once (arrays indexed by k)."""
+    import numpy as np  # here, not at the top: a run without [stopping] imports this module and never needs numpy
+
     k = np.arange(n + 1)
     a = 1.0 - level
     lower = np.where(k == 0, 0.0, _beta().ppf(a / 2, np.maximum(k, 1), n - k + 1))
@@ -154,6 +157,8 @@ def simulate_coverage(
     """Play the rule `reps` times on a cell whose games are Bernoulli(p): (coverage of the stopping interval, mean
     games played, share stopped for width). `bonferroni=False` uses the plain level at every look (what the rule
     avoids), for comparison."""
+    import numpy as np
+
     level = rule.level_per_look if bonferroni else rule.confidence
     marks = rule.looks
     wins = (rng.random((reps, marks[-1])) < p).cumsum(axis=1)

@@ -25,7 +25,6 @@ from typing import Any
 
 import duckdb
 import orjson
-import pyarrow as pa
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, encode_record, record_from_line, write_bytes_atomic
@@ -363,6 +362,13 @@ SIDECAR_GROUP_FILES = 2_000
 SIDECAR_GROUP_BYTES = 256 * 1024 * 1024
 
 
+def _arrow_error() -> type[Exception]:
+    """pyarrow's error class (imported here: a run with nothing to land never loads pyarrow)."""
+    import pyarrow as pa
+
+    return pa.ArrowException
+
+
 def _land_group(con: duckdb.DuckDBPyConnection, group: list[Sidecar], experiment: str) -> LoadResult:
     """Land consecutive shards from their checked sidecars: one `insert ... select from read_parquet([...])` per raw
     table for all shards whose games are new (in no other shard of the group and not in the warehouse), in one
@@ -398,7 +404,7 @@ def _land_group(con: duckdb.DuckDBPyConnection, group: list[Sidecar], experiment
         try:
             batch = side.read()
             via_sidecar = True
-        except (OSError, ValueError, KeyError, pa.ArrowException):
+        except (OSError, ValueError, KeyError, _arrow_error()):
             batch = FlatBatch.read(side.lines_path)
             via_sidecar = False
         try:

@@ -19,8 +19,6 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 import orjson
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, dumps, encode_record
@@ -28,6 +26,10 @@ from mafiabench.redact import scrub_json, scrub_obj
 
 if TYPE_CHECKING:
     import polars as pl
+    import pyarrow as pa
+
+# pyarrow (with numpy, about 0.15 s of CPU) is imported where rows are flattened or landed, not with this module: a
+# run with nothing to play never loads it (issue 31 item 2).
 
 DEFAULT_WAREHOUSE = Path("warehouse") / "mafiabench.duckdb"
 
@@ -428,6 +430,8 @@ def load_flat(
     frames = batch.frames
     if len(keep) < len(batch):  # some skipped, or a game twice (its first record is the one landed)
         frames = _keep(frames, keep)
+    import pyarrow as pa
+
     now = pa.array([datetime.now(UTC).replace(tzinfo=None)], pa.timestamp("us"))
     games = frames["raw_games"]
     games = games.set_column(
@@ -465,6 +469,9 @@ def load_flat(
 
 def _keep(frames: dict[str, pa.Table], records: list[int]) -> dict[str, pa.Table]:
     """The rows of the given records only (by the `_record` column `flatten_encoded` adds)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     wanted = pa.array(records, pa.int32())
     return {t: f.filter(pc.is_in(f.column(RECORD_COLUMN), value_set=wanted)) for t, f in frames.items()}
 
@@ -659,6 +666,8 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
                 float(prob), e.get("random_fallback"), None if p_mafia is None else float(p_mafia),
             ))
             records["raw_beliefs"].append(ev_rec[k])
+    import pyarrow as pa
+
     out = {}
     for t in GRAIN_TABLES:
         names = _columns(t)
@@ -709,16 +718,22 @@ _EVENT_FIELDS = (
     "truncated", "tie_break",
 )
 _EVENT_GET = operator.itemgetter(*_EVENT_FIELDS)
-_ARROW_TYPES = {
-    "VARCHAR": pa.string(),
-    "INTEGER": pa.int32(),
-    "BIGINT": pa.int64(),
-    "UBIGINT": pa.uint64(),
-    "DOUBLE": pa.float64(),
-    "BOOLEAN": pa.bool_(),
-    "TIMESTAMP": pa.timestamp("us"),
-    "VARCHAR[]": pa.list_(pa.string()),
-}
+
+
+@functools.cache
+def _arrow_types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    return {
+        "VARCHAR": pa.string(),
+        "INTEGER": pa.int32(),
+        "BIGINT": pa.int64(),
+        "UBIGINT": pa.uint64(),
+        "DOUBLE": pa.float64(),
+        "BOOLEAN": pa.bool_(),
+        "TIMESTAMP": pa.timestamp("us"),
+        "VARCHAR[]": pa.list_(pa.string()),
+    }
 
 
 def _columns(table: str) -> list[str]:
@@ -739,7 +754,10 @@ def arrow_schema(table: str) -> pa.Schema:
 
 @functools.cache
 def _arrow_schema(table: str) -> pa.Schema:
-    fields = [(c.split()[0], _ARROW_TYPES[c.split()[1]]) for c in RAW_SCHEMA[table].split(",")]
+    import pyarrow as pa
+
+    types = _arrow_types()
+    fields = [(c.split()[0], types[c.split()[1]]) for c in RAW_SCHEMA[table].split(",")]
     return pa.schema([*fields, (RECORD_COLUMN, pa.int32())])
 
 

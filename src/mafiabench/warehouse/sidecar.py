@@ -34,9 +34,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA, FlatBatch, arrow_schema
 
 log = logging.getLogger(__name__)
@@ -109,6 +106,9 @@ def write_sidecar(lines_path: Path, lines: Sequence[bytes], batch: FlatBatch) ->
                 frame = arrow_schema(table).empty_table()
             frame = frame.replace_schema_metadata({"mafiabench": json.dumps({**meta, "table": table})})
             name = f"{table}.parquet"
+            import pyarrow as pa  # imported by the first shard written, not by a run with nothing to play
+            import pyarrow.parquet as pq
+
             sink = pa.BufferOutputStream()
             pq.write_table(frame, sink, compression=COMPRESSION, write_statistics=False)  # nothing filters on them
             buf = sink.getvalue()
@@ -145,6 +145,8 @@ class Sidecar:
 
     def read(self) -> FlatBatch:
         """The shard's records as a FlatBatch (for the lander's one-file path), read with pyarrow."""
+        import pyarrow.parquet as pq
+
         frames = {}
         for table, path in self.tables.items():
             frame = pq.read_table(path)
