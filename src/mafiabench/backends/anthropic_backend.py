@@ -11,13 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import anthropic
-
 from .backend import EndpointConfig, GenerateSettings, Message, register_provider, require_key
 from .retry import count
 from .sdk_backend import Reply, SDKApi, SDKBackend, closer, map_sdk_error
 
-API = SDKApi(anthropic, anthropic.AsyncAnthropic, anthropic.AnthropicError, "/v1/messages")
+API = SDKApi("anthropic", "AsyncAnthropic", "AnthropicError", "/v1/messages")  # the SDK is imported on first use
 _CLIENTS = API.clients
 DEFAULT_MAX_TOKENS = 1024
 # Anthropic accepts at most four cache breakpoints per request; the last ones cover the longest prefixes.
@@ -27,7 +25,7 @@ _EPHEMERAL = {"type": "ephemeral"}
 
 def map_anthropic_error(exc: Exception) -> Exception:
     """An anthropic SDK exception as the `TransientError`/`BackendError` our retry loop understands."""
-    return map_sdk_error(anthropic, exc)
+    return map_sdk_error(API.sdk, exc)
 
 
 def _content(message: Message, cached: bool) -> str | list[dict[str, Any]]:

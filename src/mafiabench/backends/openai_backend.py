@@ -9,19 +9,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import openai
-
 from .backend import ConfigError, EndpointConfig, GenerateSettings, Message, register_provider, require_key
 from .retry import count
 from .sdk_backend import Reply, SDKApi, SDKBackend, closer, map_sdk_error
 
-API = SDKApi(openai, openai.AsyncOpenAI, openai.OpenAIError, "/chat/completions")
+API = SDKApi("openai", "AsyncOpenAI", "OpenAIError", "/chat/completions")  # the SDK is imported on first use
 _CLIENTS = API.clients
 
 
 def map_openai_error(exc: Exception) -> Exception:
     """An openai SDK exception as the `TransientError`/`BackendError` our retry loop understands."""
-    return map_sdk_error(openai, exc)
+    return map_sdk_error(API.sdk, exc)
 
 
 def read_completion(body: dict[str, Any]) -> tuple[str, str | None, int, int, int]:
