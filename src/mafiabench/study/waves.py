@@ -94,7 +94,8 @@ class WaveScheduler(ShardPlayer, abc.ABC):
         the summary; the others go on."""
         play_fn: PlayFn[S] = play or _play_with_local_retries
         land_fn: LandFn[S] = land or _land_direct
-        await self._start_game_workers()
+        if self.shards.count or self.rule is not None or shards is not None:  # none for a plan with nothing to play
+            await self._start_game_workers()
         t0 = time.perf_counter()
         results: list[ShardResult] = []
         # calls over HTTP allocate much and briefly: a lean collector while they run (workers.lean_gc)
