@@ -152,3 +152,39 @@ def test_workers_stop_together(tmp_path: Path) -> None:
     assert told_first == [True, True]
     assert all(p.exitcode == 0 for p in processes), [p.exitcode for p in processes]
     assert took < 5.0, took
+
+
+PLAN_EARLY = textwrap.dedent(
+    """
+    import json, sys
+    from mafiabench.study.run import plan_before_flow, take_planned
+    from mafiabench.study.spec import parse_experiment
+
+    if __name__ == "__main__":
+        spec = json.loads(sys.argv[1])
+        exp = parse_experiment(spec, "<test>")
+        study = plan_before_flow(exp, ("e.toml", None))
+        workers = [w for w in study._workers._workers if w is not None] if study._workers else []
+        out = {"to_play": study.summary.games_to_play, "spawned": sum(w.process.is_alive() for w in workers),
+               "prefect": "prefect" in sys.modules, "taken": take_planned(("e.toml", None)) is study}
+        study.__exit__(None, None, None)
+        study.__exit__(None, None, None)  # twice: harmless (the command closes what the flow may have closed)
+        spec["concurrency"]["processes"] = 1
+        out["one_process"] = plan_before_flow(parse_experiment(spec, "<test>"), ("e.toml", None)) is None
+        print(json.dumps(out))
+    """
+)
+
+
+def test_workers_are_spawned_before_prefect_is_imported(tmp_path: Path) -> None:
+    """`mafiabench run` plans a study played in worker processes before importing Prefect and spawns its workers
+    then, so that they start while Prefect is imported; the flow takes the opened study over."""
+    script = tmp_path / "plan.py"
+    script.write_text(PLAN_EARLY)
+    spec = _http_experiment(tmp_path, "http://127.0.0.1:9/v1", processes=2)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, str(script), json.dumps(spec)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out == {"to_play": 6, "spawned": 2, "prefect": False, "taken": True, "one_process": True}, out

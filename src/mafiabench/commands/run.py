@@ -167,21 +167,53 @@ def _run(
             print(publishing.build(Path(summary.warehouse)).summary())
             print(publishing.render(Path(summary.warehouse), dashboards, force=force).summary())
     else:
-        prefect_settings()
-        module = flow_module()
+        from mafiabench.study.run import plan_before_flow, take_planned
+
+        prefect_settings()  # first: the shared server's lease, before anything that takes time (it stops when idle)
+        # A study played in worker processes is planned now and its workers spawned, so that they start while
+        # Prefect is imported (the flow takes the study over); others are planned in the flow.
+        key = (str(experiment), None if warehouse is None else str(warehouse))
+        early = plan_before_flow(exp, key, warehouse=warehouse, progress=progress,
+                                 dask=None if exp.cluster is None else exp.cluster.dask, started=process_started())
         try:
-            summary = interrupt.run(
-                module.study_flow(
-                    experiment_path=str(experiment),
-                    warehouse=None if warehouse is None else str(warehouse),
-                    progress=progress,
-                    publish=publish,
-                    dashboards=None if dashboards is None else str(dashboards),
-                    force=force,
-                    dask=None if exp.cluster is None else exp.cluster.dask,
-                    started=process_started(),
-                )
+            summary = _flow(experiment, exp, progress, interrupt, warehouse=warehouse, publish=publish,
+                            dashboards=dashboards, force=force)
+        finally:
+            if early is not None:  # the flow closed it, unless it never ran
+                take_planned(key)
+                early.__exit__(None, None, None)
+    return summary
+
+
+def _flow(
+    experiment: Path,
+    exp: Any,
+    progress: bool | None,
+    interrupt: Interrupt,
+    *,
+    warehouse: Path | None,
+    publish: bool,
+    dashboards: Path | None,
+    force: bool,
+) -> Any:
+    """The study flow through Prefect (imported here, after any early plan)."""
+    from mafiabench.study.summary import RunSummary
+
+    summary: RunSummary
+    module = flow_module()
+    try:
+        summary = interrupt.run(
+            module.study_flow(
+                experiment_path=str(experiment),
+                warehouse=None if warehouse is None else str(warehouse),
+                progress=progress,
+                publish=publish,
+                dashboards=None if dashboards is None else str(dashboards),
+                force=force,
+                dask=None if exp.cluster is None else exp.cluster.dask,
+                started=process_started(),
             )
-        except module.StudyIncomplete as exc:
-            summary = exc.summary
+        )
+    except module.StudyIncomplete as exc:
+        summary = exc.summary
     return summary

@@ -28,7 +28,7 @@ from mafiabench.detect.detection_runs import DetectReport
 from mafiabench.flows.tasks import build_marts, detect_games, import_dataset, render_dashboards
 from mafiabench.redact import install_log_scrubber
 from mafiabench.study.plan import Shard, ShardResult, is_infrastructure_fault
-from mafiabench.study.run import Study
+from mafiabench.study.run import Study, take_planned
 from mafiabench.study.spec import load_experiment
 from mafiabench.study.summary import RunSummary
 
@@ -103,9 +103,11 @@ async def study_flow(
     install_log_scrubber()  # no known secret in a log line (Prefect stores them in its database)
     logger = get_run_logger()
     experiment = load_experiment(experiment_path)
-    with Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress, dask=dask,
-               started=started) as study:
-        shards = study.prepare()  # expand the design, load landed raw files, skip landed games
+    planned = take_planned((experiment_path, warehouse))  # `mafiabench run` planned it before importing Prefect
+    with planned or Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress, dask=dask,
+                          started=started) as study:
+        # expand the design, load landed raw files, skip landed games (done already for a study planned early)
+        shards = study.shards if planned is not None else study.prepare()
         s = study.summary
         logger.info(
             "%s: %s games planned, %s already landed, %s loaded from the raw folder, %s to play in %s shard(s)",

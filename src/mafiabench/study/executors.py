@@ -291,11 +291,24 @@ class ShardPlayer:
         if self._bar is not None:
             self._bar.advance(failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
 
+    def uses_game_workers(self) -> bool:
+        """Whether games are played one at a time in worker processes (policy shards go whole to shard workers
+        instead, and a Dask cluster has its own)."""
+        return self.processes > 1 and self.shard_processes == 1 and not self.policy_only and self.dask_address is None
+
+    def spawn_game_workers(self) -> None:
+        """Spawn the game workers now, without waiting for them: they start and import their SDKs while this process
+        goes on (`mafiabench run` imports Prefect meanwhile); `_start_game_workers` waits for them."""
+        if self.uses_game_workers() and self._workers is None:
+            self._workers = WorkerPool(self._worker_config(self.processes))
+            self._workers.spawn()
+
     async def _start_game_workers(self) -> None:
         """Worker processes spawned and their SDKs imported before the first game, not while games wait for them
         (policy shards go whole to shard workers instead: these would sit idle)."""
-        if self.processes > 1 and self.shard_processes == 1 and self.dask_address is None and self._workers is None:
-            self._workers = WorkerPool(self._worker_config(self.processes))
+        if self.uses_game_workers():
+            if self._workers is None:
+                self._workers = WorkerPool(self._worker_config(self.processes))
             await asyncio.to_thread(self._workers.start)
 
     async def _stop_executors(self) -> None:

@@ -127,6 +127,8 @@ class Study(WaveScheduler):
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def __enter__(self) -> Study:
+        if self._open:  # opened and planned before the flow (`plan_before_flow`): the flow's `with` takes it over
+            return self
         self._lock_cm = landing.warehouse_lock(self.warehouse, what=f"mafiabench run {self.exp.name}")
         self._lock_cm.__enter__()
         self._open = True
@@ -141,6 +143,8 @@ class Study(WaveScheduler):
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if not self._open:  # closed already (the flow closed a study planned before it)
+            return
         try:
             self._close_workers()
             if self._bar is not None:
@@ -299,6 +303,44 @@ class Study(WaveScheduler):
     def artifact_key(self) -> str:
         """A Prefect artifact key (lowercase letters, digits, dashes)."""
         return ("mafiabench-run-" + slug(self.exp.name).lower().replace(".", "-").replace("_", "-"))[:100]
+
+
+# Studies opened and planned by `mafiabench run` before Prefect is imported, for the study flow to take over.
+_PLANNED: dict[tuple[str, str | None], Study] = {}
+
+
+def plan_before_flow(
+    experiment: Experiment,
+    key: tuple[str, str | None],
+    *,
+    warehouse: str | Path | None = None,
+    progress: bool | None = None,
+    dask: str | None = None,
+    started: float | None = None,
+) -> Study | None:
+    """For a study played in worker processes: open it and plan it now, and if it has games to play spawn its
+    workers, so that they start and import their SDKs (about a second of CPU each) while the command imports
+    Prefect (another second), not after it. The study flow takes the opened study over (`take_planned(key)`, `key`
+    being its experiment path and warehouse parameters); the caller closes it if the flow never ran (closing twice
+    is harmless). None (nothing done) for a study without game workers: its plan stays the flow's."""
+    study = Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress, dask=dask,
+                  started=started)
+    if not study.uses_game_workers():
+        return None
+    with contextlib.ExitStack() as undo:
+        undo.push(study.__exit__)
+        study.__enter__()
+        study.prepare()
+        if study.shards.count or study.rule is not None:  # none for a plan with nothing to play
+            study.spawn_game_workers()
+        undo.pop_all()
+    _PLANNED[key] = study
+    return study
+
+
+def take_planned(key: tuple[str, str | None]) -> Study | None:
+    """The study `plan_before_flow` opened for these flow parameters, once."""
+    return _PLANNED.pop(key, None)
 
 
 async def run_study(

@@ -275,6 +275,10 @@ class WorkerPool:
                     self._workers[i] = _Worker(self._ctx, self.config, i)
             return [w for w in self._workers if w is not None]
 
+    def spawn(self) -> None:
+        """Spawn every worker without waiting for it to be ready (`start` waits)."""
+        self._spawn_missing()
+
     def start(self, timeout: float = 120.0) -> None:
         """Spawn every worker and wait until each is ready (its imports done) or dead, at most `timeout` seconds.
         Blocking: call it from a thread (`asyncio.to_thread`)."""
