@@ -15,7 +15,12 @@ to the worker with the fewest in flight, so each carries about games / N. Each p
 run never has more calls in flight to a provider than the experiment allows.
 
 A run starts its workers before its first game (`WorkerPool.start`) and waits until each has imported the provider
-modules of the study's models (about a second of CPU each for the SDKs), so the games do not queue behind imports.
+modules of the study's models (about a second of CPU each for the SDKs), so the games do not queue behind imports;
+`mafiabench run` spawns them (`WorkerPool.spawn`) before it imports Prefect, so that both start at once, and none
+for a plan with nothing to play. The SDKs are imported by the workers only: the run's own process checks the specs
+without them. Closing the pool tells every worker to stop, then waits for them together; a worker exits with
+`os._exit` once its replies are sent and its clients closed (the interpreter's teardown of the SDKs' modules took
+about half a second a worker).
 
 A worker that dies fails the games it had in flight with `WorkerLost`, a `ConnectionError`, so their shard is
 retried like any infrastructure fault; the dead worker is replaced on the next game. A worker exits when the parent
