@@ -188,3 +188,28 @@ def test_workers_are_spawned_before_prefect_is_imported(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out == {"to_play": 6, "spawned": 2, "prefect": False, "taken": True, "one_process": True}, out
+
+
+def test_prefect_clients_of_our_plain_http_server_load_one_certificate(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each Prefect client builds a verifying SSL context even for our http:// server: from one certificate, not
+    certifi's bundle (27 ms each); a user's own PREFECT_API_SSL_CERT_FILE wins."""
+    import ssl
+
+    from mafiabench.flows.server import _plain_http_client
+
+    monkeypatch.delenv("PREFECT_API_SSL_CERT_FILE", raising=False)
+    _plain_http_client(tmp_path)
+    path = Path(os.environ["PREFECT_API_SSL_CERT_FILE"])
+    assert path.parent == tmp_path and path.read_text().count("BEGIN CERTIFICATE") == 1
+    ssl.create_default_context(cafile=str(path))  # a valid file for Prefect's client
+    monkeypatch.setenv("PREFECT_API_SSL_CERT_FILE", "/my/ca.pem")
+    _plain_http_client(tmp_path)
+    assert os.environ["PREFECT_API_SSL_CERT_FILE"] == "/my/ca.pem"
+
+
+def test_the_study_flow_does_not_ask_for_result_storage() -> None:
+    """Its result (the summary) is returned and recorded elsewhere: no server request for a default storage."""
+    from mafiabench.commands.run import flow_module
+
+    assert flow_module().study_flow.persist_result is False

@@ -145,7 +145,32 @@ def ensure_server(timeout: float | None = None) -> str | None:
         _lease.close()
     _lease = lease
     os.environ["PREFECT_API_URL"] = state.api_url
+    _plain_http_client(folder)
     return state.api_url
+
+
+def _plain_http_client(folder: Path) -> None:
+    """Our server speaks plain HTTP on 127.0.0.1, yet every Prefect client builds a verifying SSL context for it
+    (certifi's ~150 certificates: 27 ms of CPU each, two or three clients a run, none ever used over http://). Point
+    PREFECT_API_SSL_CERT_FILE (read by Prefect's clients only, for the API's URL) at a file holding one certificate,
+    written once beside the server's state, so that context costs half a millisecond (issue 31 item 2). A user's own
+    setting wins; without certifi nothing changes."""
+    if os.environ.get("PREFECT_API_SSL_CERT_FILE"):
+        return
+    path = folder / "plain-http-ca.pem"
+    try:
+        if not path.exists():
+            import certifi
+
+            text = Path(certifi.where()).read_text(encoding="ascii")
+            end = text.index("-----END CERTIFICATE-----") + len("-----END CERTIFICATE-----")
+            pem = text[text.rindex("-----BEGIN CERTIFICATE-----", 0, end):end] + "\n"
+            tmp = path.with_name(f"{path.name}.{os.getpid()}")
+            tmp.write_text(pem, encoding="ascii")
+            os.replace(tmp, path)
+    except (ImportError, OSError, ValueError):
+        return
+    os.environ["PREFECT_API_SSL_CERT_FILE"] = str(path)
 
 
 def _start_keeper(folder: Path, timeout: float) -> ServerState:

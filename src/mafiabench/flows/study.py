@@ -86,7 +86,9 @@ class _JsonParameterFlow(Flow[Any, Any]):
         return super().serialize_parameters(parameters)
 
 
-@flow(name="mafiabench-study", log_prints=False)
+# persist_result=False: the summary is returned to the caller and recorded in raw_runs and as an artifact; without
+# it Prefect asks the server for a default result storage at every flow run, one request more before the first game.
+@flow(name="mafiabench-study", log_prints=False, persist_result=False)
 async def study_flow(
     experiment_path: str,
     warehouse: str | None = None,
