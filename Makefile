@@ -51,5 +51,9 @@ real-model: setup build-tools
 	$(BIN)/python -m mafiabench.testing.llama_server install
 	$(BIN)/python -m pytest -m real_model -p no:cacheprovider --durations=0 tests/test_real_model_*.py
 
+# Every warehouse's pages folder goes (dashboards/ but its README, dashboards-<name>/ of the others, and a render's
+# leftover staging folders .dashboards*.tmp-*: `mafiabench.publish.dashboards_for` names them in the working folder).
 clean:
-	rm -rf $(VENV) warehouse/*.duckdb* warehouse/raw dashboards/*.html
+	rm -rf $(VENV) warehouse/*.duckdb* warehouse/raw
+	[ ! -d dashboards ] || find dashboards -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +
+	rm -rf dashboards-*/ .dashboards*.tmp-*
