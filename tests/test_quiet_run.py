@@ -8,8 +8,10 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import duckdb
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -73,3 +75,56 @@ def test_verbose_brings_prefect_lines_back_printed_whole_above_the_bar(tmp_path:
     summary = "\n".join(lines[lines.index(next(x for x in lines if x.startswith("Run "))):])
     assert f"0 failed, {total_tokens(summary):,} tokens, $0.0000" in bars[-1], bars[-1]
     assert "12/12 games" in bars[-1]
+
+
+DETECT_EXPERIMENT = """
+name = "quiet-detect"
+variant = "async"
+games_per_cell = 2
+warehouse = "w.duckdb"
+[rules]
+day_seconds = 40
+night_seconds = 20
+n_players = 8
+[[cells]]
+name = "c"
+agents = { default = "scripted/naive" }
+[detector]
+models = ["policy/most-voted"]
+"""
+
+
+def test_detect_through_prefect_is_quiet(tmp_path: Path) -> None:
+    """`detect` printed Prefect's INFO lines unasked (issue 31 item 2): through Prefect, as quiet as `run`."""
+    (tmp_path / "d.toml").write_text(DETECT_EXPERIMENT)
+    run = subprocess.run([sys.executable, "-m", "mafiabench.cli", "run", "d.toml", "--no-prefect", "--no-progress"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300, check=False, env=ENV)
+    assert run.returncode == 0, run.stderr[-3000:]
+    with duckdb.connect(str(tmp_path / "w.duckdb")) as con:
+        con.execute("delete from raw_detections")  # what the run detected, to be detected again through Prefect
+    detect = subprocess.run([sys.executable, "-m", "mafiabench.cli", "detect", "d.toml"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300, check=False, env=ENV)
+    assert detect.returncode == 0, detect.stderr[-3000:]
+    assert "landed" in detect.stdout and " 0 landed" not in detect.stdout, detect.stdout
+    for noise in ("Task run", "Flow run", "Finished in state", "Starting temporary server", "| INFO",
+                  "docs.prefect.io", "anonymous usage data"):
+        assert noise not in detect.stdout + detect.stderr, (detect.stdout + detect.stderr)[-3000:]
+
+
+def test_the_summarys_wall_time_is_the_whole_commands(tmp_path: Path) -> None:
+    """An 8-game run said "wall time 1.1 s" after 16.9 s (issue 31 item 2): the summary counts from the process's
+    start (interpreter, imports, Prefect), so it is at least the time from launching the command to the summary."""
+    (tmp_path / "quiet.toml").write_text(EXPERIMENT)
+    launched = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "mafiabench.cli", "run", "quiet.toml", "--no-progress"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=ENV)
+    assert proc.stdout is not None
+    reported = seen_after = None
+    for line in proc.stdout:
+        match = re.search(r"wall time\s+([\d.,]+) s", line)
+        if match:
+            seen_after, reported = time.monotonic() - launched, float(match.group(1).replace(",", ""))
+    assert proc.wait(timeout=300) == 0
+    assert reported is not None and seen_after is not None, "no wall time in the summary"
+    # the summary is printed after it is computed, and shown to 0.1 s
+    assert seen_after - 0.5 <= reported <= seen_after + 0.1, (reported, seen_after)
