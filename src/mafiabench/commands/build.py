@@ -26,6 +26,13 @@ def register(app: typer.Typer) -> None:
     )(run)
 
 
+# Publishing is one transaction (`transform.marts.publish`): a build stopped before it leaves the published marts as
+# they were.
+BUILD_HINT = (
+    "interrupted: the published marts are as the last finished build left them; run the same command again to build"
+)
+
+
 def run(
     warehouse: Annotated[Path, typer.Option(help="DuckDB file")] = DEFAULT_WAREHOUSE,
     no_validate: Annotated[
@@ -45,16 +52,41 @@ def run(
                                   "packaged project)", show_default=False)
     ] = None,
 ) -> int:
+    from mafiabench.commands import Interrupt
     from mafiabench.publish import build
 
     require_games(warehouse)  # before the lock: a mistyped path gets neither a warehouse nor a lock file
-    result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold,
-                   max_unusable=max_unusable)
+    quiet_resource_tracker()
+    interrupt = Interrupt(BUILD_HINT)
+    try:
+        with interrupt:
+            try:
+                result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold,
+                               max_unusable=max_unusable)
+            except Exception:
+                if interrupt.interrupted:  # dbt catches the KeyboardInterrupt and reports a failed run
+                    raise KeyboardInterrupt from None
+                raise
+    except KeyboardInterrupt:
+        # Out at once (children reaped, scratch folders removed, the hint, exit 130): the gate's worker process and
+        # dbt's threads otherwise leave multiprocessing finalizers printing tracebacks during the interpreter's exit.
+        interrupt.exit_now()
+        return 130
     for m in result.models:
         rows = "" if m.rows is None else f"{m.rows:>10} rows"
         print(f"  {m.layer:<12} {m.name:<32} {m.materialized:<5} {rows} {m.seconds:7.3f}s", file=sys.stderr)
     print(result.summary())
     return 0
+
+
+def quiet_resource_tracker() -> None:
+    """multiprocessing's resource tracker (a process the gate's workers start) warns on the terminal that it is
+    cleaning up "leaked semaphore objects" when a Ctrl-C ends the build before its workers close them; it cleans them
+    all the same. It reads its warning filters from the environment it starts with."""
+    import os
+
+    quiet = "ignore:resource_tracker:UserWarning"
+    os.environ["PYTHONWARNINGS"] = ",".join(filter(None, [os.environ.get("PYTHONWARNINGS"), quiet]))
 
 
 def require_games(warehouse: Path) -> None:
