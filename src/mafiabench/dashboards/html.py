@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
@@ -36,6 +37,17 @@ def href(path: str) -> str:
 
 
 GAMES_INDEX = "transcripts/index.html"
+
+
+def study_slug(study: str, taken: set[str]) -> str:
+    """A file- and anchor-safe name for a study (its sections, anchors and CSV exports on a page), distinct from the
+    names already `taken` on that page (and added to them)."""
+    base = re.sub(r"[^A-Za-z0-9._-]+", "-", study).strip("-.") or "study"
+    name, i = base, 2
+    while name in taken:
+        name, i = f"{base}-{i}", i + 1
+    taken.add(name)
+    return name
 
 
 def games_url(filters: dict[str, Any] | None = None, **more: Any) -> str:

@@ -3,12 +3,11 @@ study: a warehouse holds several (the published Mini-Mafia study beside a new ru
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import options
-from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.html import Page, study_slug
 from mafiabench.dashboards.page_registry import Context, register
 
 
@@ -18,15 +17,6 @@ def with_rate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         r["rate"] = (r.get("k") or 0) / n if n else None
     return rows
 
-
-def slug(study: str, taken: set[str]) -> str:
-    """A file- and anchor-safe name for a study, distinct from those already taken."""
-    base = re.sub(r"[^A-Za-z0-9_-]+", "-", study).strip("-") or "study"
-    name, i = base, 2
-    while name in taken:
-        name, i = f"{base}-{i}", i + 1
-    taken.add(name)
-    return name
 
 
 def study_section(page: Page, study: str, name: str, last: list[dict[str, Any]] | None,
@@ -86,7 +76,7 @@ def build(ctx: Context) -> Page:
         )
     taken: set[str] = set()
     studies = [
-        study_section(page, study, slug(study, taken), last, name_seat)
+        study_section(page, study, study_slug(study, taken), last, name_seat)
         for study in sorted({r["study"] for r in [*(last or []), *(name_seat or [])]})
     ]
     page.data.update(last=last, name_seat=name_seat, studies=studies)

@@ -8,12 +8,11 @@ semantic coherence against deception (`mart_classic_configurations`, `mart_consi
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.data import games_by_variant, protocol_cards
-from mafiabench.dashboards.html import Page
+from mafiabench.dashboards.html import Page, study_slug
 from mafiabench.dashboards.page_registry import Context, register
 
 ABLATIONS = ("baseline", "no_speaking", "argmax_voting", "limited_memory")
@@ -117,15 +116,6 @@ def exports(table_1: list[dict[str, Any]], table_2: list[dict[str, Any]], table_
     }
 
 
-def slug(study: str, taken: set[str]) -> str:
-    """A file- and anchor-safe name for a study, distinct from those already taken."""
-    base = re.sub(r"[^A-Za-z0-9._-]+", "-", study).strip("-.") or "study"
-    name, i = base, 2
-    while name in taken:
-        name, i = f"{base}-{i}", i + 1
-    taken.add(name)
-    return name
-
 
 @register(
     "strategema.html",
@@ -160,7 +150,7 @@ def build(ctx: Context) -> Page:
         for r in rows:
             r["setting"] = setting(r)
             r["rate"] = r["mafia_win_rate"]
-        name = slug(study, taken)
+        name = study_slug(study, taken)
         key = f"configurations-{name}"
         page.add_chart(
             key,
