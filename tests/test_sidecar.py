@@ -191,7 +191,9 @@ def test_a_half_written_sidecar_is_removed_and_an_unwritable_one_does_not_fail_t
     def full_disk(*args: object, **kw: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(sidecar.pq, "write_table", full_disk)
+    import pyarrow.parquet as pq  # the sidecar imports it when it writes (a run with nothing to play never does)
+
+    monkeypatch.setattr(pq, "write_table", full_disk)
     entries = [encode_record(r) for r in games[2:4]]
     lines = [line for _, line in entries]
     second = landing.write_shard(lines, folder, 1)
