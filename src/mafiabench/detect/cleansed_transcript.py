@@ -9,29 +9,39 @@ games), night d - 1 of one that starts by day (ours), so a game that ends on a n
 only that morning's announcement. The same function serves simulated and imported games: it reads events only. The
 lines' words are the detector prompt version's (`transcript.toml`, a `DetectorPrompt.words`), hashed with its
 question.
+
+The players are listed in a shuffle seeded by game and cut (`listed_players`), never in seat order: an imported
+dataset's seats may carry its roles (the Dallinger export creates the mafia's nodes first, so the raw order put a
+mafioso first in every human game). The listed order is the `players` a transcript keeps and lands; `seats` keeps
+the record's order for the offline detectors, whose draws are seeded and so carry no role either way.
 """
 
 from __future__ import annotations
 
 import hashlib
+import random
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from string import Template
 
+from mafiabench.engine.core import derive_seed
 from mafiabench.engine.events import PUBLIC, Event
 
 KEPT_TYPES = ("message", "vote", "elimination")
 NIGHT_DEATH = "death"
+# How the transcript's header lists the players; hashed into every detector prompt's sha256 (a change re-asks).
+LISTING = "players listed in a shuffle seeded by game and cut"
 
 
 @dataclass(frozen=True)
 class Transcript:
     game_id: str
     cut: int
-    players: tuple[str, ...]
+    players: tuple[str, ...]  # as the detector reads them: `listed_players`
     k: int
     lines: tuple[str, ...]
     votes: tuple[tuple[str, str], ...]  # (voter, target) of the kept day votes, for the scripted detector
+    seats: tuple[str, ...] = ()  # the record's seat order (the offline detectors' seeded draws start from it)
 
     @property
     def text(self) -> str:
@@ -40,6 +50,14 @@ class Transcript:
     @property
     def sha256(self) -> str:
         return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+def listed_players(game_id: str, cut: int, players: Sequence[str]) -> tuple[str, ...]:
+    """The players in the order a transcript lists them: a shuffle seeded by game and cut, so no position carries a
+    role whatever order the source stored them in, and the same transcript is listed the same way every time."""
+    order = list(players)
+    random.Random(derive_seed("listed players", game_id, cut)).shuffle(order)
+    return tuple(order)
 
 
 def starts_at_night(events: Iterable[Event]) -> bool:
@@ -98,7 +116,8 @@ def cleanse(
     for day in sorted(by_day):
         out.append(_fill(words["day"], day=day))
         out += by_day[day]
-    return Transcript(game_id, cut, tuple(players), k, tuple(out), tuple(votes))
+    return Transcript(game_id, cut, listed_players(game_id, cut, players), k, tuple(out), tuple(votes),
+                      tuple(players))
 
 
 def _fill(template: str, **values: object) -> str:

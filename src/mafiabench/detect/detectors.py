@@ -24,7 +24,7 @@ from string import Template
 from typing import Any, Protocol
 
 from mafiabench.backends.backend import Backend, BackendError, GenerateSettings, Message
-from mafiabench.detect.cleansed_transcript import Transcript
+from mafiabench.detect.cleansed_transcript import LISTING, Transcript
 from mafiabench.engine.core import derive_seed
 from mafiabench.errors import UserError
 from mafiabench.redact import redact
@@ -36,7 +36,8 @@ DEFAULT_PROMPT_VERSION = "v1"
 @dataclass(frozen=True)
 class DetectorPrompt:
     """A detector prompt version: the question (`prompt.txt`) and the words of the cleansed transcript's lines
-    (`transcript.toml`), everything the detector model reads besides game data. `sha256` covers both files."""
+    (`transcript.toml`), everything the detector model reads besides game data. `sha256` covers both files and how
+    the players are listed (`LISTING`)."""
 
     version: str
     template: str
@@ -65,7 +66,7 @@ def load_detector_prompt(version: str = DEFAULT_PROMPT_VERSION) -> DetectorPromp
 
 def _prompt(version: str, template: str, transcript_toml: str) -> DetectorPrompt:
     words = {k: str(v) for k, v in tomllib.loads(transcript_toml).items()}
-    sha = _files_sha256([("prompt.txt", template), ("transcript.toml", transcript_toml)])
+    sha = _files_sha256([("prompt.txt", template), ("transcript.toml", transcript_toml), ("listing", LISTING)])
     return DetectorPrompt(version, template, sha, words)
 
 
@@ -187,7 +188,7 @@ def split_reason(text: str) -> tuple[str, str | None]:
 
 
 def fill(names: list[str], t: Transcript, rng: random.Random) -> list[str]:
-    rest = [p for p in t.players if p not in names]
+    rest = [p for p in t.seats or t.players if p not in names]
     return names + rng.sample(rest, t.k - len(names))
 
 
@@ -208,9 +209,9 @@ class PolicyDetector:
     async def detect(self, t: Transcript) -> Detection:
         rng = rng_for(t, self.spec)
         if self.policy == "random":
-            return Detection(rng.sample(list(t.players), t.k))
+            return Detection(rng.sample(list(t.seats or t.players), t.k))
         counts = Counter(target for _, target in t.votes if target in t.players)
-        order = list(t.players)
+        order = list(t.seats or t.players)
         rng.shuffle(order)  # the seeded tie-break: among equal counts, this order decides
         ranked = sorted(order, key=lambda p: -counts.get(p, 0))
         return Detection(ranked[: t.k], extra={"votes": dict(counts)})
