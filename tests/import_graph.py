@@ -2,7 +2,7 @@
 checks that keep it the shape `docs/architecture.md` draws: no circles, each stage importing only what its row of
 the allowed-imports table names.
 
-Used by `tests/test_architecture.py`; a function of a source folder so a test can plant a violation in a copy.
+Used by `tests/project/test_architecture.py`; a function of a source folder so a test can plant a violation in a copy.
 """
 
 from __future__ import annotations

@@ -1,0 +1,66 @@
+"""The Hidden in Plain Text protocol card: the shipped experiment (experiments/hidden_in_plain_text.toml) plays the
+paper's protocol (src/mafiabench/protocols/hidden-in-plain-text.toml) in every compared aspect, and each departure
+injected into its file is reported, alone."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mafiabench.protocols import render_text
+from mafiabench.study.protocol import protocol_card
+from mafiabench.study.spec import Experiment, load_experiment, parse_experiment
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT = ROOT / "experiments" / "hidden_in_plain_text.toml"
+
+
+def edited(edit: Any) -> Experiment:
+    data = tomllib.loads(EXPERIMENT.read_text(encoding="utf-8"))
+    edit(data)
+    # the pinned list is relative to the experiment's folder
+    if isinstance(data.get("detector", {}).get("imported_games"), str):
+        data["detector"]["imported_games"] = str(EXPERIMENT.parent / data["detector"]["imported_games"])
+    return parse_experiment(data, f"{EXPERIMENT} (edited)")
+
+
+def test_the_shipped_experiment_matches_the_paper() -> None:
+    c = protocol_card(load_experiment(EXPERIMENT))
+    assert c is not None and c.protocol.name == "hidden-in-plain-text"
+    assert c.deviations == []
+    assert len(c.matches) >= 14 and len(c.notes) >= 3
+    assert "no deviation from the reference" in render_text(c)
+
+
+def _set(section: str | None, key: str, value: Any) -> Any:
+    def edit(data: dict[str, Any]) -> None:
+        (data.setdefault(section, {}) if section else data)[key] = value
+    return edit
+
+
+def _drop(section: str, key: str) -> Any:
+    def edit(data: dict[str, Any]) -> None:
+        data[section].pop(key)
+    return edit
+
+
+@pytest.mark.parametrize(("edit", "deviation"), [
+    (_set(None, "prompt_version", "v1"), "prompt.version"),  # LLMafia's nudge and "one short sentence"
+    (_set("rules", "votes_as_cast", False), "rules.votes_as_cast"),
+    (_set("rules", "draw_names", False), "rules.draw_names"),
+    (_set("rules", "day_seconds", 120), "rules.day_seconds"),
+    (_set("models", "default", {"temperature": 1.0, "max_tokens_message": 400}), "model.gpt-4o.temperature"),
+    (_set(None, "cells", [{"name": "mini", "agents": {"default": "openai/gpt-4.1-mini"}}]), "players.models"),
+    (_set(None, "games_per_cell", 10), "design.games"),
+    (_set("detector", "models", ["openai/gpt-4.1"]), "detector.models"),
+    (_set("detector", "temperature", 0.7), "detector.temperature"),
+    (_set("detector", "prompt_version", "v1"), "detector.prompt"),
+    (_drop("detector", "imported_games"), "detector.human_games"),
+])
+def test_each_departure_from_the_paper_is_reported_alone(edit: Any, deviation: str) -> None:
+    c = protocol_card(edited(edit))
+    assert c is not None
+    assert [r.key for r in c.deviations] == [deviation]
