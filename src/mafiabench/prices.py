@@ -41,10 +41,32 @@ class Price(BaseModel):
     )
     as_of: date | None = Field(None, description="The day this list price was read from `source`.")
     source: str | None = Field(None, description="Where the price was read (the provider's pricing page).")
+    deprecated: date | None = Field(
+        None, description="The day the provider deprecated the model (still served, to be retired): preview warns."
+    )
+    retired: date | None = Field(
+        None, description="The day the provider retires (or retired) the model: calls fail from then on."
+    )
+    lifecycle_source: str | None = Field(
+        None, description="Where `deprecated` and `retired` were read (the provider's deprecations page)."
+    )
 
     @property
     def spec(self) -> str:
         return f"{self.provider}/{self.model}"
+
+    def lifecycle(self, today: date | None = None) -> str | None:
+        """`retired on 2025-07-21`, `deprecated on 2025-12-19, retires on 2026-02-19`, or None for an active model:
+        what preview and the protocol card warn of (a retired model's calls fail, so its games would too)."""
+        today = today or date.today()
+        if self.retired is not None and self.retired <= today:
+            return f"retired on {self.retired.isoformat()}: its calls fail"
+        if self.deprecated is not None:
+            then = f", retires on {self.retired.isoformat()}" if self.retired is not None else ""
+            return f"deprecated on {self.deprecated.isoformat()}{then}"
+        if self.retired is not None:
+            return f"retires on {self.retired.isoformat()}"
+        return None
 
     def cost(self, input_tokens: int, output_tokens: int, cached_tokens: int = 0) -> float:
         """`input_tokens` is the whole prompt, cache hits included (how our backends report it)."""

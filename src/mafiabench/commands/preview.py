@@ -1,5 +1,5 @@
-"""`mafiabench preview <experiment.toml>`: the protocol card (every deviation from the reference the experiment names),
-cells, games, model calls, tokens and cost, before anything is spent."""
+"""`mafiabench preview <experiment.toml>`: what a run needs (keys, servers, models), the protocol card (every deviation
+from the reference the experiment names), cells, games, model calls, tokens and cost, before anything is spent."""
 
 from __future__ import annotations
 
@@ -17,8 +17,11 @@ def register(app: typer.Typer) -> None:
         "preview",
         short_help="show an experiment's cells, games, calls and a token/cost estimate (no key, no spending)",
         help=(
-            "Expand the experiment into cells and games and estimate model calls, tokens and cost from a few sample "
-            "games per cell played against an in-process fake of every model. Nothing is called or written."
+            "List what a run needs: each API key (set or not), each endpoint (answers, refused, or silent, probed for "
+            "a second), each model (priced, deprecated, or unknown, with the closest known names). Refuse in one "
+            "line what the run would refuse. Then expand the experiment into cells and games and estimate model "
+            "calls, tokens and cost from a few sample games per cell played against an in-process fake of every "
+            "model. No model is called and nothing is written."
         ),
     )(main)
 
@@ -30,19 +33,58 @@ def main(
     ] = None,
     samples: Annotated[int, typer.Option(help="sample games per cell for the estimate")] = 3,
     max_cells: Annotated[int, typer.Option(help="cells listed (totals always cover all)")] = 60,
+    no_probe: Annotated[
+        bool, typer.Option("--no-probe", help="do not probe the endpoints (no network at all)")
+    ] = False,
 ) -> int:
+    from mafiabench.errors import UserError
     from mafiabench.protocols import render_text
-    from mafiabench.study.estimate import estimate_plan
+    from mafiabench.study.estimate import estimate_plan, study_needs
     from mafiabench.study.protocol import protocol_card
     from mafiabench.study.spec import load_experiment
 
     exp = load_experiment(experiment)
+    needs = study_needs(exp, probe=not no_probe)
+    print(render_needs(needs) + "\n", flush=True)  # first: what to fix before anything else
+    if needs.refusals:  # what the run would refuse, whatever the machine: refused now, in one line each
+        raise UserError(f"{experiment}: `mafiabench run` would refuse this experiment: " + "; ".join(needs.refusals))
     card = protocol_card(exp)
     if card is not None:  # first: the deviations are what to read before the cost
         print(render_text(card) + "\n")
     est = estimate_plan(exp, warehouse=warehouse, samples=max(1, samples))
     print(render(est, max_cells=max_cells))
     return 0
+
+
+def render_needs(needs: Any) -> str:
+    """Keys, endpoints and models, one line each, then one line of what to do before `mafiabench run`."""
+    lines = ["What a run needs on this machine:"]
+    w = max([len(k.env) for k in needs.keys] + [len(e.name) for e in needs.endpoints] + [10])
+    for k in needs.keys:
+        lines.append(f"  key       {k.env:<{w}}  {'set' if k.set else 'MISSING'} (endpoint {', '.join(k.endpoints)})")
+    for e in needs.endpoints:
+        status = e.status.upper() if e.status in _BAD else e.status
+        lines.append(f"  endpoint  {e.name:<{w}}  {status}" + (f" at {e.url}" if e.url else "") + f": {e.detail}")
+    for m in needs.models:
+        status = m.status.upper() if m.status in ("retired", "unknown") else m.status
+        lines.append(f"  model     {m.spec}  {status}{' ' if m.detail.startswith('on ') else ': '}{m.detail}")
+    todo = []
+    if needs.missing_keys:
+        todo.append(f"set {len(needs.missing_keys)} key(s): {', '.join(k.env for k in needs.missing_keys)}")
+    local = [e.name for e in needs.silent_endpoints if e.local]
+    hosted = [e.name for e in needs.silent_endpoints if not e.local]
+    if local:
+        todo.append(f"start {len(local)} local server(s) that do not answer: {', '.join(local)}")
+    if hosted:
+        todo.append(f"reach {len(hosted)} hosted endpoint(s) that do not answer: {', '.join(hosted)}")
+    gone = [m.spec for m in needs.models if m.status == "retired"]
+    if gone:
+        todo.append(f"replace {len(gone)} retired model(s): {', '.join(gone)}")
+    lines.append(f"Before `mafiabench run`: {'; '.join(todo)}" if todo else "Everything a run needs is here.")
+    return "\n".join(lines)
+
+
+_BAD = ("refused", "no answer", "unknown host", "unreachable")
 
 
 def _usd(value: float, unpriced: set[str]) -> str:

@@ -12,6 +12,7 @@ One Ctrl-C stops a run within seconds, with the resume hint and exit code 130 (`
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 from pathlib import Path
 from types import ModuleType
@@ -48,6 +49,23 @@ def quiet_prefect(verbose: bool) -> None:
     if not verbose:
         for key, value in QUIET_PREFECT.items():
             os.environ.setdefault(key, value)
+    logging.getLogger("prefect.flow_runs").addFilter(_no_user_error_traceback)
+
+
+def _no_user_error_traceback(record: logging.LogRecord) -> bool:
+    """Drop Prefect's ERROR lines for a flow that stopped on a `UserError` (its traceback, then its failed state):
+    the CLI prints the error itself, as one line. Other exceptions keep their traceback."""
+    from mafiabench.errors import UserError
+
+    exc = record.exc_info[1] if record.exc_info else None
+    if isinstance(exc, UserError):
+        _user_errors.add(str(exc))
+        return False
+    message = record.getMessage()
+    return not (message.startswith("Finished in state Failed") and any(e in message for e in _user_errors))
+
+
+_user_errors: set[str] = set()
 
 
 def register(app: typer.Typer) -> None:
@@ -113,8 +131,13 @@ def main(
         from mafiabench.study.spec import Cluster
 
         exp = exp.model_copy(update={"cluster": validate(Cluster, {"dask": dask}, "--dask")})
-    # Unknown provider or missing key: say so in a second, before Prefect's server starts.
+    # Unknown provider, missing key, a dollar cap over an unpriced model: say so in a second, before Prefect starts.
     BackendPool(endpoints=exp.endpoint_configs()).check(exp.agent_specs())
+    from mafiabench.prices import free_providers_of, load_prices
+    from mafiabench.study.budget import require_prices
+
+    require_prices(exp.budget, exp.agent_specs(),
+                   load_prices().with_overrides(exp.prices, free_providers_of(exp.endpoint_configs())))
     progress = False if no_progress else None
     if publish:  # another warehouse's pages in the way: say so now, not after playing
         from mafiabench.dashboards.render import check_site

@@ -60,6 +60,9 @@ class Protocol:
     aspects: tuple[Aspect, ...]
 
 
+LIFECYCLE = "model lifecycle"  # the group of a card's rows that warn of a deprecated or retired model
+
+
 @dataclass(frozen=True)
 class CardRow:
     """One aspect of the card. `matches` is None for a note (shown, not compared)."""
@@ -197,6 +200,9 @@ def render_text(c: Card) -> str:
                 lines.append(f"      note: {r.note}")
     else:
         lines.append("  no deviation from the reference")
+    for r in c.rows:
+        if r.group == LIFECYCLE:
+            lines.append(f"  ⚠ {r.label}: {show(r.experiment_value)}; {r.note} ({r.source})")
     lines.append(f"  matches the reference in {len(c.matches)} of {len(c.matches) + len(deviations)} aspects; "
                  f"{len(c.notes)} noted, not compared (the full card: dashboards, or mart_protocol_cards)")
     return "\n".join(lines)

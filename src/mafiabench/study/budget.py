@@ -85,6 +85,6 @@ def require_prices(budget: Budget, specs: list[str], prices: PriceTable) -> None
     unpriced = [s for s in specs if not prices.is_free(s) and prices.lookup(s) is None and not s.startswith("human/")]
     if unpriced:
         raise UserError(
-            f"budget.max_usd is set but these models have no price: {', '.join(unpriced)}; add rows under "
-            '[prices."provider/model"] in the experiment (input_per_mtok, output_per_mtok)'
+            f"budget.max_usd is set but these models have no price: {', '.join(unpriced)}; add a [[prices]] row for "
+            "each to the experiment (provider, model, input, output: USD per million tokens)"
         )

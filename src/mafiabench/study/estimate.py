@@ -11,6 +11,7 @@ names which limit binds. Latencies are `concurrency.latency_s` per provider, els
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.play.runner import BackendPool, play_game
-from mafiabench.prices import PriceTable, Usage, free_providers_of, game_usage, load_prices
+from mafiabench.prices import FREE_KINDS, PriceTable, Usage, free_providers_of, game_usage, load_prices
 from mafiabench.study.design import Cell, cell_prefix, expand_cells, planned_game
 from mafiabench.study.spec import Experiment
 from mafiabench.warehouse import landing
@@ -294,3 +295,257 @@ def _landed_per_cell(exp: Experiment, cells: list[Cell], warehouse: Path) -> lis
         return [sum(1 for i in landing.finished_indices(con, cell_prefix(exp, c)) if i < c.games) for c in cells]
     finally:
         con.close()
+
+
+# -- what the study needs: keys, endpoints, models ------------------------------------------------------------------
+# Where a built-in hosted endpoint without a `base_url` is reached (the SDKs' defaults): what preview probes.
+DEFAULT_BASE_URLS = {"openai": "https://api.openai.com/v1", "anthropic": "https://api.anthropic.com/v1"}
+PROBE_TIMEOUT_S = 1.0
+
+
+@dataclass(frozen=True)
+class KeyNeed:
+    env: str
+    endpoints: tuple[str, ...]
+    set: bool
+
+
+@dataclass(frozen=True)
+class EndpointProbe:
+    """One endpoint's answer to `GET <base_url>/models` (no key sent): `answers`, `refused`, `no answer` (nothing
+    within the probe's timeout), `unknown host`, or `unreachable`; the model names it lists, when it lists any."""
+
+    name: str
+    url: str
+    status: str
+    detail: str = ""
+    served: tuple[str, ...] = ()
+
+    @property
+    def answers(self) -> bool:
+        return self.status == "answers"
+
+    @property
+    def local(self) -> bool:
+        """On this machine or its network (a server to start), not a hosted API (to reach)."""
+        import ipaddress
+        from urllib.parse import urlsplit
+
+        host = urlsplit(self.url).hostname or ""
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_private
+        except ValueError:
+            return False
+
+
+@dataclass(frozen=True)
+class ModelNeed:
+    spec: str
+    status: str  # priced | free | deprecated | retired | unknown
+    detail: str
+    suggestions: tuple[str, ...] = ()
+
+
+@dataclass
+class Needs:
+    """What a run of the experiment needs from the machine it runs on, and what it would refuse whatever the machine."""
+
+    keys: list[KeyNeed]
+    endpoints: list[EndpointProbe]
+    models: list[ModelNeed]
+    refusals: list[str]
+
+    @property
+    def missing_keys(self) -> list[KeyNeed]:
+        return [k for k in self.keys if not k.set]
+
+    @property
+    def silent_endpoints(self) -> list[EndpointProbe]:
+        return [e for e in self.endpoints if e.status not in ("answers", "in-process", "not probed")]
+
+
+def model_specs(exp: Experiment) -> list[str]:
+    """Every model the experiment calls (players and the detector's models), in first-seen order; policies and
+    human seats are not models."""
+    specs = list(exp.agent_specs())
+    if exp.detector is not None:
+        specs += list(exp.detector.models)
+    return [s for s in dict.fromkeys(specs) if not s.startswith(("policy/", "human/"))]
+
+
+def probe_endpoint(name: str, url: str, timeout: float = PROBE_TIMEOUT_S,
+                   headers: Mapping[str, str] | None = None) -> EndpointProbe:
+    """`GET <url>/models`: any HTTP status means the server answers (a hosted API says 401 without its key, and
+    lists its model names with it); a refused connection, silence past `timeout`, or a host name that does not
+    resolve say why a run would fail."""
+    import json
+    import socket
+    import urllib.error
+    import urllib.request
+
+    target = url.rstrip("/") + "/models"
+    try:
+        request = urllib.request.Request(target, headers=dict(headers or {}))
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            body = reply.read(1 << 20)
+            status = reply.status
+    except urllib.error.HTTPError as exc:
+        return EndpointProbe(name, url, "answers", f"HTTP {exc.code}")
+    except TimeoutError:
+        return EndpointProbe(name, url, "no answer", f"nothing within {timeout:g} s")
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        if isinstance(reason, ConnectionRefusedError):
+            return EndpointProbe(name, url, "refused", "connection refused: is the server started?")
+        if isinstance(reason, TimeoutError):
+            return EndpointProbe(name, url, "no answer", f"nothing within {timeout:g} s")
+        if isinstance(reason, socket.gaierror):
+            return EndpointProbe(name, url, "unknown host", "the host name does not resolve (offline?)")
+        return EndpointProbe(name, url, "unreachable", str(reason))
+    except (OSError, ValueError) as exc:
+        return EndpointProbe(name, url, "unreachable", str(exc))
+    served: tuple[str, ...] = ()
+    try:
+        data = json.loads(body).get("data") or []
+        served = tuple(str(m["id"]) for m in data if isinstance(m, dict) and "id" in m)
+    except (ValueError, AttributeError, TypeError):
+        pass
+    return EndpointProbe(name, url, "answers", f"HTTP {status}", served)
+
+
+def probe_endpoints(targets: Mapping[str, str], timeout: float = PROBE_TIMEOUT_S,
+                    headers: Mapping[str, Mapping[str, str]] | None = None) -> dict[str, EndpointProbe]:
+    """All probes at once, each on a daemon thread, so the whole takes one timeout (a name lookup the system does
+    not time out is abandoned, not waited for)."""
+    import threading
+    import time
+
+    results: dict[str, EndpointProbe] = {}
+
+    def one(name: str, url: str) -> None:
+        results[name] = probe_endpoint(name, url, timeout, (headers or {}).get(name))
+
+    threads = [threading.Thread(target=one, args=(n, u), daemon=True) for n, u in targets.items()]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + timeout + 0.25
+    for t in threads:
+        t.join(max(0.0, deadline - time.monotonic()))
+    return {n: results.get(n) or EndpointProbe(n, u, "no answer", f"nothing within {timeout:g} s")
+            for n, u in targets.items()}
+
+
+def did_you_mean(model: str, known: Sequence[str]) -> tuple[str, ...]:
+    """The known names closest to a model name nobody prices (difflib's ratio, at least 0.6)."""
+    import difflib
+
+    return tuple(difflib.get_close_matches(model, list(dict.fromkeys(known)), n=3, cutoff=0.6))
+
+
+def study_needs(
+    exp: Experiment,
+    *,
+    prices: PriceTable | None = None,
+    probe: bool = True,
+    timeout: float = PROBE_TIMEOUT_S,
+    today: Any = None,
+) -> Needs:
+    """Each key the experiment's endpoints read (set or not), each endpoint it calls (probed for `timeout`
+    seconds, all at once), each model (priced, free, deprecated or retired with the date, or unknown to the price
+    table with the closest names the table and the endpoint know), and what `mafiabench run` would refuse whatever
+    the machine (an unknown provider, a bad endpoint option, a dollar budget over an unpriced model)."""
+    from dataclasses import replace
+
+    from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, check_backend, split_spec
+    from mafiabench.errors import UserError
+    from mafiabench.study.budget import require_prices
+
+    own = exp.endpoint_configs()
+    merged = {**BUILTIN_ENDPOINTS, **own}
+    table = (prices or load_prices()).with_overrides(exp.prices, free_providers_of(own))
+    specs = model_specs(exp)
+    refusals: list[str] = []
+    used: dict[str, EndpointConfig] = {}
+    for spec in specs:
+        try:
+            provider, _ = split_spec(spec)
+        except UserError as exc:
+            refusals.append(str(exc))
+            continue
+        ep = merged.get(provider)
+        if ep is None:
+            try:
+                check_backend(spec, own)
+            except UserError as exc:
+                refusals.append(str(exc))
+            continue
+        used.setdefault(provider, ep)
+        try:  # everything but the key (listed below, and set on the machine that runs)
+            check_backend(spec, {**own, provider: replace(ep, key_required=False)})
+        except UserError as exc:
+            refusals.append(str(exc))
+    try:
+        require_prices(exp.budget, specs, table)
+    except UserError as exc:
+        refusals.append(str(exc))
+
+    keys: dict[str, list[str]] = {}
+    for name, ep in used.items():
+        if ep.kind not in FREE_KINDS and ep.key_required and ep.api_key_env:
+            keys.setdefault(ep.api_key_env, []).append(name)
+    key_needs = [KeyNeed(env, tuple(names), bool(os.environ.get(env))) for env, names in keys.items()]
+
+    urls = {name: ep.base_url or DEFAULT_BASE_URLS.get(ep.kind, "") for name, ep in used.items()
+            if ep.kind in ("openai", "anthropic")}
+    headers = {n: _key_headers(used[n]) for n in urls}
+    probes = probe_endpoints({n: u for n, u in urls.items() if u}, timeout, headers) if probe else {}
+    endpoint_needs = []
+    for name, ep in used.items():
+        if ep.kind in FREE_KINDS:
+            endpoint_needs.append(EndpointProbe(name, "", "in-process", f"kind {ep.kind}: nothing to reach"))
+        elif name in probes:
+            endpoint_needs.append(probes[name])
+        else:
+            endpoint_needs.append(EndpointProbe(name, urls.get(name, ""), "not probed", "--no-probe"))
+
+    models = [_model_need(spec, table, used, probes, today) for spec in specs if split_spec(spec)[0] in used]
+    return Needs(key_needs, endpoint_needs, models, list(dict.fromkeys(refusals)))
+
+
+def _key_headers(ep: EndpointConfig) -> dict[str, str]:
+    """The endpoint's key, when set, as the run would send it: the answer then lists the names it serves."""
+    key = os.environ.get(ep.api_key_env or "") if ep.api_key_env else None
+    if not key:
+        return {}
+    if ep.kind == "anthropic":
+        return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    return {"Authorization": f"Bearer {key}"}
+
+
+def _model_need(spec: str, table: PriceTable, used: Mapping[str, EndpointConfig],
+                probes: Mapping[str, EndpointProbe], today: Any) -> ModelNeed:
+    provider, model = spec.split("/", 1)
+    ep = used[provider]
+    if ep.kind in FREE_KINDS:
+        return ModelNeed(spec, "free", f"in-process {ep.kind} model: no calls leave the machine")
+    row = table.lookup(spec)
+    if row is not None:
+        warning = row.lifecycle(today)
+        if warning is not None:
+            status, _, when = warning.partition(" ")  # "retired on ...", "deprecated on ..." or "retires on ..."
+            status = "retired" if status == "retired" else "deprecated"
+            source = f" (see {row.lifecycle_source})" if row.lifecycle_source else ""
+            return ModelNeed(spec, status, (when if warning.startswith(status) else warning) + source)
+        if row.model == "*" and row.input == 0 and row.output == 0:
+            return ModelNeed(spec, "free", f"every {provider} model is free (a local server)")
+        return ModelNeed(spec, "priced", f"${row.input:g} in, ${row.output:g} out per million tokens")
+    served = probes[provider].served if provider in probes else ()
+    if model in served:
+        return ModelNeed(spec, "unknown", f"served by {provider}, but no row in the price table: its cost is unknown")
+    known = [p.model for p in table.models.values() if p.provider == provider and p.model != "*"] + list(served)
+    near = did_you_mean(model, known)
+    hint = f"; did you mean {' or '.join(f'{provider}/{m}' for m in near)}?" if near else ""
+    return ModelNeed(spec, "unknown", f"not in the price table (a misspelling, or add a [[prices]] row){hint}",
+                     tuple(f"{provider}/{m}" for m in near))

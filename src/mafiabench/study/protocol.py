@@ -11,7 +11,7 @@ from typing import Any
 from mafiabench.agents.prompts import resolve_prompts
 from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.engine import rules_for
-from mafiabench.protocols import ABSENT, Card, card, load_protocol
+from mafiabench.protocols import ABSENT, LIFECYCLE, Card, CardRow, card, load_protocol
 from mafiabench.study.spec import Experiment
 
 
@@ -130,4 +130,28 @@ def protocol_card(exp: Experiment) -> Card | None:
     """The experiment's card against the reference it names (None when it names none)."""
     if exp.reference is None:
         return None
-    return card(load_protocol(exp.reference), exp.name, experiment_facts(exp))
+    c = card(load_protocol(exp.reference), exp.name, experiment_facts(exp))
+    return Card(c.protocol, c.experiment, c.rows + tuple(lifecycle_rows(exp)))
+
+
+def lifecycle_rows(exp: Experiment) -> list[CardRow]:
+    """A noted row for each model the price table marks deprecated or retired, with the dates: a published study
+    replayed with a retired model cannot be replayed as published (its calls fail)."""
+    from mafiabench.prices import free_providers_of, load_prices
+    from mafiabench.study.estimate import model_specs
+
+    table = load_prices().with_overrides(exp.prices, free_providers_of(exp.endpoint_configs()))
+    rows = []
+    for spec in model_specs(exp):
+        price = table.lookup(spec)
+        if price is None or (price.deprecated is None and price.retired is None):
+            continue
+        dates = ", ".join(f"{what} {day.isoformat()}" for what, day in
+                          (("deprecated", price.deprecated), ("retirement", price.retired)) if day is not None)
+        rows.append(CardRow(
+            key=f"{LIFECYCLE}.{spec}", group=LIFECYCLE, label=f"Model {spec}, by its provider",
+            reference_value=ABSENT, experiment_value=dates, matches=None,
+            source=price.lifecycle_source or "the price table (prices.toml)",
+            note="after its retirement date the provider refuses its calls, so its games fail",
+        ))
+    return rows
