@@ -25,7 +25,7 @@ from mafiabench.study.estimate import probe_endpoint, study_needs
 from mafiabench.study.protocol import protocol_card
 from mafiabench.study.spec import load_experiment, parse_experiment
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BACKGROUND_KEYS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DEEPSEEK_API_KEY", "XAI_API_KEY", "GOOGLE_API_KEY")
 
 
