@@ -123,10 +123,13 @@ class GameRecord:
     provenance: Provenance = field(default_factory=Provenance)
     validity: dict[str, Any] = field(default_factory=lambda: {"valid": True, "reason": None})
     error: str | None = None
+    # Statement labels (`[statements]`): one entry per public message, with its checkable claims and its labels;
+    # None (and no key in the record) when the layer was off, so records without labels keep their bytes.
+    statements: list[dict[str, Any]] | None = None
 
     def to_dict(self, *, events: bool = True) -> dict[str, Any]:
         """The record as plain data; with `events=False` the events stay `Event` objects (for orjson)."""
-        return {
+        out: dict[str, Any] = {
             "record_version": RECORD_VERSION,
             "game_id": self.game_id,
             "variant": self.variant,
@@ -142,6 +145,9 @@ class GameRecord:
             "events": [e.to_dict() for e in self.events] if events else list(self.events),
             "calls": self.calls,
         }
+        if self.statements is not None:
+            out["statements"] = self.statements
+        return out
 
     def to_json(self) -> str:
         return dumps(self.to_dict())
@@ -175,6 +181,7 @@ class GameRecord:
             error=d.get("error"),
             events=[Event.from_dict(e) for e in d.get("events", [])],
             calls=list(d.get("calls") or []),
+            statements=d.get("statements"),
         )
 
     @classmethod
@@ -257,6 +264,7 @@ def record_from_engine(
     provenance: Provenance | None = None,
     error: str | None = None,
     abandoned: str | None = None,
+    statements: list[dict[str, Any]] | None = None,
 ) -> GameRecord:
     """The record of a game as the engine left it; `error` marks it failed, `abandoned` (why) marks a game a person
     left before its end, so neither is ever scored."""
@@ -291,6 +299,7 @@ def record_from_engine(
         design=design,
         provenance=provenance or Provenance(git_commit=git_commit()),
         error=error,
+        statements=statements,
     )
 
 

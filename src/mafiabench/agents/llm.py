@@ -125,6 +125,30 @@ class LLMAgent:
         response_format: dict[str, Any] | None = None,
     ) -> tuple[Answer, str | None, str]:
         settings = self._settings(decision, response_format)
+        text, call = await self.call_model(
+            prompt, prefix_chars, settings, calls,
+            player=decision.player, action=decision.action, phase=decision.phase, game_round=decision.round,
+        )
+        answer, error, note = self.parse_with(self.prompts.parser, decision, text, self.prompts.variant)
+        call["parse"] = {"format_failure": error is not None, "error": error, **note}
+        calls.append(call)
+        return answer, error, text
+
+    async def call_model(
+        self,
+        prompt: str,
+        prefix_chars: int,
+        settings: GenerateSettings,
+        calls: list[ModelCall],
+        *,
+        player: str,
+        action: str,
+        phase: str,
+        game_round: int,
+    ) -> tuple[str, ModelCall]:
+        """One call, recorded: (the answer's text, its call record without `parse`, which the caller adds before
+        appending it to `calls`). A call that fails for good is appended with its error and raises
+        `AgentCallError` carrying `calls`."""
         messages = [Message("user", prompt, cache_prefix_chars=prefix_chars)]
         reuse = _common_prefix(self._previous_prompt, prompt)
         self._previous_prompt = prompt
@@ -132,10 +156,10 @@ class LLMAgent:
         started = self.clock()
         call: ModelCall = {
             "index": None,
-            "player": decision.player,
-            "action": decision.action,
-            "phase": decision.phase,
-            "round": decision.round,
+            "player": player,
+            "action": action,
+            "phase": phase,
+            "round": game_round,
             "provider": self.backend.provider,
             "model": self.backend.model,
             "started_at": started,
@@ -165,7 +189,6 @@ class LLMAgent:
             calls.append(call)
             raise AgentCallError(exc, calls) from exc
         text = scrub(completion.text)  # a server that echoes the key in its answer: the key goes no further
-        answer, error, note = self.parse_with(self.prompts.parser, decision, text, self.prompts.variant)
         call.update(
             {
                 "latency_ms": round(completion.latency_ms, 3),
@@ -176,11 +199,13 @@ class LLMAgent:
                 "error_class": completion.error_class,
                 "finish_reason": completion.finish_reason,
                 "response": text,
-                "parse": {"format_failure": error is not None, "error": error, **note},
             }
         )
-        calls.append(call)
-        return answer, error, text
+        return text, call
+
+    def replay_key(self, player: str) -> str:
+        """What tells this agent's next call apart from its others (the cache's and the fake model's key)."""
+        return f"{self.game_id}:{player}:{self._n}"
 
     def _response_format(self, decision: Decision, view: PlayerView) -> dict[str, Any] | None:
         """The provider's structured-output request for a JSON belief answer (None: ask nothing of it). The schema
@@ -227,7 +252,7 @@ class LLMAgent:
             max_attempts=s.max_attempts,
             backoff_base_s=s.backoff_base_s,
             reasoning_effort=s.reasoning_effort,
-            replay_key=f"{self.game_id}:{decision.player}:{self._n}",
+            replay_key=self.replay_key(decision.player),
             response_format=response_format,
         )
 
@@ -276,10 +301,14 @@ class LLMAgent:
         return Answer(target=name, format_failure=error is not None), error
 
     # -- prompts ---------------------------------------------------------------------------------------------------
-    def build_prompt(self, decision: Decision, view: PlayerView) -> tuple[str, int]:
-        """(prompt, length of the part shared with this player's earlier prompts)."""
+    def build_prompt(
+        self, decision: Decision, view: PlayerView, request: str | None = None, intro: str | None = None
+    ) -> tuple[str, int]:
+        """(prompt, length of the part shared with this player's earlier prompts). `request` replaces the decision's
+        own request after the memory (a statement label's questions), `intro` the opening where it depends on the
+        action (a `role_action` layout)."""
         if self.prompts.style == "reference":
-            return self._reference(decision, view)
+            return self._reference(decision, view, request)
         if view.variant == "async":
             base, suffix = self._async(decision, view)
             memory = chat_lines(view, self.prompts)
@@ -287,8 +316,10 @@ class LLMAgent:
             base, suffix = self._mini_mafia(decision, view)
             memory = memory_lines(view, self.prompts)
         else:
-            base, suffix = self._classic(decision, view)
+            base, suffix = self._classic(decision, view, intro)
             memory = self._classic_memory(view)
+        if request is not None:
+            suffix = request
         head = base.rstrip("\n") + "\n"
         return head + "\n".join(memory) + "\n\n" + suffix.strip("\n") + "\n", len(head)
 
@@ -300,11 +331,13 @@ class LLMAgent:
             random.Random(f"{self.game_id}\x1f{view.name}\x1f{self._n}").shuffle(others)
         return others
 
-    def _reference(self, decision: Decision, view: PlayerView) -> tuple[str, int]:
+    def _reference(self, decision: Decision, view: PlayerView, request: str | None = None) -> tuple[str, int]:
         """The reference's own templates (from a batch_config.json), filled as its code fills them."""
         rules: Any = view.rules
         t = self.prompts.templates
-        if decision.action == "speak":
+        if request is not None:
+            suffix = request
+        elif decision.action == "speak":
             suffix = t["discussion_suffix"].format(
                 round_num=decision.step,
                 discussion_rounds=decision.steps,
@@ -376,9 +409,9 @@ class LLMAgent:
         key = {"schedule": "schedule", "speak": "generate", "vote": "vote", "kill": "kill"}[decision.action]
         return base, render(t[key], clock=clock, chat=chat, name=view.name, **decision_values(decision))
 
-    def _classic(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
+    def _classic(self, decision: Decision, view: PlayerView, intro: str | None = None) -> tuple[str, str]:
         if self.prompts.options.get("layout") == "role_action":
-            return self._classic_role_action(decision, view)
+            return self._classic_role_action(decision, view, intro)
         rules: Any = view.rules
         t = self.prompts.templates
         f = self.prompts.fragments
@@ -409,7 +442,7 @@ class LLMAgent:
             **decision_values(decision),
         )
 
-    def _classic_role_action(self, decision: Decision, view: PlayerView) -> tuple[str, str]:
+    def _classic_role_action(self, decision: Decision, view: PlayerView, opening: str | None = None) -> tuple[str, str]:
         """Strategema's layout (appendix A.1): an opening for this role and action, the context, then the request
         with the role's strategy advice. A town role without its own wording reads the villager's."""
         rules: Any = view.rules
@@ -431,7 +464,7 @@ class LLMAgent:
             ask = render(piece(f"ask_{action}"), choices=", ".join(decision.choices))
         base = render(
             t["base"],
-            intro=intro,
+            intro=intro if opening is None else render(opening, name=view.name, role=view.role),
             n_players=rules.n_players,
             composition_text=composition_text(rules.composition, self.prompts),
             reveal_text=f["reveal"] if rules.reveal_role else f["hidden"],

@@ -290,7 +290,22 @@ def _line(e: Event, view: PlayerView, keep_reasoning: set[int], prompts: PromptS
         return render(m[key], target=e.target, role=e.data.get("role"))
     if t == "belief" and e.seq in keep_reasoning:
         return render(m["reasoning"], text=e.text)
+    if t == "statement_label" and "own_label" in m:
+        return label_line(e, prompts)
     return None
+
+
+def label_line(e: Event, prompts: PromptSet) -> str:
+    """A player's own statement label, in its memory (only under `[statements] memory = true`; the words are the
+    version's `statements/memory.toml`, merged into the game's memory lines then)."""
+    m = prompts.memory
+    confidence = e.data.get("confidence")
+    values = {
+        "speaker": e.target,
+        "verdict": m["deceptive"] if e.data.get("is_deceptive") else m["not_deceptive"],
+        "confidence": m["no_confidence"] if confidence is None else f"{float(confidence):g}",
+    }
+    return render(m["own_label" if e.target == e.actor else "peer_label"], **values)
 
 
 def chat_lines(view: PlayerView, prompts: PromptSet) -> list[str]:
@@ -320,6 +335,8 @@ def chat_lines(view: PlayerView, prompts: PromptSet) -> list[str]:
                                                                      n=left))
         elif e.type == "info" and e.data.get("kind") == "message_dropped":
             said = m["message_dropped"]
+        elif e.type == "statement_label" and "own_label" in m:
+            lines.append(label_line(e, prompts))
         if said is not None:
             lines.append(render(m["manager"], clock=clock, text=said))
     return lines

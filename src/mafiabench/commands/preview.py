@@ -97,6 +97,24 @@ def _usage_line(spec: str, u: Any) -> str:
             f"{_usd(u.cost_usd, u.unpriced):>12}")
 
 
+def _labels_lines(exp: Any, labels: dict[str, Any], total: Any) -> list[str]:
+    """The statement labels' share of the games' calls and cost: the speaker's own label is one call a message,
+    the listeners' one a living listener, so they multiply with the players."""
+    calls = sum(u.calls for u in labels.values())
+    cost = sum(u.cost_usd for u in labels.values())
+    unpriced = set().union(*(u.unpriced for u in labels.values()))
+    share = (f"{cost / total.cost_usd:.0%} of the cost" if total.cost_usd
+             else f"{calls / max(1, total.calls):.0%} of the calls")
+    s = exp.statements
+    memory = ("; added to the assessors' memories (a deviation: the labels can change the game)" if s.memory
+              else "; never in any memory")
+    out = [f"Statement labels ([statements]: speaker {'on' if s.speaker else 'off'}, listeners "
+           f"{'on' if s.listeners else 'off'}, {s.max_tokens} tokens a label{memory}): {calls:,} calls, "
+           f"{_usd(cost, unpriced)}, {share} (included above):"]
+    out += [_usage_line(f"labels by the {who}", u) for who, u in sorted(labels.items())]
+    return out
+
+
 def duration(seconds: float) -> str:
     """`45 s`, `12 min`, `3 h 05 min`, `2 d 04 h`: as precise as an estimate deserves."""
     s = round(seconds)
@@ -173,6 +191,9 @@ def render(est: Any, *, max_cells: int = 60) -> str:
     if per_model:
         lines.append("Per model:")
         lines += [_usage_line(spec, u) for spec, u in sorted(per_model.items())]
+    labels = est.labels()
+    if labels:
+        lines += _labels_lines(exp, labels, total)
     detection = est.detection()
     if detection:
         lines.append("Detector, on the games to play (one call per day cut; imported games it reads not counted):")

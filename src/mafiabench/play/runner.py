@@ -18,9 +18,22 @@ from mafiabench.agents.human import GameAbandoned, HumanAgent
 from mafiabench.agents.llm import AgentCallError, Clock, LLMAgent, ModelSettings, prompt_provenance, utc_now
 from mafiabench.agents.policies import PolicyAgent
 from mafiabench.agents.prompts import resolve_prompts
+from mafiabench.agents.statements import (
+    LABEL_EVENT,
+    StatementLabeller,
+    StatementsConfig,
+    is_statement,
+    label_event,
+    living_at,
+    statement_prompts,
+    with_label_memory,
+)
+from mafiabench.agents.statements import provenance as statements_provenance
 from mafiabench.backends.backend import Backend, Completion, ConfigError, GenerateSettings, Message
 from mafiabench.backends.endpoints import EndpointConfig, check_backend, resolve_backend, split_spec
 from mafiabench.engine import GameEngine, make_game, rules_for
+from mafiabench.engine.claims import claims
+from mafiabench.engine.events import Event
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, ModelCall, Provenance, record_from_engine
 from mafiabench.redact import redact
@@ -97,6 +110,7 @@ class GameSpec:
     prompt_version: str | None = None
     prompt_file: str | None = None  # a reference batch_config.json to take the templates from
     design: dict[str, Any] | None = None
+    statements: StatementsConfig | None = None  # statement labels after each public message (off: None)
 
     @classmethod
     def build(
@@ -147,6 +161,9 @@ async def play_game(
     game: GameEngine = make_game(spec.variant, spec.rules, spec.seed)
     game.reset()
     prompts = resolve_prompts(spec.variant, spec.prompt_version, spec.prompt_file)
+    label_words = statement_prompts(prompts) if spec.statements is not None else None
+    if spec.statements is not None and spec.statements.memory and label_words is not None:
+        prompts = with_label_memory(prompts, label_words)
     agents: dict[str, Agent] = {}
     specs: dict[str, str] = {}
     for p in game.players:
@@ -162,6 +179,16 @@ async def play_game(
             )
     truth = {p.name: p.role for p in game.players}
     check_accused_names(specs.values(), list(truth))
+    labeller: StatementLabeller | None = None
+    if spec.statements is not None and label_words is not None:
+        labeller = StatementLabeller(spec.statements, label_words, {
+            n: LLMAgent(specs[n], pool.get(specs[n]), prompts, spec.models.get(specs[n]),
+                        game_id=f"{spec.game_id}/statements", clock=clock)
+            for n, a in agents.items() if isinstance(a, LLMAgent)
+        })
+    labels: dict[int, list[dict[str, Any]]] = {}  # statement seq -> its labels
+    own_labels: dict[str, list[Event]] = {}  # assessor -> its labels as memory events (memory = true only)
+    looked = 0  # events of the log already looked at for statements
     calls: list[ModelCall] = []
     error: str | None = None
     abandoned: str | None = None
@@ -188,7 +215,8 @@ async def play_game(
                         v = blind[d.player] = _view(game, d.player, truth, policy=True, memory=False)
                     results.append(AgentTurn(policy.decide(d, v)))
             else:
-                views = [_view(game, d.player, truth, policy=is_policy(specs[d.player])) for d in batch]
+                views = [_view(game, d.player, truth, policy=is_policy(specs[d.player]), extra=own_labels)
+                         for d in batch]
                 results = await asyncio.gather(
                     *(agents[d.player].act(d, v) for d, v in zip(batch, views, strict=True)),
                     return_exceptions=True,
@@ -207,6 +235,11 @@ async def play_game(
             if failed:
                 raise failed[0]
             game.step(answers)
+            if labeller is not None:
+                for e in game.log[looked:]:
+                    if is_statement(e):
+                        await _label(labeller, game, e, truth, calls, labels, own_labels)
+                looked = len(game.log)
     except AgentCallError as exc:
         error = redact(f"model call failed for good: {exc}")
     except GameAbandoned as exc:
@@ -223,18 +256,72 @@ async def play_game(
         error = redact(f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
     for i, c in enumerate(calls):
         c["index"] = i
+    prompt = prompt_provenance(prompts)
+    if spec.statements is not None and label_words is not None:
+        prompt["statements"] = statements_provenance(spec.statements, label_words)
     return record_from_engine(
         spec.game_id,
         game,
         specs,
         {n: model_identity(s) for n, s in specs.items()},
         calls=calls,
-        prompt=prompt_provenance(prompts),
+        prompt=prompt,
         design=spec.design,
         provenance=provenance,
         error=error,
         abandoned=abandoned,
+        statements=None if spec.statements is None else statement_entries(game.log, truth, labels),
     )
+
+
+async def _label(
+    labeller: StatementLabeller,
+    game: GameEngine,
+    statement: Event,
+    truth: dict[str, str],
+    calls: list[ModelCall],
+    labels: dict[int, list[dict[str, Any]]],
+    own_labels: dict[str, list[Event]],
+) -> None:
+    """Ask one statement's labels, each assessor reading its memory as it was when the statement was made; keep
+    them (and, under `memory = true`, each in its assessor's memory). A call failing for good fails the game."""
+    living = living_at(game.log, statement.seq, list(truth))
+
+    def view_of(name: str) -> PlayerView:
+        return _view(game, name, truth, policy=False, extra=own_labels, upto=statement.seq)
+
+    try:
+        made, label_calls = await labeller.label(statement, living, view_of, len(calls))
+    except AgentCallError as exc:
+        calls.extend(exc.calls)
+        raise
+    calls.extend(label_calls)
+    labels[statement.seq] = made
+    if labeller.config.memory:
+        for label in made:
+            if label["is_deceptive"] is not None:
+                own_labels.setdefault(label["assessor"], []).append(label_event(label, statement))
+
+
+def statement_entries(
+    log: list[Event], truth: dict[str, str], labels: dict[int, list[dict[str, Any]]]
+) -> list[dict[str, Any]]:
+    """The record's `statements`: every public message, who was listening, the claims the game can check (the
+    truth of each is the players' roles, in the record) and its labels."""
+    players = list(truth)
+    return [
+        {
+            "seq": e.seq,
+            "phase": e.phase,
+            "round": e.round,
+            "speaker": e.actor,
+            "listeners": [p for p in living_at(log, e.seq, players) if p != e.actor],
+            "claims": [c.to_dict() for c in claims(e.text, str(e.actor), players)],
+            "labels": labels.get(e.seq, []),
+        }
+        for e in log
+        if is_statement(e)
+    ]
 
 
 def _play_policies(game: GameEngine, agents: dict[str, PolicyAgent], truth: dict[str, str]) -> None:
@@ -255,8 +342,29 @@ def _play_policies(game: GameEngine, agents: dict[str, PolicyAgent], truth: dict
         game.step(answers)
 
 
-def _view(game: GameEngine, name: str, truth: dict[str, str], *, policy: bool, memory: bool = True) -> PlayerView:
+def _view(
+    game: GameEngine,
+    name: str,
+    truth: dict[str, str],
+    *,
+    policy: bool,
+    memory: bool = True,
+    extra: Mapping[str, list[Event]] | None = None,
+    upto: int | None = None,
+) -> PlayerView:
+    """What a player sees: its memory (the events visible to it, up to the event `upto` when given, and its own
+    statement labels from `extra`, each after the statement it judges)."""
     p = game.player(name)
+    events: tuple[Event, ...] = ()
+    if memory:
+        seen = game.view(name)
+        mine = (extra or {}).get(name)
+        if upto is not None:
+            seen = [e for e in seen if e.seq <= upto]
+            mine = [e for e in mine if e.seq < upto] if mine else mine
+        if mine:
+            seen = sorted([*seen, *mine], key=lambda e: (e.seq, e.type == LABEL_EVENT))
+        events = tuple(seen)
     return PlayerView(
         name=name,
         role=p.role,
@@ -264,7 +372,7 @@ def _view(game: GameEngine, name: str, truth: dict[str, str], *, policy: bool, m
         variant=game.variant,
         rules=game.rules,
         players=tuple(q.name for q in game.players),
-        events=tuple(game.view(name)) if memory else (),
+        events=events,
         truth_roles=truth if policy else {},
     )
 

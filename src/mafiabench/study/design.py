@@ -23,6 +23,8 @@ from typing import Any
 
 from mafiabench.agents.llm import ModelSettings, prompt_provenance
 from mafiabench.agents.prompts import resolve_prompts
+from mafiabench.agents.statements import provenance as statements_provenance
+from mafiabench.agents.statements import statement_prompts
 from mafiabench.engine import derive_seed, rules_for
 from mafiabench.play.runner import GameSpec
 from mafiabench.study.spec import BACKGROUND_ROLES, CAPABILITIES, TARGET_ROLE, Background, Experiment
@@ -89,6 +91,7 @@ class PlannedGame:
             prompt_version=experiment.prompt_choice[0],
             prompt_file=experiment.prompt_choice[1],
             design=dict(self.design),
+            statements=experiment.statements,
         )
 
 
@@ -165,7 +168,8 @@ _DELIVERY_SETTINGS = frozenset({"timeout_s", "max_attempts", "backoff_base_s"})
 
 def cell_fingerprint(exp: Experiment, cell: Cell) -> dict[str, Any]:
     """Everything that changes what a cell's games are: variant, full rules (defaults filled), seats, the settings
-    of each model seated (sampling, token caps, re-prompting) and the prompt (version and hash of every word)."""
+    of each model seated (sampling, token caps, re-prompting), the prompt (version and hash of every word) and, where
+    the experiment asks for them, the statement labels (their words' hash and settings)."""
     models = cell.model_settings(exp.model_settings())
     settings = {
         spec: {k: v for k, v in models[spec].model_dump(mode="json").items() if k not in _DELIVERY_SETTINGS}
@@ -173,14 +177,18 @@ def cell_fingerprint(exp: Experiment, cell: Cell) -> dict[str, Any]:
         if spec in models
     }
     version, batch_config = exp.prompt_choice
-    prompt = prompt_provenance(resolve_prompts(exp.variant, version, batch_config))
-    return {
+    prompts = resolve_prompts(exp.variant, version, batch_config)
+    prompt = prompt_provenance(prompts)
+    out: dict[str, Any] = {
         "variant": exp.variant,
         "rules": rules_for(exp.variant, cell.rules).model_dump(mode="json"),
         "agents": dict(sorted(cell.agents.items())),
         "models": settings,
         "prompt": {"version": prompt["version"], "sha256": prompt["sha256"]},
     }
+    if exp.statements is not None:  # only then: the fingerprints of cells without labels stay as they were
+        out["statements"] = statements_provenance(exp.statements, statement_prompts(prompts))
+    return out
 
 
 def cell_fingerprints(exp: Experiment, cells: list[Cell]) -> list[CellFingerprint]:

@@ -19,7 +19,16 @@ from typing import Any
 
 from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.play.runner import BackendPool, play_game
-from mafiabench.prices import FREE_KINDS, PriceTable, Usage, free_providers_of, game_usage, load_prices
+from mafiabench.prices import (
+    FREE_KINDS,
+    PriceTable,
+    Usage,
+    call_cost,
+    call_spec,
+    free_providers_of,
+    game_usage,
+    load_prices,
+)
 from mafiabench.study.design import Cell, cell_prefix, expand_cells, planned_game
 from mafiabench.study.spec import Experiment
 from mafiabench.warehouse import landing
@@ -47,15 +56,22 @@ def provider_latency(exp: Experiment, endpoints: dict[str, EndpointConfig], prov
     return DEFAULT_LATENCY_S.get(provider, OTHER_HTTP_LATENCY_S), "default"
 
 
+LABEL_ACTIONS = {"assess_self": "speaker", "assess_peer": "listeners"}  # statement labels' calls, by who is asked
+
+
 def call_batches(calls: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """A game's calls grouped as the engine asked them: consecutive calls of the same phase, round and action run
-    at once (votes, night actions, an async tick's scheduler calls); every message is its own batch."""
+    at once (votes, night actions, an async tick's scheduler calls); every message is its own batch; a message's
+    statement labels (the speaker's and the listeners') are asked at once, after it."""
     batches: list[list[Mapping[str, Any]]] = []
+
+    def key(c: Mapping[str, Any]) -> tuple[Any, ...]:
+        action = "assess" if c.get("action") in LABEL_ACTIONS else c.get("action")
+        return c.get("phase"), c.get("round"), action
+
     for c in calls:
-        key = (c.get("phase"), c.get("round"), c.get("action"))
         last = batches[-1][-1] if batches else None
-        if last is not None and c.get("action") != "speak" and key == (
-                last.get("phase"), last.get("round"), last.get("action")):
+        if last is not None and c.get("action") != "speak" and key(c) == key(last):
             batches[-1].append(c)
         else:
             batches.append([c])
@@ -81,6 +97,7 @@ class CellEstimate:
     calls_per_provider: dict[str, float] = field(default_factory=dict)  # per game
     detect_samples: dict[str, Usage] = field(default_factory=dict)  # per model detector: its calls on the samples
     samples: int = 1
+    labels_per_game: dict[str, Usage] = field(default_factory=dict)  # statement labels: "speaker" / "listeners"
 
     def scaled(self, n: int) -> Usage:
         u = Usage()
@@ -147,6 +164,16 @@ class Estimate:
                 out.setdefault(spec, Usage()).add(_scale(u, n / c.samples))
         return out
 
+    def labels(self, *, remaining: bool = True) -> dict[str, Usage]:
+        """The statement labels' share (`[statements]`): calls, tokens and cost of the speakers' own labels and of
+        the listeners' (a call per living listener per message), already counted in the totals."""
+        out: dict[str, Usage] = {}
+        for c in self.cells:
+            n = c.to_play if remaining else c.games
+            for who, u in c.labels_per_game.items():
+                out.setdefault(who, Usage()).add(_scale(u, n))
+        return out
+
     def per_model(self, *, remaining: bool = True) -> dict[str, Usage]:
         out: dict[str, Usage] = {}
         for c in self.cells:
@@ -205,6 +232,7 @@ def estimate_plan(
             per_model: dict[str, Usage] = {}
             path_s = 0.0
             per_provider: dict[str, float] = {}
+            labelled: dict[str, Usage] = {}
             for rec in recs:
                 for batch in call_batches(rec.calls):
                     path_s += max(latency.get(str(c.get("provider")), 0.0) for c in batch)
@@ -215,6 +243,10 @@ def estimate_plan(
                     if cap is not None:
                         call["output_tokens"] = int(cap)
                     call["cached_tokens"] = 0
+                for call in rec.calls:
+                    who = LABEL_ACTIONS.get(str(call.get("action")))
+                    if who is not None:
+                        labelled.setdefault(who, Usage()).add(_call_usage(call, table))
                 total, pm = game_usage(rec, table)
                 per_game.add(total)
                 for spec, u in pm.items():
@@ -234,12 +266,24 @@ def estimate_plan(
                     calls_per_provider={p: n * k for p, n in per_provider.items()},
                     detect_samples=_detection_usage(exp, recs, table),
                     samples=len(recs),
+                    labels_per_game={who: _scale(u, k) for who, u in labelled.items()},
                 )
             )
         return out
 
     return Estimate(exp, asyncio.run(sample()), samples, table.version, None if landed is None else sum(landed),
                     latency, {p: v[1] for p, v in latency_of.items()}, warehouse_path)
+
+
+def _call_usage(call: Mapping[str, Any], table: PriceTable) -> Usage:
+    u = Usage(calls=1, input_tokens=int(call.get("input_tokens") or 0),
+              output_tokens=int(call.get("output_tokens") or 0))
+    cost = call_cost(call, table)
+    if cost is None:
+        u.unpriced = {call_spec(call)}
+    else:
+        u.cost_usd = cost
+    return u
 
 
 def _detection_usage(exp: Experiment, recs: Sequence[Any], table: PriceTable) -> dict[str, Usage]:

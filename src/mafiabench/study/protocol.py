@@ -70,6 +70,7 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
             "prompt_version": "file:" + str(det.prompt_file) if det.prompt_file else det.prompt_version,
             "imported_games": len(det.imported_games) if det.imported_games is not None else ABSENT,
         }
+    facts["statements"] = statement_facts(exp)
     if exp.design is not None:
         d = exp.design
         backgrounds = [b if isinstance(b, str) else b.name for b in d.backgrounds]
@@ -82,6 +83,36 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
     if exp.variant == "classic" and exp.cells:
         facts["strategema"] = classic_design_facts(exp)
     return facts
+
+
+def statement_facts(exp: Experiment) -> dict[str, Any]:
+    """The `[statements]` layer as the WOLF card reads it: what is labelled, by whom, with which words and fields,
+    what the assessor sees and what a label can change (agents/statements.py says why each is so)."""
+    s = exp.statements
+    if s is None:
+        return {"on": False}
+    from mafiabench.agents.parsing import DECEPTION_TYPES
+
+    fields = ["chain_of_thought", "is_deceptive", "confidence", "deception_type", "reasoning"]
+    reprompt = any(m.reprompt_on_failure for m in exp.model_settings().values())
+    return {
+        "on": True,
+        "labelled": "every public message",
+        "speaker": s.speaker,
+        "listeners": "every other living player" if s.listeners else "none",
+        "peer_model": "the listener's own model",
+        "context": "the game's own opening (rules, the assessor's name and role) and the assessor's whole memory",
+        "peer_history": "none beyond the listener's memory",
+        "fields_self": fields,
+        "fields_peer": [*fields, "suspicion_level"],
+        "deception_types": list(DECEPTION_TYPES),
+        "suspicion_meaning": "0 to 1: how strongly the listener now suspects the speaker of being on the mafia's side",
+        "failure": "no verdict, flagged a format failure" + ("; re-asked once" if reprompt else ""),
+        "max_tokens": s.max_tokens,
+        "feedback": "each assessor's own labels in its memory (memory = true)" if s.memory else "no",
+        "action_self_report": False,
+        "truth": "the game's truth (speaker on the mafia's side; a checkable false claim), and the self-label",
+    }
 
 
 CONDITIONS = ("baseline", "no_speaking", "argmax_voting", "limited_memory")

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from mafiabench.agents.llm import ModelSettings
+from mafiabench.agents.statements import StatementsConfig
 from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.detect.section import DetectorSection, resolve_prompt_file
 from mafiabench.engine import rules_for
@@ -385,6 +386,11 @@ class Experiment(BaseModel):
     detector: DetectorSection | None = Field(
         None, description="[detector]: the Mafia Detector run on this experiment's games and/or imported ones."
     )
+    statements: StatementsConfig | None = Field(
+        None,
+        description="[statements]: after each public message, the speaker's own deception label and each living "
+        "listener's, asked in the prompt version's words (WOLF's questions); off when absent.",
+    )
 
     @field_validator("detector")
     @classmethod
@@ -575,6 +581,19 @@ class Experiment(BaseModel):
         if v is not None and v.from_batch_config and info.data.get("variant", "mini-mafia") != "mini-mafia":
             raise ValueError("from_batch_config holds Mini-Mafia templates: it needs variant = 'mini-mafia'")
         return v
+
+    @model_validator(mode="after")
+    def _statement_words(self) -> Experiment:
+        """[statements] asks its questions in the words of the game's prompt version: it must have them."""
+        if self.statements is not None:
+            from mafiabench.agents.prompts import resolve_prompts
+            from mafiabench.agents.statements import statement_prompts
+
+            try:
+                statement_prompts(resolve_prompts(self.variant, *self.prompt_choice))
+            except UserError as exc:
+                raise ValueError(f"statements: {exc}") from None
+        return self
 
     @property
     def prompt_choice(self) -> tuple[str | None, str | None]:

@@ -3,9 +3,10 @@
 `FakeBrain` answers the project's prompts plausibly enough for the whole pipeline to run offline: games finish,
 parsers see every answer format, and the same request always gets the same answer (golden files, replays). It knows
 the prompts' contract (a `from:` list of choices, `<send>`/`<wait>`, a JSON probability object, a detector's "exactly
-k names"), which is why it lives here and not among the backends. This module registers two provider kinds on it
-(`PROVIDER_MODULES` names it): `fake/<model>` (the FakeBrain behind `backends.fake.FakeBackend`'s latency and faults)
-and `scripted/naive` (the FakeBrain without faults, for golden records and offline demos).
+k names", a statement label's JSON fields), which is why it lives here and not among the backends. This module
+registers two provider kinds on it (`PROVIDER_MODULES` names it): `fake/<model>` (the FakeBrain behind
+`backends.fake.FakeBackend`'s latency and faults) and `scripted/naive` (the FakeBrain without faults, for golden
+records and offline demos).
 """
 
 from __future__ import annotations
@@ -165,6 +166,8 @@ class FakeBrain:
     def answer_prompt(prompt: str, rng: random.Random, beliefs: str = "random") -> str:
         # The action is asked in the prompt's last paragraph; earlier paragraphs describe every format.
         full, prompt = prompt, prompt.strip().rsplit("\n\n", 1)[-1]
+        if '"is_deceptive"' in prompt:  # a statement label (agents/statements.py): WOLF's fields
+            return _label(rng, peer='"suspicion_level"' in prompt)
         if "<send>" in prompt and "<wait>" in prompt:
             return "<send>" if rng.random() < 0.35 else "<wait>"
         if (k := re.search(r"exactly (\d+) names", prompt)) and (names := find_names(full)):
@@ -199,6 +202,27 @@ class FakeBrain:
             text = rng.choice(_GENERIC_MESSAGES)
         message = f'"{text}"'
         return f"{message}\nI want to keep pressure on." if rng.random() < 0.2 else message
+
+
+_DECEPTION_TYPES = ("omission", "distortion", "fabrication", "misdirection")
+
+
+def _label(rng: random.Random, *, peer: bool) -> str:
+    """A statement label in WOLF's fields: deceptive about one time in three, a type to match, a listener's
+    suspicion leaning the way of its verdict; now and then a broken answer (no verdict), as models give."""
+    if rng.random() < 0.05:
+        return '{"chain_of_thought": "I am not sure what to make of this", "confidence": 0.5}'
+    deceptive = rng.random() < 0.3
+    answer: dict[str, object] = {
+        "chain_of_thought": rng.choice(_REASONS),
+        "is_deceptive": int(deceptive),
+        "confidence": round(rng.uniform(0.5, 1.0), 2),
+        "deception_type": rng.choice(_DECEPTION_TYPES) if deceptive else "none",
+        "reasoning": rng.choice(_REASONS),
+    }
+    if peer:
+        answer["suspicion_level"] = round(rng.uniform(0.5, 1.0) if deceptive else rng.uniform(0.0, 0.5), 2)
+    return json.dumps(answer)
 
 
 _COMPOSITION_RE = re.compile(r"There are (\d+) players: [^\n]*?(\d+) mafios", re.IGNORECASE)
