@@ -50,18 +50,74 @@ def _policy_game_with_a_human_seat(role: str, fate: str):  # type: ignore[no-unt
     raise AssertionError(f"no seed in 200 where the {role} was {fate}")
 
 
-def test_closing_line_says_the_fate_and_the_result() -> None:
+def test_closing_lines_say_the_fate_the_result_every_role_and_the_votes() -> None:
     from mafiabench.play.omniscient_transcript import closing_lines
 
     record, me = _policy_game_with_a_human_seat("villager", "arrested")
-    assert closing_lines(record) == [
-        f"You were {me.name}, the villager: you were arrested; the mafia wins (innocent arrested). You lose."]
+    lines = closing_lines(record)
+    assert lines[0] == (f"You were {me.name}, the villager: you were arrested on day 1; the mafia wins (innocent "
+                        "arrested). You lose.")
+    roles = {p.name: p.role for p in record.players}
+    assert lines[1].startswith("Roles: ") and all(f"{n} {r} (" in lines[1] for n, r in roles.items())
+    assert f"{me.name} villager (you, arrested on day 1)" in lines[1]
+    votes = [e for e in record.events if e.type == "vote"]
+    assert lines[2].startswith("Day 1 votes: " + ", ".join(f"{e.actor} → {e.target}" for e in votes))
+    assert lines[2].endswith(f": {me.name} arrested") and len(lines) == 3
     record, me = _policy_game_with_a_human_seat("villager", "killed")
-    (line,) = closing_lines(record)
-    assert line.startswith(f"You were {me.name}, the villager: you were killed in the night; the ")
+    assert closing_lines(record)[0].startswith(f"You were {me.name}, the villager: you were killed in night 1; the ")
     record, me = _policy_game_with_a_human_seat("mafioso", "arrested")
-    assert closing_lines(record) == [
-        f"You were {me.name}, the mafioso: you were arrested; the town wins (mafioso arrested). You lose."]
+    assert closing_lines(record)[0] == (
+        f"You were {me.name}, the mafioso: you were arrested on day 1; the town wins (mafioso arrested). You lose.")
     record, me = _policy_game_with_a_human_seat("mafioso", "survived")
-    assert closing_lines(record) == [
-        f"You were {me.name}, the mafioso: you survived; the mafia wins (innocent arrested). You win."]
+    assert closing_lines(record)[0] == (
+        f"You were {me.name}, the mafioso: you survived; the mafia wins (innocent arrested). You win.")
+
+
+def play(tmp_path: Path, answers: str, *flags: str) -> tuple[subprocess.CompletedProcess[str], dict]:  # type: ignore[type-arg]
+    out = tmp_path / "game.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "mafiabench.cli", "play", "--villager", "human/terminal", "--agent", "policy/random",
+         "--seed", "3", "--out", str(out), "--quiet", *flags],
+        input=answers, capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc, json.loads(out.read_text())
+
+
+def test_a_246_character_message_is_kept_whole_as_the_prompt_said_and_the_end_reveals_the_roles(
+    tmp_path: Path,
+) -> None:
+    """The Mini-Mafia default cuts nothing (`cut_messages = false`, as the reference's code): the person is told so
+    before typing (the models' prompt says messages are cut), and after; `--villager human/terminal` gives both
+    villager seats to the person, and the end speaks of the one they played, not the one killed in the night."""
+    message = "I was at home. " * 16 + "Really"
+    assert len(message) == 246
+    proc, record = play(tmp_path, f"{message}\n\n1\n1\n")
+    before, _, _ = proc.stdout.partition(message[:40])
+    assert "Messages, as this game's rules enforce them: at most 200 characters asked for; a longer one is kept " \
+           "whole, not cut" in before
+    assert "Your message (at most 200 characters asked for; a longer one is kept whole, not cut;" in before
+    assert "Your message has 246 characters, over the 200 asked for; it is kept whole" in proc.stdout
+    me = next(e["actor"] for e in record["events"] if e["type"] == "message")
+    said = next(e for e in record["events"] if e["type"] == "message" and e["actor"] == me)
+    assert said["text"] == message and not said["truncated"]
+    lines = proc.stdout.splitlines()
+    assert lines[-1].startswith("record written to")
+    closing = lines[-4:-1]
+    assert closing[0].startswith(f"> You were {me}, the villager: ") and "You were" not in "".join(closing[1:])
+    assert closing[1].startswith("Roles: ") and f"{me} villager (you, " in closing[1]
+    assert all(f"{p['name']} {p['role']} (" in closing[1] for p in record["players"])
+    killed = next(e["target"] for e in record["events"] if e["type"] == "kill")
+    assert f"{killed} villager (killed in night 1)" in closing[1]  # the other villager seat: not the person's
+    assert closing[2].startswith("Day 1 votes: ")
+
+
+def test_when_the_rules_cut_the_person_is_told_before_and_after(tmp_path: Path) -> None:
+    game = tmp_path / "cut.toml"
+    game.write_text('variant = "mini-mafia"\n[rules]\ncut_messages = true\n')
+    message = "x" * 246
+    proc, record = play(tmp_path, f"{message}\n\n1\n1\n", "--config", str(game))
+    assert "Your message (at most 200 characters: a longer one is cut to its first 200;" in proc.stdout
+    assert "Your message has 246 characters; only the first 200 are kept" in proc.stdout
+    said = next(e for e in record["events"] if e["type"] == "message")
+    assert said["text"] == "x" * 200 and said["truncated"]

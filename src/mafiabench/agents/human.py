@@ -1,9 +1,10 @@
 """A person plays one seat from the terminal (`human/terminal`) against model or scripted players.
 
-The person sees what an LLM agent would: the same rules and identity text, their own memory, then the question, and
-the message limit before typing. An invalid answer is asked again (three tries), then treated like a model's format
-failure, so human games are scored by the same rules. `/quit`, end of input (Ctrl-D) or Ctrl-C abandon the game: the
-runner then returns an *abandoned* record (never scored) instead of a traceback.
+The person sees what an LLM agent would: the same rules and identity text, their own memory, then the question;
+and before typing, what the engine does with a long message (cut or kept whole: `cut_messages`, whatever the
+models' prompt says), and after typing, what became of it. An invalid answer is asked again (three tries), then
+treated like a model's format failure, so human games are scored by the same rules. `/quit`, end of input (Ctrl-D)
+or Ctrl-C abandon the game: the runner then returns an *abandoned* record (never scored) instead of a traceback.
 
 Input is read in a daemon thread, so the other seats' calls keep running and a person who walks away never keeps the
 process alive after the game has been abandoned.
@@ -58,14 +59,19 @@ class HumanAgent:
         self._shown = max(len(lines), 1)
         if decision.action == "speak":
             limit = int(getattr(view.rules, "message_limit", 0) or 0)
+            cut = bool(getattr(view.rules, "cut_messages", True))
             question = (
                 f"[{view.name}] Day {decision.round}, round {decision.step}/{decision.steps}. Your message "
-                f"(at most {limit} characters; empty = stay silent; {QUIT} to leave): "
+                f"({message_rule(limit, cut)}; empty = stay silent; {QUIT} to leave): "
             )
             text = (await self._ask(question)).strip()
-            if limit and len(text) > limit and getattr(view.rules, "cut_messages", True):
-                self._say(f"  Your message has {len(text)} characters; only the first {limit} are kept: "
-                          f"{text[:limit]!r}")
+            if limit and len(text) > limit:
+                if cut:
+                    self._say(f"  Your message has {len(text)} characters; only the first {limit} are kept: "
+                              f"{text[:limit]!r}")
+                else:
+                    self._say(f"  Your message has {len(text)} characters, over the {limit} asked for; it is kept "
+                              "whole, as these rules keep every player's (cut_messages = false).")
             return AgentTurn(Answer(text=text or None))
         verb = {"vote": "Vote to eliminate", "kill": "Choose whom to kill", "investigate": "Choose whom to investigate"}
         options = ", ".join(f"{i}) {c}" for i, c in enumerate(decision.choices, 1))
@@ -85,6 +91,11 @@ class HumanAgent:
         if rules:
             self._say("The rules, as the models are told them:\n")
             self._say("\n".join(f"  {line}" if line else "" for line in rules.splitlines()))
+        limit = int(getattr(view.rules, "message_limit", 0) or 0)
+        if limit:
+            cut = bool(getattr(view.rules, "cut_messages", True))
+            self._say(f"Messages, as this game's rules enforce them: {message_rule(limit, cut)}"
+                      + ("" if cut else " (whatever the paragraph above says: it is the models' prompt)") + ".")
         self._say(f"(Type {QUIT} at any prompt, or press Ctrl-D, to leave; the game is then recorded as abandoned.)\n")
 
     def _rules_text(self, decision: Decision, view: PlayerView) -> str:
@@ -136,6 +147,17 @@ async def _read_in_daemon(read: Callable[[str], str], question: str) -> str:
 
     threading.Thread(target=target, name="human-input", daemon=True).start()
     return await future
+
+
+def message_rule(limit: int, cut: bool) -> str:
+    """What happens to a message over the limit, in the words the person reads before typing: the engine's rule
+    (`cut_messages`), not the prompt's (the Mini-Mafia reference's prompt says messages are cut; its code cuts
+    nothing)."""
+    if not limit:
+        return "any length"
+    if cut:
+        return f"at most {limit} characters: a longer one is cut to its first {limit}"
+    return f"at most {limit} characters asked for; a longer one is kept whole, not cut"
 
 
 def _pick(raw: str, choices: tuple[str, ...]) -> str | None:

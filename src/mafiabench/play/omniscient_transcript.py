@@ -42,25 +42,63 @@ def format_transcript(record: GameRecord) -> str:
 def closing_lines(record: GameRecord) -> list[str]:
     """What a person who played (`human/...` seats) is told at the end, instead of the whole transcript they have just
     watched: their fate and the result for their side ("You were Bob, the villager: you were arrested; the mafia wins
-    (innocent arrested). You lose."), or why the game stopped, once."""
+    (innocent arrested). You lose."), then every player's role and fate, and each day's votes; or why the game
+    stopped, once. A role given to `human/...` with several seats (`--villager human/terminal`) makes each a person's
+    seat, but the person played only those that were asked something: a villager killed in the first night is not
+    theirs (unless they played no seat at all)."""
     if record.error:
         return [f"game failed: {record.error.splitlines()[0]}"]
     if record.outcome.get("status") == "abandoned":
         return [f"game abandoned: {record.outcome.get('reason')}"]
     winner, reason = record.outcome.get("winner"), record.outcome.get("reason")
     result = "no one wins" if winner is None else f"the {winner} wins"
+    fates = _fates(record)
+    human = [p for p in record.players if p.agent.startswith("human/")]
+    acted = {e.actor for e in record.events if e.actor and e.type not in ("role_assigned", "game_start")}
+    mine = [p for p in human if p.name in acted] or human
     lines = []
-    for p in record.players:
-        if not p.agent.startswith("human/"):
-            continue
-        fate = "you survived"
-        for e in record.events:
-            if e.type == "kill" and e.target == p.name:
-                fate = "you were killed in the night"
-            elif e.type == "elimination" and e.target == p.name:
-                how = (e.text or "").removeprefix(f"{p.name} was ").split(";")[0].split(".")[0].strip()
-                fate = f"you were {how or 'eliminated'}"
+    for p in mine:
+        fate = fates[p.name].replace("killed", "you were killed").replace("arrested", "you were arrested")
+        fate = fate.replace("eliminated", "you were eliminated").replace("survived", "you survived")
         verdict = "" if winner is None else (" You win." if p.team == winner else " You lose.")
         lines.append(f"You were {p.name}, the {p.role}: {fate}; {result}" + (f" ({reason})" if reason else "") +
                      f".{verdict}")
+    you = {p.name for p in mine}
+    lines.append("Roles: " + ", ".join(f"{p.name} {p.role} ({'you, ' if p.name in you else ''}{fates[p.name]})"
+                                       for p in sorted(record.players, key=lambda q: q.name)))
+    lines += _vote_lines(record)
+    return lines
+
+
+def _fates(record: GameRecord) -> dict[str, str]:
+    """Each player's end: `killed in night 1`, `arrested on day 1`, `eliminated on day 2`, or `survived`."""
+    fates = {p.name: "survived" for p in record.players}
+    for e in record.events:
+        if e.type in ("kill", "death") and e.target in fates and e.phase == "night":
+            fates[e.target] = f"killed in night {e.round}"
+        elif e.type == "elimination" and e.target in fates:
+            how = (e.text or "").removeprefix(f"{e.target} was ").split(";")[0].split(".")[0].strip()
+            fates[e.target] = f"{how or 'eliminated'} on day {e.round}"
+    return fates
+
+
+def _vote_lines(record: GameRecord) -> list[str]:
+    """Each day's public votes (`Alice → Bob`), the tally, and who left."""
+    lines = []
+    days = sorted({e.round for e in record.events if e.type == "vote" and e.phase == "day" and e.round is not None})
+    for day in days:
+        votes = [e for e in record.events if e.type == "vote" and e.phase == "day" and e.round == day
+                 and e.visibility == "public"]
+        end = next((e for e in record.events if e.type == "elimination" and e.round == day), None)
+        tally = (end.data or {}).get("votes") if end is not None else None
+        counted = ""
+        if tally:
+            ranked = sorted(tally.items(), key=lambda x: (-x[1], x[0]))
+            tie = len(ranked) > 1 and ranked[0][1] == ranked[1][1]
+            counted = " (" + ", ".join(f"{n} {k}" for n, k in ranked) + ("; a tie, drawn at random" if tie else "")
+            counted += ")"
+        gone = f": {end.target} {(end.text or '').removeprefix(f'{end.target} was ').split(';')[0].strip('. ')}" \
+            if end is not None else ": no one leaves"
+        lines.append(f"Day {day} votes: " + ", ".join(f"{e.actor} → {e.target or 'no one'}" for e in votes)
+                     + counted + gone)
     return lines
