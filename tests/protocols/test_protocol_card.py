@@ -78,7 +78,7 @@ def _drop(*path: str) -> Any:
         (_set("rules", "discussion_rounds", value=3), "rules.discussion_rounds"),
         (_set("rules", "night", value="agents"), "rules.night"),
         (_set("rules", "mafioso_knows_detective", value=True), "rules.mafioso_knows_detective"),
-        (_set("prompt_version", value="v4.1-condensed"), "prompt.information"),  # other words, read as there
+        (_set("prompt_version", value="v4.1-condensed"), "prompt.words"),  # other words: no word map for them
         (_set("models", "default", "max_tokens_message", value=50),
          {f"model.{m}.max_tokens_message" for m in STANDARD}),
         (_set("models", "default", "max_tokens_choice", value=10),
@@ -167,7 +167,7 @@ def test_the_reference_words_from_a_batch_config_match_prompt_information_and_wr
     twice = protocol_card(variant_of(lambda data: edit(data, keep_template=True)))  # wrapped by both: a deviation
     assert twice is not None
     assert {r.key for r in twice.deviations} == {f"model.{m}.template" for m in STANDARD[-3:]}
-    assert next(r for r in c.rows if r.key == "prompt.information").experiment_value == "mini-mafia/batch-config-v4.1"
+    assert next(r for r in c.rows if r.key == "information.01").experiment_value == "the reference's own words"
 
 
 def test_a_run_replaces_its_experiments_card_and_a_run_without_reference_removes_it(tmp_path: Path) -> None:

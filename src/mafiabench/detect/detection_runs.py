@@ -100,6 +100,17 @@ def load_game_list(path: str | Path) -> tuple[str, ...]:
     return tuple(ids)
 
 
+def marked_games(path: str | Path) -> dict[str, str]:
+    """The games of a game list marked on their own line (`<id>  # why`): those the importer's rules do not keep,
+    pinned by inference, with the reason each was excluded by rule (read after `load_game_list` checked the file)."""
+    marked = {}
+    for raw in Path(path).read_text(encoding="utf-8").splitlines():
+        line, _, comment = raw.partition("#")
+        if line.strip() and comment.strip():
+            marked[line.strip()] = comment.strip()
+    return marked
+
+
 @dataclass(frozen=True)
 class GameInput:
     game_id: str

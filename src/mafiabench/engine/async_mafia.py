@@ -7,15 +7,15 @@ since the chat opened), so nothing sleeps and a replay is byte-for-byte identica
 A phase is a run of ticks of `tick_seconds`. At each tick every participant who is not busy typing gets a
 *scheduler* decision (`schedule`, choices `send`/`wait`) in one batch; then everyone who chose `send` gets a
 *generator* decision (`speak`) in a second batch. A message appears after a simulated typing time proportional to
-its length (`words / words_per_second`, capped at `max_typing_seconds`, halved at night, as the reference agent
-waits before posting); a message that would appear after the phase ends is never posted (the speaker is told).
-The day is public; the night chat is mafia-only (`mafia_message`, `team:mafia`) and is held only while two or more
-mafiosos are active. Each phase ends with a vote: `vote` ("lynch") by every active player by day, `kill` by the
-active mafiosos at night; plurality with a uniform random tie-break. The votes are simultaneous, or, with
-`votes_as_cast`, asked one voter at a time in an order drawn from the seed, each vote posted before the next voter
-is asked (LLMafia posts votes as they arrive, so later voters see them). The eliminated player's name and
-role are announced with the number of mafia left. Ends at parity or when no mafioso is active; after `max_days`
-days the game ends `unfinished`.
+its length (`words / words_per_second`, capped at `max_typing_seconds`, as the reference agent waits before posting,
+and halved at night, which LLMafia does not do: ours); a message that would appear after the phase ends is never
+posted (the speaker is told). The day is public; the night chat is mafia-only (`mafia_message`, `team:mafia`) and is
+held only while two or more mafiosos are active. Each phase ends with a vote: `vote` ("lynch") by every active
+player by day, `kill` by the active mafiosos at night; plurality with a uniform random tie-break. The votes are
+simultaneous, or, with `votes_as_cast`, asked one voter at a time in an order drawn from the seed, each vote posted
+before the next voter is asked (LLMafia posts votes as they arrive, so later voters see them). The eliminated
+player's name and role are announced with the number of mafia left. Ends at parity or when no mafioso is active;
+after `max_days` days the game ends `unfinished`.
 """
 
 from __future__ import annotations
@@ -121,8 +121,20 @@ def duration_text(seconds: int) -> str:
     return f"{seconds / 60:g} minutes"
 
 
+def timing_model(rules: AsyncRules) -> dict[str, str]:
+    """How this engine schedules play, in words, for the protocol card (kept beside the code that does it)."""
+    return {
+        "scheduler": f"every {rules.tick_seconds} s of virtual time from 00:00, every player not typing asked in one "
+                     "batch, the senders' messages generated in a second batch",
+        "typing": (f"min(words // {rules.words_per_second:g}, {rules.max_typing_seconds}) seconds, halved at night"
+                   if rules.typing else "none"),
+        "votes": ("one voter at a time, in an order drawn from the seed, each vote posted before the next voter is "
+                  "asked" if rules.votes_as_cast else "all voters at once, the votes shown when all have voted"),
+    }
+
+
 def typing_seconds(text: str, rules: AsyncRules, phase: Phase) -> int:
-    """The reference agent's delay before posting: whole words per second, capped, halved at night."""
+    """The reference agent's delay before posting (whole words per second, capped), halved at night (ours)."""
     if not rules.typing:
         return 0
     delay = min(int(len(text.split()) // rules.words_per_second), rules.max_typing_seconds)

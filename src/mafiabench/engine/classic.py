@@ -16,6 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from mafiabench.engine.core import Decision, GameEngine, Script
 from mafiabench.engine.events import MAFIA_TEAM
 
+# Who reads a mafioso's night proposal: the whole mafia team (the protocol card names it; the Strategema paper does
+# not say the mafiosos see each other's proposals).
+PROPOSALS_SEEN_BY = MAFIA_TEAM
+
 
 class ClassicRules(BaseModel):
     """Rules of one classic game. Memory and decision options shape prompts and sampling; all are recorded."""
@@ -101,7 +105,7 @@ class Classic(GameEngine):
                     "vote",
                     actor=dec.player,
                     target=target,
-                    visibility=MAFIA_TEAM,
+                    visibility=PROPOSALS_SEEN_BY,
                     format_failure=failed,
                     random_fallback=fallback,
                     data={"kind": "night_proposal"},

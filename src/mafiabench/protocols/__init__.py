@@ -16,14 +16,26 @@ accepts any value of a list (prompt versions that carry the same information). `
 aspect uncompared when the experiment has no value there (a model's settings, for a model it does not play). If the
 facts lack what your aspect needs, add it to `experiment_facts`. `tests/test_protocol_card.py` checks every shipped
 protocol; an experiment names one with `reference = "<name>"`.
+
+What the models read is checked word by word, never by version name. Each `[[information]]` is one item the
+published prompts give (`label`, `source`), with the words of ours that carry it per prompt version
+(`ours."<variant>/<version>"`, phrases of the version's files, `$placeholders` kept); each `[[addition]]` is one
+thing a version says that the published prompts do not (`version`, `key`, `label`, `ours`), a deviation unless no
+player of the experiment reads it (`unread_when = { path = [...], value = ... }`); `[versions."<ident>"]` says which
+files of a version are read (`read`, `skip_fragments`: words code joins to game data) or that it is the reference's
+own words (`own_words = true`). The card takes the version's words (`experiment_facts`: every template and
+fragment), finds each item's phrases in them and takes every phrase out: a line left over is a sentence no published
+item and no listed addition carries, and a deviation. A version the protocol has no word map for is one deviation.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
+import re
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -52,12 +64,47 @@ class Aspect:
 
 
 @dataclass(frozen=True)
+class Information:
+    """One item of the published prompts, and the words of ours that carry it, per prompt version."""
+
+    key: str
+    label: str
+    source: str
+    ours: Mapping[str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Addition:
+    """Something a prompt version says that the published prompts do not."""
+
+    version: str
+    key: str
+    label: str
+    ours: tuple[str, ...]
+    unread_path: tuple[str, ...] = ()
+    unread_value: Any = None
+
+
+@dataclass(frozen=True)
+class VersionWords:
+    """Which of a version's files the models read as prompt words (`read`), the fragments that are words code
+    joins to game data (`skip_fragments`, globs), or that it is the reference's own words (`own_words`)."""
+
+    read: tuple[str, ...] = ("templates", "fragments")
+    skip_fragments: tuple[str, ...] = ()
+    own_words: bool = False
+
+
+@dataclass(frozen=True)
 class Protocol:
     name: str
     title: str
     repository: str
     commit: str
     aspects: tuple[Aspect, ...]
+    information: tuple[Information, ...] = ()
+    additions: tuple[Addition, ...] = ()
+    versions: Mapping[str, VersionWords] = field(default_factory=dict)
 
 
 LIFECYCLE = "model lifecycle"  # the group of a card's rows that warn of a deprecated or retired model
@@ -112,9 +159,26 @@ def load_protocol(name: str) -> Protocol:
     data = tomllib.loads((resources.files("mafiabench.protocols") / f"{name}.toml").read_text(encoding="utf-8"))
     try:
         aspects = tuple(_aspect(a, where) for a in data["aspect"])
-        protocol = Protocol(name, str(data["title"]), str(data["repository"]), str(data["commit"]), aspects)
+        information = tuple(
+            Information(str(i["key"]), str(i["label"]), str(i["source"]),
+                        {str(v): tuple(map(str, ps)) for v, ps in i.get("ours", {}).items()})
+            for i in data.get("information", ()))
+        additions = tuple(
+            Addition(str(a["version"]), str(a["key"]), str(a["label"]), tuple(map(str, a["ours"])),
+                     tuple(map(str, a.get("unread_when", {}).get("path", ()))), a.get("unread_when", {}).get("value"))
+            for a in data.get("addition", ()))
+        versions = {str(v): VersionWords(tuple(w.get("read", ("templates", "fragments"))),
+                                         tuple(w.get("skip_fragments", ())), bool(w.get("own_words", False)))
+                    for v, w in data.get("versions", {}).items()}
+        protocol = Protocol(name, str(data["title"]), str(data["repository"]), str(data["commit"]), aspects,
+                            information, additions, versions)
     except KeyError as exc:
         raise UserError(f"{where}: missing field {exc}") from None
+    for kind, items in (("information", information), ("addition", additions)):
+        seen = [(getattr(i, "version", ""), i.key) for i in items]
+        if len(set(seen)) != len(seen):
+            raise UserError(f"{where}: {kind} keys must be unique; repeated: "
+                            f"{sorted({k for _, k in seen if seen.count((_, k)) > 1})}")
     keys = [a.key for a in protocol.aspects]
     if len(set(keys)) != len(keys):
         repeated = sorted({k for k in keys if keys.count(k) > 1})
@@ -171,7 +235,82 @@ def card(protocol: Protocol, experiment: str, facts: Mapping[str, Any]) -> Card:
             rows.append(CardRow(a.key, a.group, a.label, a.value, ours, None, a.source, a.note or NOT_PLAYED))
             continue
         rows.append(CardRow(a.key, a.group, a.label, a.value, ours, same(a.value, ours, a.compare), a.source, a.note))
+    rows += word_rows(protocol, facts)
     return Card(protocol, experiment, tuple(rows))
+
+
+PROMPT_GROUP = "prompt information"
+ADDED_GROUP = "added by our version"
+NOT_PUBLISHED = "(not in the published protocol)"
+
+
+def version_words(w: VersionWords, prompt: Mapping[str, Any]) -> str:
+    """The words of a version the models read (`experiment_facts`' `prompt.templates` and `prompt.fragments`)."""
+    parts: list[str] = []
+    if "templates" in w.read:
+        parts += [str(t) for t in dict(prompt.get("templates", {})).values()]
+    if "fragments" in w.read:
+        parts += [str(t) for k, t in dict(prompt.get("fragments", {})).items()
+                  if not any(fnmatch.fnmatch(k, g) for g in w.skip_fragments)]
+    return "\n".join(parts)
+
+
+def leftover_lines(text: str, phrases: Sequence[str]) -> list[str]:
+    """The lines of `text` left once every phrase is taken out, but headings, bullets, labels and placeholders."""
+    for phrase in sorted(set(phrases), key=len, reverse=True):
+        text = text.replace(phrase, "")
+    out = []
+    for line in text.splitlines():
+        line = re.sub(r"\$\{?\w+\}?", "", line).strip()
+        line = re.sub(r"^#?[A-Z ]+:?$", "", line)  # section headings
+        line = re.sub(r"^(?:-|\d\.)\s*(?:[A-Z][a-z]+:)?", "", line).strip()  # bullets and their labels
+        if re.search(r"[A-Za-z]{2}", line):
+            out.append(line)
+    return out
+
+
+def word_rows(protocol: Protocol, facts: Mapping[str, Any]) -> list[CardRow]:
+    """The card's rows for what the models read: each published item carried (or not) by the version's words,
+    each addition of the version, each sentence no item or addition carries."""
+    if not protocol.information:
+        return []
+    prompt = facts.get("prompt", {})
+    ident = str(prompt.get("version", ABSENT))
+    w = protocol.versions.get(ident)
+    if w is None:
+        known = ", ".join(protocol.versions) or "none"
+        return [CardRow("prompt.words", PROMPT_GROUP, "The prompt's words, item by item",
+                        f"{len(protocol.information)} published items", f"{ident}: no word map",
+                        False, "this protocol's [[information]]",
+                        f"the card cannot check {ident}'s words (word maps: {known}); add them to the protocol file")]
+    if w.own_words:
+        return [CardRow(f"information.{i.key}", PROMPT_GROUP, i.label, "in the prompt",
+                        "the reference's own words", True, i.source, "") for i in protocol.information]
+    text = version_words(w, prompt)
+    rows: list[CardRow] = []
+    used: list[str] = []
+    for i in protocol.information:
+        phrases = i.ours.get(ident, ())
+        used += phrases
+        missing = [p for p in phrases if p not in text]
+        ours: Any = list(phrases) if phrases and not missing else (
+            "not carried" if not phrases else "missing: " + " · ".join(missing))
+        rows.append(CardRow(f"information.{i.key}", PROMPT_GROUP, i.label, "in the prompt", ours,
+                            bool(phrases) and not missing, i.source, ""))
+    for a in protocol.additions:
+        if a.version != ident:
+            continue
+        used += a.ours
+        unread = bool(a.unread_path) and _canonical(lookup(facts, a.unread_path)) == _canonical(a.unread_value)
+        note = f"no player of this experiment reads it ({'.'.join(a.unread_path)} = {show(a.unread_value)})" \
+            if unread else ""
+        rows.append(CardRow(f"added.{a.key}", ADDED_GROUP, a.label, NOT_PUBLISHED, list(a.ours),
+                            None if unread else False, f"{ident} (ours)", note))
+    for n, line in enumerate(leftover_lines(text, used), 1):
+        rows.append(CardRow(f"added.unlisted.{n}", ADDED_GROUP, "Words no published item or listed addition carries",
+                            NOT_PUBLISHED, line, False, f"{ident} (ours)",
+                            "list it in the protocol file: as the words of a published item, or as an addition"))
+    return rows
 
 
 def show(value: Any) -> str:

@@ -10,7 +10,11 @@ from typing import Any
 
 from mafiabench.agents.prompts import resolve_prompts
 from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
+from mafiabench.detect.detection_runs import marked_games
 from mafiabench.engine import rules_for
+from mafiabench.engine.async_mafia import timing_model
+from mafiabench.engine.classic import PROPOSALS_SEEN_BY
+from mafiabench.engine.events import MAFIA_TEAM
 from mafiabench.protocols import ABSENT, LIFECYCLE, Card, CardRow, card, load_protocol
 from mafiabench.study.spec import Experiment
 
@@ -52,6 +56,9 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
             "others_order": prompts.options.get("others_order", "seat"),
             "composition_order": prompts.options.get("composition_order", "ours"),
             "wrapper": "[INST] … [/INST]" if wrapped else "none",
+            # Every word of the version a model can read, for the card's item-by-item check of the words.
+            "templates": dict(prompts.templates),
+            "fragments": dict(prompts.fragments),
         },
         "rules": rules_for(exp.variant, exp.rules).model_dump(mode="json"),
         "models": models,
@@ -62,6 +69,9 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
         "players": sorted({_model(spec) for spec in exp.agent_specs()}),
         "games_per_cell": exp.games_per_cell,
     }
+    if exp.variant == "async":
+        rules: Any = rules_for(exp.variant, exp.rules)
+        facts["timing"] = timing_model(rules)
     if exp.detector is not None:
         det = exp.detector_spec()
         facts["detector"] = {
@@ -70,6 +80,12 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
             "prompt_version": "file:" + str(det.prompt_file) if det.prompt_file else det.prompt_version,
             "imported_games": len(det.imported_games) if det.imported_games is not None else ABSENT,
         }
+        if exp.detector.imported_games:
+            marked = marked_games(exp.detector.imported_games)
+            n = len(det.imported_games)
+            facts["detector"]["human_set"] = (
+                f"{n - len(marked)} valid by the importer's rules + {len(marked)} inferred "
+                f"({'; '.join(marked.values())})" if marked else f"{n} valid by the importer's rules")
     facts["statements"] = statement_facts(exp)
     if exp.design is not None:
         d = exp.design
@@ -80,8 +96,16 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
             "capabilities": list(d.capabilities),
             "games_per_cell": d.games_per_cell or exp.games_per_cell,
         }
+    if exp.variant == "classic":
+        # Who reads a mafioso's night proposal (engine/classic.py), as the card names it.
+        facts["visibility"] = {"night_proposals": "the other mafiosos" if PROPOSALS_SEEN_BY == MAFIA_TEAM
+                               else PROPOSALS_SEEN_BY}
     if exp.variant == "classic" and exp.cells:
         facts["strategema"] = classic_design_facts(exp)
+        # A limited-memory cell reads the phase's events only; does its prompt still say it has the whole record?
+        full_record = "every vote, every statement" in prompts.templates.get("base", "")
+        facts["strategema"]["limited_memory"]["prompt_says_full_record"] = (
+            full_record if facts["strategema"]["limited_memory"]["configurations"] else ABSENT)
     return facts
 
 
