@@ -468,6 +468,8 @@ class LLMAgent:
             n_players=rules.n_players,
             composition_text=composition_text(rules.composition, self.prompts),
             reveal_text=f["reveal"] if rules.reveal_role else f["hidden"],
+            # the context's heading for the rules' memory, in versions that word it by memory (classic/v4)
+            context_text=f.get(f"context_text_{rules.memory}", f.get("context_text", "")),
         )
         if decision.mode != "belief":
             answer = f["answer_name"]

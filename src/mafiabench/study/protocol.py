@@ -103,7 +103,8 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
     if exp.variant == "classic" and exp.cells:
         facts["strategema"] = classic_design_facts(exp)
         # A limited-memory cell reads the phase's events only; does its prompt still say it has the whole record?
-        full_record = "every vote, every statement" in prompts.templates.get("base", "")
+        heading = prompts.fragments.get("context_text_current_phase") or prompts.templates.get("base", "")
+        full_record = "every vote, every statement" in heading
         facts["strategema"]["limited_memory"]["prompt_says_full_record"] = (
             full_record if facts["strategema"]["limited_memory"]["configurations"] else ABSENT)
     return facts
