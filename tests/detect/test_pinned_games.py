@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from mafiabench.detect.detection_runs import DetectorSpec, load_game_list, load_games, run_detection
+from mafiabench.detect.detection_runs import DetectorSpec, load_game_list, load_games, marked_games, run_detection
 from mafiabench.errors import UserError
 from mafiabench.importers import read_dallinger, run_import
 from mafiabench.study.spec import load_experiment
@@ -56,20 +56,29 @@ def test_the_detector_reads_exactly_the_pinned_games_valid_or_not(tmp_path: Path
     result = run_detection(path, pinned.model_copy(update={"models": ("policy/random",)}))
     assert result.pinned_missing == ["ibraheem2022-human-nowhere"]
     assert "1 pinned game(s) not in the warehouse (imported yet?): ibraheem2022-human-nowhere" in result.to_text()
+    # A is read because the list pins it, not by the importer's rules: `detect` says so (issue 35 item 4)
+    assert (result.pinned, result.pinned_invalid) == (2, 1)
+    assert ("of the 2 pinned imported games, 1 are invalid or undecided by the importer's rules and read because the "
+            "game list pins them: 1 valid + 1 inferred") in result.to_text()
     con = connect(path)
     read = {g for (g,) in con.execute("select distinct game_id from raw_detections").fetchall()}
     con.close()
     assert read == {A, H}
 
 
-def test_the_experiment_pins_the_papers_28_games(tmp_path: Path) -> None:
+def test_the_experiment_pins_28_games_inferred_to_match_the_papers(tmp_path: Path) -> None:
     exp = load_experiment(ROOT / "experiments" / "hidden_in_plain_text.toml")
     spec = exp.detector_spec()
     assert spec.imported_games == load_game_list(PAPER_LIST)
     assert len(spec.imported_games) == 28 and all(g.startswith("ibraheem2022-human-") for g in spec.imported_games)
     header = PAPER_LIST.read_text().split("\nibraheem2022", 1)[0]
-    for fact in ("28 games", "28/28/23/8", "9.46", "40.29%", "2.64%", "25 valid games"):
+    for fact in ("28 games", "28/28/23/8", "9.46", "40.29%", "2.64%", "25 valid games", "NOT the paper's set",
+                 "Fitting equally well"):
         assert fact in header, fact
+    # the 3 the importer's rules exclude are marked, each with its reason (the card and `detect` count them)
+    marked = marked_games(PAPER_LIST)
+    assert sorted(g[19:27] for g in marked) == ["5e2e10b9", "831be8e5", "907a5898"]
+    assert all("by the rules" in why for why in marked.values())
     bad = tmp_path / "exp.toml"
     bad.write_text('name = "x"\nvariant = "async"\n[detector]\nmodels = ["policy/random"]\n'
                    'imported_games = "games.txt"\n')

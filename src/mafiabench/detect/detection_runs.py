@@ -145,6 +145,9 @@ class DetectReport:
     sources_without_games: list[str] = field(default_factory=list)
     # Pinned games (`imported_games`) not found finished in the warehouse: not imported yet, or a wrong id.
     pinned_missing: list[str] = field(default_factory=list)
+    # Pinned games read although the importer's rules exclude them: the list's inference, not a published set.
+    pinned_invalid: int = 0
+    pinned: int = 0
     # When no game was read: which filter left none, with the counts (`why_no_games`).
     why_empty: str = ""
 
@@ -154,6 +157,11 @@ class DetectReport:
             f"{self.landed} landed, {len(self.failed)} failed (asked again next run), "
             f"{self.format_failures} with a format failure; {self.calls} model calls; {self.wall_s:.1f} s"
         ]
+        if self.pinned_invalid:
+            lines.append(f"  of the {self.pinned} pinned imported games, {self.pinned_invalid} are invalid or "
+                         f"undecided by the importer's rules and read because the game list pins them: "
+                         f"{self.pinned - self.pinned_invalid} valid + {self.pinned_invalid} inferred "
+                         "(the list's header says why)")
         if self.why_empty:
             lines.append(f"  {self.why_empty}")
         lines += [f"  failed: {f}" for f in self.failed[:20]]
@@ -375,6 +383,13 @@ async def detect_warehouse(
         try:
             games = load_games(con, spec, game_ids)
             have = detection_keys(con)
+            if spec.imported_games is not None:
+                read = [g.game_id for g in games if g.game_id in set(spec.imported_games)]
+                report.pinned = len(read)
+                report.pinned_invalid = con.execute(
+                    "select count(*) from raw_games where game_id in (select unnest($ids)) "
+                    "and not coalesce(valid, true)",
+                    {"ids": read}).fetchone()[0]  # type: ignore[index]
             report.why_empty = "" if games else why_no_games(con, spec, game_ids)
         finally:
             con.close()
