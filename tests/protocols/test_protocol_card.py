@@ -85,7 +85,7 @@ def _drop(*path: str) -> Any:
          {f"model.{m}.max_tokens_choice" for m in STANDARD}),
         (_set("models", "default", "reprompt_on_failure", value=True), "models.reprompt"),
         (_set("models", "openai/gpt-5-mini", "reasoning_effort", value="low"), "model.gpt-5-mini.reasoning_effort"),
-        (_set("models", "openai/gpt-5-mini", "max_tokens_choice", value=6000), "model.gpt-5-mini.max_tokens_choice"),
+        (_set("models", "openai/gpt-5-mini", "max_tokens_choice", value=4000), "model.gpt-5-mini.max_tokens_choice"),
         (_set("models", "xai/grok-3-mini", "temperature", value=0.7), "model.grok-3-mini.temperature"),
         (_set("models", "xai/grok-3-mini", "reasoning_effort", value="low"), "model.grok-3-mini.reasoning_effort"),
         (_swap_target("google/gemini-2.5-flash-lite", "openrouter/google/gemini-2.5-flash-lite"), "design.targets"),

@@ -33,6 +33,8 @@ TARGETS = ["deepseek/deepseek-chat", "openai/gpt-5-mini", "xai/grok-3-mini", "an
            "llamacpp-qwen/Qwen2.5-7B-Instruct-Q4_K_M.gguf"]
 BACKGROUNDS = ["openai/gpt-4.1-mini", "llamacpp-mistral/Mistral-7B-Instruct-v0.2-Q4_K_M.gguf"]
 REASONING = {"gpt-5-mini": "minimal", "grok-3-mini": None}  # model -> reasoning_effort sent
+# model -> token cap sent: GPT-5 Mini's games were played after the reference raised it to 6,000 (32ef7ebf)
+REASONING_CAP = {"gpt-5-mini": 6000, "grok-3-mini": 4000}
 MESSAGE = "M" * 299 + "."  # 300 characters: longer than the 200 the prompt asks for
 LEAKS = ("discovered that they are the mafioso", "learns who the mafioso is", "played automatically",
          "one night and one day", "ends after the day's vote", "is the detective")
@@ -120,7 +122,7 @@ def test_the_flagship_plays_the_reference_protocol_over_http(tmp_path: Path) -> 
         cap = body.get("max_completion_tokens", body.get("max_tokens"))
         speak = "#DISCUSSION ROUND" in prompt
         if model in REASONING:
-            assert cap == 4000 and "temperature" not in body, (model, body.keys())
+            assert cap == REASONING_CAP[model] and "temperature" not in body, (model, body.keys())
             assert body.get("reasoning_effort") == REASONING[model]
         else:
             assert cap == (55 if speak else 5) and body["temperature"] == 0.7 and "reasoning_effort" not in body
