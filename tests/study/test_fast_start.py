@@ -157,20 +157,22 @@ def test_workers_stop_together(tmp_path: Path) -> None:
 PLAN_EARLY = textwrap.dedent(
     """
     import json, sys
-    from mafiabench.study.run import plan_before_flow, take_planned
+    from mafiabench.study.run import Study, plan_early
     from mafiabench.study.spec import parse_experiment
 
     if __name__ == "__main__":
         spec = json.loads(sys.argv[1])
-        exp = parse_experiment(spec, "<test>")
-        study = plan_before_flow(exp, ("e.toml", None))
-        workers = [w for w in study._workers._workers if w is not None] if study._workers else []
-        out = {"to_play": study.summary.games_to_play, "spawned": sum(w.process.is_alive() for w in workers),
-               "prefect": "prefect" in sys.modules, "taken": take_planned(("e.toml", None)) is study}
+        study = Study(parse_experiment(spec, "<test>"), orchestrator="prefect")
+        out = {"planned": plan_early(study)}
+        pool = study.executor._workers
+        workers = [w for w in pool._workers if w is not None] if pool else []
+        out |= {"to_play": study.summary.games_to_play, "spawned": sum(w.process.is_alive() for w in workers),
+                "prefect": "prefect" in sys.modules}
         study.__exit__(None, None, None)
         study.__exit__(None, None, None)  # twice: harmless (the command closes what the flow may have closed)
         spec["concurrency"]["processes"] = 1
-        out["one_process"] = plan_before_flow(parse_experiment(spec, "<test>"), ("e.toml", None)) is None
+        one = Study(parse_experiment(spec, "<test>"))
+        out["one_process"] = not plan_early(one) and not one.planned
         print(json.dumps(out))
     """
 )
@@ -187,7 +189,7 @@ def test_workers_are_spawned_before_prefect_is_imported(tmp_path: Path) -> None:
                           timeout=300, check=False)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    assert out == {"to_play": 6, "spawned": 2, "prefect": False, "taken": True, "one_process": True}, out
+    assert out == {"planned": True, "to_play": 6, "spawned": 2, "prefect": False, "one_process": True}, out
 
 
 def test_prefect_clients_of_our_plain_http_server_load_one_certificate(tmp_path: Path,

@@ -255,17 +255,17 @@ def test_the_lander_holds_the_file_across_landings_for_at_most_the_hold_time(
 ) -> None:
     """Landings in quick succession share one open file (its open and closing checkpoint cost ~0.15 s, paid per
     shard before), and a reader still gets in once no landing comes for the hold time."""
-    from mafiabench.study import run as run_module
+    from mafiabench.study import lander as lander_module
 
-    monkeypatch.setattr(run_module, "LAND_HOLD_S", 3.0)
+    monkeypatch.setattr(lander_module, "LAND_HOLD_S", 3.0)
     exp = parse_experiment({
         "name": "hold", "games_per_cell": 9, "shard_size": 3,
         "cells": [{"name": "a", "agents": {"default": "policy/random"}}],
         "warehouse": str(tmp_path / "w.duckdb"),
     })
     opened: list[int] = []
-    real_connect = run_module.connect
-    monkeypatch.setattr(run_module, "connect", lambda *a, **k: opened.append(1) or real_connect(*a, **k))
+    real_connect = lander_module.connect
+    monkeypatch.setattr(lander_module, "connect", lambda *a, **k: opened.append(1) or real_connect(*a, **k))
 
     async def land_three(study: Study) -> bool:
         for shard in list(study.shards):

@@ -88,8 +88,8 @@ def test_a_killed_worker_fails_its_shard_which_is_retried(tmp_path: Path) -> Non
             playing = asyncio.ensure_future(study.fan_out())
             while len(landing.raw_records(raw)) < 4:
                 await asyncio.sleep(0.01)
-            assert study._workers is not None
-            worker = study._workers._workers[0]
+            assert study.executor is not None and study.executor._workers is not None
+            worker = study.executor._workers._workers[0]
             assert worker is not None
             os.kill(worker.process.pid, signal.SIGKILL)
             await playing

@@ -83,9 +83,10 @@ def test_a_killed_shard_worker_fails_its_shard_which_is_retried(tmp_path: Path) 
         with Study(exp, progress=False, shard_retry_delays=(0.0,)) as study:
             study.prepare()
             playing = asyncio.ensure_future(study.fan_out())
-            while study._shard_workers is None or not study._shard_workers.started:
+            assert study.executor is not None
+            while study.executor._shard_workers is None or not study.executor._shard_workers.started:
                 await asyncio.sleep(0.01)
-            pool = study._shard_workers
+            pool = study.executor._shard_workers
             while study.summary.games_played < 32:
                 await asyncio.sleep(0.005)
             for w in list(pool.started):

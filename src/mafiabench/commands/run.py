@@ -190,28 +190,24 @@ def _run(
             print(publishing.build(Path(summary.warehouse)).summary())
             print(publishing.render(Path(summary.warehouse), dashboards, force=force).summary())
     else:
-        from mafiabench.study.run import plan_before_flow, take_planned
+        from mafiabench.study.run import Study, plan_early
 
         prefect_settings()  # first: the shared server's lease, before anything that takes time (it stops when idle)
+        study = Study(exp, warehouse=warehouse, orchestrator="prefect", progress=progress, started=process_started())
         # A study played in worker processes is planned now and its workers spawned, so that they start while
         # Prefect is imported (the flow takes the study over); others are planned in the flow.
-        key = (str(experiment), None if warehouse is None else str(warehouse))
-        early = plan_before_flow(exp, key, warehouse=warehouse, progress=progress,
-                                 dask=None if exp.cluster is None else exp.cluster.dask, started=process_started())
+        plan_early(study)
         try:
-            summary = _flow(experiment, exp, progress, interrupt, warehouse=warehouse, publish=publish,
-                            dashboards=dashboards, force=force)
+            summary = _flow(experiment, study, interrupt, warehouse=warehouse, publish=publish, dashboards=dashboards,
+                            force=force)
         finally:
-            if early is not None:  # the flow closed it, unless it never ran
-                take_planned(key)
-                early.__exit__(None, None, None)
+            study.__exit__(None, None, None)  # the flow closed it, unless it never ran
     return summary
 
 
 def _flow(
     experiment: Path,
-    exp: Any,
-    progress: bool | None,
+    study: Any,
     interrupt: Interrupt,
     *,
     warehouse: Path | None,
@@ -219,7 +215,7 @@ def _flow(
     dashboards: Path | None,
     force: bool,
 ) -> Any:
-    """The study flow through Prefect (imported here, after any early plan)."""
+    """The study flow through Prefect (imported here, after any early plan), handed the command's study."""
     from mafiabench.study.summary import RunSummary
 
     summary: RunSummary
@@ -229,12 +225,13 @@ def _flow(
             module.study_flow(
                 experiment_path=str(experiment),
                 warehouse=None if warehouse is None else str(warehouse),
-                progress=progress,
+                progress=study.progress,
                 publish=publish,
                 dashboards=None if dashboards is None else str(dashboards),
                 force=force,
-                dask=None if exp.cluster is None else exp.cluster.dask,
+                dask=study.dask_address,
                 started=process_started(),
+                study=study,
             )
         )
     except module.StudyIncomplete as exc:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from prefect import Flow, flow, get_run_logger, task
@@ -28,7 +29,7 @@ from mafiabench.detect.detection_runs import DetectReport
 from mafiabench.flows.tasks import build_marts, detect_games, import_dataset, render_dashboards
 from mafiabench.redact import install_log_scrubber
 from mafiabench.study.plan import Shard, ShardResult, is_infrastructure_fault
-from mafiabench.study.run import Study, take_planned
+from mafiabench.study.run import Study
 from mafiabench.study.spec import load_experiment
 from mafiabench.study.summary import RunSummary
 
@@ -67,12 +68,18 @@ async def land_shard(study: Study, result: ShardResult) -> dict[str, int]:
     return {"inserted": r.inserted, "replaced": r.replaced, "skipped": r.skipped}
 
 
-async def _play(study: Study, shard: Shard) -> ShardResult:
-    return await play_shard(study, shard)
+def _play(study: Study) -> Callable[[Shard], Awaitable[ShardResult]]:
+    async def play(shard: Shard) -> ShardResult:
+        return await play_shard(study, shard)
+
+    return play
 
 
-async def _land(study: Study, result: ShardResult) -> Any:
-    return await land_shard(study, result)
+def _land(study: Study) -> Callable[[ShardResult], Awaitable[Any]]:
+    async def land(result: ShardResult) -> Any:
+        return await land_shard(study, result)
+
+    return land
 
 
 class _JsonParameterFlow(Flow[Any, Any]):
@@ -81,8 +88,9 @@ class _JsonParameterFlow(Flow[Any, Any]):
     of CPU, a tenth of its fixed cost (BENCHMARKS.md); any other value still goes Prefect's way."""
 
     def serialize_parameters(self, parameters: dict[str, Any]) -> dict[str, Any]:
-        if all(isinstance(v, str | int | float | bool | None) for v in parameters.values()):
-            return dict(parameters)
+        named = {k: f"<Study {v.exp.name}>" if isinstance(v, Study) else v for k, v in parameters.items()}
+        if all(isinstance(v, str | int | float | bool | None) for v in named.values()):
+            return named
         return super().serialize_parameters(parameters)
 
 
@@ -98,18 +106,22 @@ async def study_flow(
     dask: str | None = None,
     started: float | None = None,
     force: bool = False,
+    study: Study | None = None,
 ) -> RunSummary:
     """Play an experiment's missing games and land them; the run summary becomes a markdown artifact. With
     `publish`, then rebuild the marts behind the quality gate and render the dashboards. `started`: when the command
-    began (epoch seconds), so the summary's wall time is the whole command's."""
+    began (epoch seconds), so the summary's wall time is the whole command's. `study`: the command's own, made from
+    the experiment it loaded (and planned already when it plays in worker processes); a scheduled run has none and
+    loads the experiment here."""
     install_log_scrubber()  # no known secret in a log line (Prefect stores them in its database)
     logger = get_run_logger()
-    experiment = load_experiment(experiment_path)
-    planned = take_planned((experiment_path, warehouse))  # `mafiabench run` planned it before importing Prefect
-    with planned or Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress, dask=dask,
-                          started=started) as study:
+    if study is None:
+        study = Study(load_experiment(experiment_path), warehouse=warehouse, orchestrator="prefect",
+                      progress=progress, dask=dask, started=started)
+    experiment = study.exp
+    with study:
         # expand the design, load landed raw files, skip landed games (done already for a study planned early)
-        shards = study.shards if planned is not None else study.prepare()
+        shards = study.shards if study.planned else study.prepare()
         s = study.summary
         logger.info(
             "%s: %s games planned, %s already landed, %s loaded from the raw folder, %s to play in %s shard(s)",
@@ -120,7 +132,7 @@ async def study_flow(
             f"{s.games_to_play:,}",
             f"{len(shards):,}",
         )
-        await study.fan_out(play=_play, land=_land)  # shard tasks, a bounded number at a time; land each
+        await study.fan_out(play=_play(study), land=_land(study))  # shard tasks, a bounded number at a time
         summary = study.finish()  # ledger row in raw_runs
     await acreate_markdown_artifact(
         key=study.artifact_key(), markdown=summary.markdown(), description=f"mafiabench run {summary.run_id}"

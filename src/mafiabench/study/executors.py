@@ -1,7 +1,7 @@
 """How a study's shards are played: on the running event loop, one game at a time in worker processes
 (`concurrency.processes`), whole shards of policy games in shard workers, or on a Dask cluster (`[cluster]`).
 
-`ShardPlayer` is the part of `Study` (`study/run.py`) that plays: the per-loop backend pools and game slots, the
+`ShardExecutor` is what a planned `Study` (`study/run.py`) plays with: the per-loop backend pools and game slots, the
 budget guard's say on each game, the shard file written atomically (a retried shard reuses the games its earlier
 attempt finished), and the run's ledger, kept once a shard's file is written. It never touches DuckDB.
 """
@@ -29,10 +29,8 @@ from mafiabench.study.shard_workers import (
     AUTO_SHARD_WORKERS_MIN_GAMES,
     ShardWorkerConfig,
     ShardWorkerPool,
-    is_policy_only,
 )
 from mafiabench.study.spec import AUTO_PROCESSES_MAX, Experiment
-from mafiabench.study.stopping import Rule
 from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool
 from mafiabench.warehouse import landing
@@ -65,26 +63,58 @@ def uses_http(specs: list[str], endpoints: dict[str, EndpointConfig]) -> bool:
     )
 
 
-class ShardPlayer:
-    """Plays shards of games for a `Study`: what the lifecycle sets (`exp`, the run's `summary`, the budget `guard`
-    once planned, the progress bar) is declared here; the executors' own state is made by `_init_executors`."""
+def shard_processes(experiment: Experiment, *, policy_only: bool, dask_address: str | None, games: int) -> int:
+    """Worker processes for whole shards of policy games: `concurrency.processes` when given, for `auto` one per
+    core (up to `AUTO_PROCESSES_MAX`) when the plan (`games`) is large enough to pay for starting them."""
+    if not policy_only or dask_address is not None:
+        return 1
+    n = experiment.concurrency.processes
+    if n != "auto":
+        return n
+    if games < AUTO_SHARD_WORKERS_MIN_GAMES:
+        return 1
+    return max(1, min(os.cpu_count() or 1, AUTO_PROCESSES_MAX))
 
-    exp: Experiment
-    models: dict[str, ModelSettings]
-    prices: PriceTable
-    endpoints: dict[str, EndpointConfig]
-    raw: Path
-    summary: RunSummary
-    guard: BudgetGuard | None
-    rule: Rule | None
-    dask_address: str | None
-    _bar: Any
 
-    def _init_executors(self, experiment: Experiment) -> None:
-        self.uses_http = uses_http(experiment.agent_specs(), self.endpoints)
-        self.processes = experiment.concurrency.worker_processes(self.uses_http)
-        self.policy_only = is_policy_only(experiment.agent_specs())
-        self.shard_processes = 1  # policy studies: processes playing whole shards (decided once the plan is known)
+def uses_game_workers(processes: int, shard_processes: int, *, policy_only: bool, dask_address: str | None) -> bool:
+    """Whether games are played one at a time in worker processes (policy shards go whole to shard workers
+    instead, and a Dask cluster has its own)."""
+    return processes > 1 and shard_processes == 1 and not policy_only and dask_address is None
+
+
+class ShardExecutor:
+    """Plays shards of games for a planned study: everything it reads is given when it is made (the experiment and
+    its settings, the run's ledger `summary`, the budget `guard`, the progress `bar`), and it keeps its own pools,
+    workers and counters. `play_shard` is the callable the scheduler is handed."""
+
+    def __init__(
+        self,
+        experiment: Experiment,
+        *,
+        models: dict[str, ModelSettings],
+        prices: PriceTable,
+        endpoints: dict[str, EndpointConfig],
+        raw: Path,
+        summary: RunSummary,
+        guard: BudgetGuard,
+        bar: Any,
+        processes: int,
+        shard_processes: int,
+        policy_only: bool,
+        dask_address: str | None,
+    ) -> None:
+        self.exp = experiment
+        self.models = models
+        self.prices = prices
+        self.endpoints = endpoints
+        self.raw = raw
+        self.summary = summary
+        self.guard = guard
+        self.bar = bar
+        self.processes = processes
+        self.shard_processes = shard_processes  # policy studies: processes playing whole shards
+        self.policy_only = policy_only
+        self.dask_address = dask_address
         self._partial: dict[int, dict[str, _Played]] = {}  # shard → games an unfinished attempt of it played
         self._dask: Any = None
         # What the bar shows while games finish (the summary's ledger counts a shard once its file is written).
@@ -94,26 +124,13 @@ class ShardPlayer:
         self._slots: dict[int, asyncio.Semaphore] = {}
         self._workers: WorkerPool | None = None
         self._shard_workers: ShardWorkerPool | None = None
-        self._busy_games_s = 0.0
-        self._busy_calls_s = 0.0
+        self.busy_games_s = 0.0  # summed over games: busy time over the play's wall time is the concurrency
+        self.busy_calls_s = 0.0
 
     @functools.cached_property
     def _provenance(self) -> Provenance:
         """The records' provenance (the checkout's commit costs a `git` process: asked when a game first needs it)."""
         return Provenance(git_commit=git_commit())
-
-    def _shard_processes(self) -> int:
-        """Worker processes for whole shards of policy games: `concurrency.processes` when given, for `auto` one
-        per core (up to `AUTO_PROCESSES_MAX`) when the plan is large enough to pay for starting them."""
-        if not self.policy_only or self.dask_address is not None:
-            return 1
-        n = self.exp.concurrency.processes
-        if n != "auto":
-            return n
-        games = self.summary.games_planned if self.rule is not None else self.summary.games_to_play
-        if games < AUTO_SHARD_WORKERS_MIN_GAMES:
-            return 1
-        return max(1, min(os.cpu_count() or 1, AUTO_PROCESSES_MAX))
 
     def pool(self) -> BackendPool:
         """The running loop's backend pool (SDK clients are loop-bound: one pool per event loop)."""
@@ -173,7 +190,6 @@ class ShardPlayer:
 
     async def _play_shard_in_worker(self, shard: Shard) -> ShardResult:
         """A shard of policy games played, written and flattened by a worker process; the ledger is kept here."""
-        assert self.guard is not None
         t0 = time.perf_counter()
         result = ShardResult(shard.index)
         games = []
@@ -201,9 +217,9 @@ class ShardPlayer:
         self.guard.finish(total, games=out.played)
         self._live.add(total)
         self._live_failed += total.failed_games
-        self._busy_games_s += out.busy_s
-        if self._bar is not None:
-            self._bar.advance(out.played, failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
+        self.busy_games_s += out.busy_s
+        if self.bar is not None:
+            self.bar.advance(out.played, failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
         result.batch, result.path = out.batch, out.path
         result.played = out.played
         result.wall_s = time.perf_counter() - t0
@@ -222,7 +238,6 @@ class ShardPlayer:
         self, g: PlannedGame, pool: BackendPool, slots: asyncio.Semaphore, done: dict[str, _Played]
     ) -> bool:
         """Play one game into `done`; False if the budget guard did not let it start."""
-        assert self.guard is not None
         async with slots:
             if not self.guard.try_start():
                 self._tick()
@@ -268,7 +283,7 @@ class ShardPlayer:
             warm=tuple(s for s in self.exp.agent_specs() if "/" in s),
         )
 
-    def _close_workers(self) -> None:
+    def close_workers(self) -> None:
         if self._workers is not None:
             self._workers.close()
             self._workers = None
@@ -284,35 +299,35 @@ class ShardPlayer:
         s.add_game(rec.game_id, cell, total, failed=rec.outcome.get("status") == "failed", error=rec.error)
         for spec, u in per_model.items():
             s.per_model.setdefault(spec, Usage()).add(u)
-        self._busy_games_s += busy_s
-        self._busy_calls_s += sum(float(c.get("latency_ms") or 0.0) for c in rec.calls) / 1000.0
+        self.busy_games_s += busy_s
+        self.busy_calls_s += sum(float(c.get("latency_ms") or 0.0) for c in rec.calls) / 1000.0
 
     def _tick(self) -> None:
-        if self._bar is not None:
-            self._bar.advance(failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
+        if self.bar is not None:
+            self.bar.advance(failed=self._live_failed, tokens=self._live.tokens, usd=self._live.cost_usd)
 
+    @property
     def uses_game_workers(self) -> bool:
-        """Whether games are played one at a time in worker processes (policy shards go whole to shard workers
-        instead, and a Dask cluster has its own)."""
-        return self.processes > 1 and self.shard_processes == 1 and not self.policy_only and self.dask_address is None
+        return uses_game_workers(self.processes, self.shard_processes, policy_only=self.policy_only,
+                                 dask_address=self.dask_address)
 
     def spawn_game_workers(self) -> None:
         """Spawn the game workers now, without waiting for them: they start and import their SDKs while this process
-        goes on (`mafiabench run` imports Prefect meanwhile); `_start_game_workers` waits for them."""
-        if self.uses_game_workers() and self._workers is None:
+        goes on (`mafiabench run` imports Prefect meanwhile); `start` waits for them."""
+        if self.uses_game_workers and self._workers is None:
             self._workers = WorkerPool(self._worker_config(self.processes))
             self._workers.spawn()
 
-    async def _start_game_workers(self) -> None:
+    async def start(self) -> None:
         """Worker processes spawned and their SDKs imported before the first game, not while games wait for them
         (policy shards go whole to shard workers instead: these would sit idle)."""
-        if self.uses_game_workers():
+        if self.uses_game_workers:
             if self._workers is None:
                 self._workers = WorkerPool(self._worker_config(self.processes))
             await asyncio.to_thread(self._workers.start)
 
-    async def _stop_executors(self) -> None:
-        await asyncio.to_thread(self._close_workers)
+    async def stop(self) -> None:
+        await asyncio.to_thread(self.close_workers)
         if self._dask is not None:
             dask, self._dask = self._dask, None
             await dask.close()

@@ -11,9 +11,9 @@ All the logic of a run lives here and is tested without Prefect; `mafiabench.flo
    idempotent: a retried shard reuses the records it already wrote. `fan_out()` keeps a bounded number of shards
    in flight, and with `[stopping]` plays them in waves until each cell's interval is narrow enough
    (`study/waves.py`).
-3. `land_shard()` loads a shard's records into DuckDB; the Study is the run's one writer. It opens DuckDB only
-   while it lands (and while it plans and summarises), so `mafiabench query` and other readers get in between
-   landings; a reader holding the file makes the lander wait for it (`LAND_WAIT_S`), never fail.
+3. `land_shard()` loads a shard's records into DuckDB through the Study's lander (`study/lander.py`), the run's
+   one writer. It opens DuckDB only while it lands (and while it plans and summarises), so `mafiabench query` and
+   other readers get in between landings; a reader holding the file makes the lander wait for it, never fail.
 4. `finish()` builds the run summary (games, calls, tokens, cost, wall time, achieved concurrency), records it in
    `raw_runs`, and prints it.
 
@@ -28,48 +28,37 @@ import contextlib
 import math
 import os
 import sys
-import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from mafiabench.backends.endpoints import EndpointConfig
+from mafiabench.backends.endpoints import EndpointConfig, aclose_clients
 from mafiabench.play.runner import BackendPool
 from mafiabench.prices import PriceTable, free_providers_of, load_prices
 from mafiabench.protocols import rows_for_warehouse
 from mafiabench.study.budget import BudgetGuard, landed_usage, require_prices
 from mafiabench.study.design import cell_fingerprints, expand_cells, slug
-from mafiabench.study.plan import ShardPlan, ShardResult
+from mafiabench.study.executors import ShardExecutor, shard_processes, uses_game_workers, uses_http
+from mafiabench.study.lander import Lander
+from mafiabench.study.plan import Shard, ShardPlan, ShardResult
 from mafiabench.study.protocol import protocol_card
+from mafiabench.study.shard_workers import QUEUE_PER_WORKER, is_policy_only
 from mafiabench.study.spec import Experiment
 from mafiabench.study.summary import RunSummary
-from mafiabench.study.waves import WaveScheduler
+from mafiabench.study.waves import Backlog, LandFn, PlayFn, WaveScheduler, with_local_retries
+from mafiabench.study.workers import lean_gc
 from mafiabench.warehouse import landing
-from mafiabench.warehouse.raw import (
-    LoadResult,
-    WarehouseBusyError,
-    check_cell_fingerprints,
-    connect,
-    record_protocol_card,
-)
-
-# How long the lander keeps the warehouse open across landings at most: opening the file, checking its schema and
-# closing it (the checkpoint that writes the rows into the file) cost about 0.15 s, which a run landing several
-# shards a second (scripted games) paid for every shard. Readers still get in between, once a second.
-LAND_HOLD_S = 1.0
-
-# How long the lander waits for a reader (`mafiabench query`, a notebook) to release the warehouse file.
-LAND_WAIT_S = 300.0
+from mafiabench.warehouse.raw import LoadResult, check_cell_fingerprints, record_protocol_card
 
 
-class Study(WaveScheduler):
+class Study:
     """One run of an experiment against one warehouse (not a dataclass on purpose: Prefect passes it to tasks as
-    an opaque object instead of walking its fields). Its lifecycle is here; how shards are played is
-    `ShardPlayer`'s (`study/executors.py`), how they are scheduled, in waves with [stopping], `WaveScheduler`'s
-    (`study/waves.py`)."""
+    an opaque object instead of walking its fields). Its lifecycle is here, and it owns the lander (`study/lander.py`);
+    once planned, it makes the `ShardExecutor` that plays shards (`study/executors.py`) and the `WaveScheduler` that
+    hands them out (`study/waves.py`), handing the scheduler the executor's `play` and the lander's `land`."""
 
     def __init__(
         self,
@@ -99,7 +88,10 @@ class Study(WaveScheduler):
         base = prices or load_prices()
         self.prices = base.with_overrides(experiment.prices, free_providers_of(self.endpoints))
         self.models = experiment.model_settings()
-        self._init_executors(experiment)
+        self.uses_http = uses_http(experiment.agent_specs(), self.endpoints)
+        self.processes = experiment.concurrency.worker_processes(self.uses_http)
+        self.policy_only = is_policy_only(experiment.agent_specs())
+        self.rule = experiment.stopping.rule() if experiment.stopping is not None else None
         self.summary = RunSummary(
             run_id=f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{os.getpid()}-{uuid.uuid4().hex[:6]}",
             experiment=experiment.name,
@@ -110,122 +102,65 @@ class Study(WaveScheduler):
             budget={k: v for k, v in experiment.budget.model_dump().items() if v is not None},
             description=experiment.description,
         )
-        self.cells = []
+        self.lander = Lander(self.warehouse, experiment.name, small_groups=not self.policy_only)
         self.shards = ShardPlan(0, 0, lambda: iter(()))
-        self._todo = []
-        self._init_waves(experiment.stopping.rule() if experiment.stopping is not None else None)
-        self.guard = None
+        self.shard_processes = 1  # policy studies: processes playing whole shards (decided by the plan)
+        self.guard: BudgetGuard | None = None
+        # Made by the plan: what plays the shards, and what hands them out.
+        self.executor: ShardExecutor | None = None
+        self.scheduler: WaveScheduler | None = None
         self._lock_cm: Any = None
-        self._con: Any = None
-        self._con_lock = threading.RLock()  # the lander's thread and this one share the connection
-        self._con_depth = 0
-        self._con_opened = 0.0
-        self._release_timer: threading.Timer | None = None
-        self._open = False
-        self._bar = None
-        self._land_lock: asyncio.Lock | None = None
+        self._bar: Any = None
+
+    @property
+    def planned(self) -> bool:
+        """Whether `prepare()` ran (a study planned before the flow is not planned again)."""
+        return self.executor is not None
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def __enter__(self) -> Study:
-        if self._open:  # opened and planned before the flow (`plan_before_flow`): the flow's `with` takes it over
+        if self.lander.open:  # opened and planned before the flow (`plan_early`): the flow's `with` takes it over
             return self
         self._lock_cm = landing.warehouse_lock(self.warehouse, what=f"mafiabench run {self.exp.name}")
         self._lock_cm.__enter__()
-        self._open = True
+        self.lander.open = True
         try:
             with self.connection(hold=True) as con:  # held for the plan that follows: one open, not two
                 landing.ensure_runs_table(con)
             landing.remove_partial(self.raw)
         except BaseException:
-            self._open = False
+            self.lander.open = False
             self._lock_cm.__exit__(*sys.exc_info())
             raise
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if not self._open:  # closed already (the flow closed a study planned before it)
+        if not self.lander.open:  # closed already (the flow closed a study planned before it)
             return
         try:
-            self._close_workers()
+            if self.executor is not None:
+                self.executor.close_workers()
             if self._bar is not None:
                 self._bar.close()
-            with self._con_lock:
-                self._close_con()
+            self.lander.close()
         finally:
-            self._con = None
-            self._open = False
+            self.lander.open = False
             self._lock_cm.__exit__(*exc)
 
-    @contextlib.contextmanager
-    def connection(self, *, hold: bool = False) -> Iterator[Any]:
-        """DuckDB for one step (plan, land a shard, summarise), closed after it so readers get in between. Nested
-        uses share one connection. A reader holding the file is waited for, up to `LAND_WAIT_S`.
-
-        `hold` (the lander's): keep the file open after the step for up to `LAND_HOLD_S` from its opening, so
-        shards landing in quick succession share one open and one closing checkpoint; a timer closes it when no
-        landing comes, and `release()` at the end of the shards."""
-        if not self._open:
-            raise RuntimeError("Study is not open: use `with Study(...) as study:`")
-        with self._con_lock:
-            if self._con is None:
-                self._con = self._connect()
-                self._con_opened = time.monotonic()
-            self._con_depth += 1
-            try:
-                yield self._con
-            finally:
-                self._con_depth -= 1
-                if self._con_depth == 0:
-                    left = self._con_opened + LAND_HOLD_S - time.monotonic()
-                    if hold and left > 0:
-                        if self._release_timer is None:
-                            self._release_timer = threading.Timer(left, self._release_idle)
-                            self._release_timer.daemon = True
-                            self._release_timer.start()
-                    else:
-                        self._close_con()
-
-    def _connect(self) -> Any:
-        deadline = time.monotonic() + LAND_WAIT_S
-        delay = 0.05
-        while True:
-            try:
-                # Records with model calls carry their prompts: small row groups keep each landing's checkpoint
-                # bounded. Policy games have none and keep DuckDB's default groups, which the marts scan faster.
-                return connect(self.warehouse, landing=not self.policy_only)
-            except WarehouseBusyError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(delay)
-                delay = min(1.0, delay * 2)
-
-    def _close_con(self) -> None:
-        """Close the connection (its checkpoint writes the landed rows into the file); caller holds `_con_lock`."""
-        timer, self._release_timer = self._release_timer, None
-        if timer is not None:
-            timer.cancel()
-        con, self._con = self._con, None
-        if con is not None:
-            con.close()
-
-    def _release_idle(self) -> None:
-        with self._con_lock:
-            self._release_timer = None
-            if self._con_depth == 0:
-                self._close_con()
-
-    def release(self) -> None:
-        """Close a connection the lander kept open (`connection(hold=True)`), now."""
-        with self._con_lock:
-            if self._con_depth == 0:
-                self._close_con()
+    def connection(self, *, hold: bool = False) -> contextlib.AbstractContextManager[Any]:
+        """DuckDB for one step, closed after it so readers get in between (`Lander.connection`)."""
+        return self.lander.connection(hold=hold)
 
     @property
     def con(self) -> Any:
         """The open connection of the current step (inside `with study.connection()`)."""
-        if self._con is None:
-            raise RuntimeError("no warehouse connection open: use `with study.connection() as con:`")
-        return self._con
+        return self.lander.con
+
+    def uses_game_workers(self) -> bool:
+        """Whether games are played one at a time in worker processes (known before the plan: policy studies,
+        whose shards may go whole to shard workers, never use them)."""
+        return uses_game_workers(self.processes, self.shard_processes, policy_only=self.policy_only,
+                                 dask_address=self.dask_address)
 
     # -- 1. plan --------------------------------------------------------------------------------------------------
     def prepare(self) -> ShardPlan:
@@ -243,53 +178,107 @@ class Study(WaveScheduler):
             [s for s in exp.agent_specs() if not s.startswith("policy/")]
         )  # unknown provider or missing key: fail before any game
         require_prices(exp.budget, exp.agent_specs(), self.prices)
-        self.cells = expand_cells(exp)
+        cells = expand_cells(exp)
         s = self.summary
-        s.games_planned = sum(c.games for c in self.cells)
+        s.games_planned = sum(c.games for c in cells)
         loaded = landing.land_pending(self.con, self.raw, exp.name)
         s.games_loaded_from_raw = loaded.inserted + loaded.replaced
-        check_cell_fingerprints(self.con, cell_fingerprints(exp, self.cells), source=f"experiment {exp.name!r}")
+        check_cell_fingerprints(self.con, cell_fingerprints(exp, cells), source=f"experiment {exp.name!r}")
         card = protocol_card(exp)
         record_protocol_card(self.con, exp.name, rows_for_warehouse(card) if card is not None else [])
-        finished = self._mark_still_to_play(self.con)
+        backlog = Backlog(exp, cells)
+        finished = backlog.mark_finished(self.con)
         s.games_already_landed = max(0, finished - s.games_loaded_from_raw)
         s.games_to_play = s.games_planned - finished
         if self.rule is not None:  # played in waves: the total grows as waves are added
-            self._targets = {k: self.rule.min_games for k in range(len(self.cells))}
             s.games_to_play = 0
         self.guard = BudgetGuard(exp.budget, landed_usage(self.con, exp.name, self.prices))
         s.budget_spent = self.guard.spent
-        self.shards = ShardPlan(math.ceil(s.games_to_play / exp.shard_size), s.games_to_play, self._iter_shards)
-        self.shard_processes = self._shard_processes()
+        self.shards = ShardPlan(math.ceil(s.games_to_play / exp.shard_size), s.games_to_play, backlog.shards)
+        self.shard_processes = shard_processes(
+            exp, policy_only=self.policy_only, dask_address=self.dask_address,
+            games=s.games_planned if self.rule is not None else s.games_to_play,
+        )
         landing.record_run(self.con, s.to_row())
         if self.progress is not False and (s.games_to_play or self.rule is not None):
             from mafiabench.study.progress import GameProgress
 
             self._bar = GameProgress(s.games_to_play, exp.name[:30], enabled=self.progress)
+        self.executor = ShardExecutor(
+            exp, models=self.models, prices=self.prices, endpoints=self.endpoints, raw=self.raw, summary=s,
+            guard=self.guard, bar=self._bar, processes=self.processes, shard_processes=self.shard_processes,
+            policy_only=self.policy_only, dask_address=self.dask_address,
+        )
+        self.scheduler = WaveScheduler(exp, backlog, s, rule=self.rule, tally=self.lander.tally,
+                                       limit=self.shards_in_flight(), bar=self._bar)
         return self.shards
+
+    def shards_in_flight(self) -> int:
+        """Enough shards to keep every game slot busy, plus slack for shards finishing their tail or landing."""
+        if self.shard_processes > 1:  # shards queued to each worker, and one more each landing
+            return (QUEUE_PER_WORKER + 1) * self.shard_processes
+        known = self.exp.shard_size if self.rule is not None else self.shards.games  # waves: sized as they come
+        per = max(1, min(self.exp.shard_size, known or 1))
+        return max(2, 2 * math.ceil(self.exp.concurrency.games / per))
+
+    def spawn_game_workers(self) -> None:
+        """Spawn a planned study's game workers now, without waiting for them (`ShardExecutor.spawn_game_workers`)."""
+        assert self.executor is not None, "plan the study first (prepare)"
+        self.executor.spawn_game_workers()
+
+    # -- 2. play ----------------------------------------------------------------------------------------------------
+    async def play_shard(self, shard: Shard) -> ShardResult:
+        """Play a shard's games concurrently and write their records as one shard file (`ShardExecutor`)."""
+        assert self.executor is not None, "plan the study first (prepare)"
+        return await self.executor.play_shard(shard)
+
+    async def fan_out(
+        self, play: PlayFn | None = None, land: LandFn | None = None, shards: Iterable[Shard] | None = None
+    ) -> list[ShardResult]:
+        """Play every shard (default: the plan's; with [stopping], wave after wave until each cell's interval is
+        narrow enough) and land each as it finishes, a bounded number at a time (`WaveScheduler`). `play` and `land`
+        default to the executor's, retried on infrastructure faults, and the lander's; the flow passes its tasks."""
+        executor, scheduler = self.executor, self.scheduler
+        assert executor is not None and scheduler is not None, "plan the study first (prepare)"
+        play_fn = play or with_local_retries(executor.play_shard, self.shard_retries, self.shard_retry_delays)
+        land_fn = land or self.land_shard
+        playing = bool(self.shards.count or self.rule is not None or shards is not None)  # none: nothing to play
+        if playing:
+            await executor.start()
+        t0 = time.perf_counter()
+        results: list[ShardResult] = []
+        # calls over HTTP allocate much and briefly: a lean collector while they run (workers.lean_gc)
+        with lean_gc() if self.uses_http else contextlib.nullcontext():
+            try:
+                if self.rule is None or shards is not None:
+                    results = await scheduler.fan(self.shards if shards is None else shards, play_fn, land_fn)
+                else:
+                    guard = self.guard
+                    results = await scheduler.waves(play_fn, land_fn, lambda: guard is not None and guard.stopped)
+            finally:
+                self.summary.play_wall_s = time.perf_counter() - t0
+                if playing:  # landed something: let go of the warehouse
+                    await asyncio.to_thread(self.lander.release)
+                await aclose_clients()
+                await executor.stop()
+        if self.guard is not None and self.guard.stopped:
+            self.summary.budget_stopped = True
+        results.sort(key=lambda r: r.index)
+        return results
 
     # -- 3. land --------------------------------------------------------------------------------------------------
     async def land_shard(self, result: ShardResult) -> LoadResult:
-        """Load a shard's records into DuckDB off the event loop, one shard at a time (one writer)."""
-        if self._land_lock is None:
-            self._land_lock = asyncio.Lock()
-        async with self._land_lock:
-            return await asyncio.to_thread(self._land_sync, result)
-
-    def _land_sync(self, result: ShardResult) -> LoadResult:
-        if result.path is None or result.batch is None:  # nothing played (budget)
-            return LoadResult()
-        with self.connection(hold=True) as con:
-            return landing.land_shard(con, result.batch, result.path, self.exp.name)
+        """Load a shard's records into DuckDB off the event loop, one shard at a time (the lander's)."""
+        return await self.lander.land(result)
 
     # -- 4. summary ----------------------------------------------------------------------------------------------
     def finish(self) -> RunSummary:
         s = self.summary
         s.finished_at = datetime.now(UTC)
         s.wall_s = time.perf_counter() - self._t0
-        if s.play_wall_s > 0:
-            s.games_concurrency = self._busy_games_s / s.play_wall_s
-            s.calls_concurrency = self._busy_calls_s / s.play_wall_s
+        if s.play_wall_s > 0 and self.executor is not None:
+            s.games_concurrency = self.executor.busy_games_s / s.play_wall_s
+            s.calls_concurrency = self.executor.busy_calls_s / s.play_wall_s
         if self.guard is not None:
             s.budget_spent = self.guard.spent
         if self._bar is not None:
@@ -305,28 +294,14 @@ class Study(WaveScheduler):
         return ("mafiabench-run-" + slug(self.exp.name).lower().replace(".", "-").replace("_", "-"))[:100]
 
 
-# Studies opened and planned by `mafiabench run` before Prefect is imported, for the study flow to take over.
-_PLANNED: dict[tuple[str, str | None], Study] = {}
-
-
-def plan_before_flow(
-    experiment: Experiment,
-    key: tuple[str, str | None],
-    *,
-    warehouse: str | Path | None = None,
-    progress: bool | None = None,
-    dask: str | None = None,
-    started: float | None = None,
-) -> Study | None:
+def plan_early(study: Study) -> bool:
     """For a study played in worker processes: open it and plan it now, and if it has games to play spawn its
     workers, so that they start and import their SDKs (about a second of CPU each) while the command imports
-    Prefect (another second), not after it. The study flow takes the opened study over (`take_planned(key)`, `key`
-    being its experiment path and warehouse parameters); the caller closes it if the flow never ran (closing twice
-    is harmless). None (nothing done) for a study without game workers: its plan stays the flow's."""
-    study = Study(experiment, warehouse=warehouse, orchestrator="prefect", progress=progress, dask=dask,
-                  started=started)
+    Prefect (another second), not after it. The command then hands the opened study to the flow, whose `with`
+    takes it over; the command closes it if the flow never ran (closing twice is harmless). False (nothing done)
+    for a study without game workers: its plan stays the flow's."""
     if not study.uses_game_workers():
-        return None
+        return False
     with contextlib.ExitStack() as undo:
         undo.push(study.__exit__)
         study.__enter__()
@@ -334,13 +309,7 @@ def plan_before_flow(
         if study.shards.count or study.rule is not None:  # none for a plan with nothing to play
             study.spawn_game_workers()
         undo.pop_all()
-    _PLANNED[key] = study
-    return study
-
-
-def take_planned(key: tuple[str, str | None]) -> Study | None:
-    """The study `plan_before_flow` opened for these flow parameters, once."""
-    return _PLANNED.pop(key, None)
+    return True
 
 
 async def run_study(
