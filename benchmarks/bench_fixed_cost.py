@@ -130,7 +130,7 @@ def rates(args: argparse.Namespace, srcs: list[Path], work: Path) -> None:
 
 
 def stop_shared_server(home: Path) -> None:
-    """The shared local server a newer source started in this home (mafiabench.flows.server), if any."""
+    """The shared local server a newer source started in this home (mafiabench.prefect_server), if any."""
     state = home / "mafiabench-server" / "state.json"
     if state.exists():
         import json

@@ -1,15 +1,14 @@
-"""The detector flow, from the checkout: `python flows/detect_flow.py EXPERIMENT [--publish]`.
+"""The detector flow's command, from the checkout: `python flows/detect_flow.py EXPERIMENT [--publish]` is
+`mafiabench detect EXPERIMENT [--publish]` (same options, same output).
 
-A thin wrapper: the flow is package code, `mafiabench.flows.detect`.
+A thin wrapper: the flow is package code (`mafiabench.flows.detect`) and the command is its entry point.
 """
 
 from __future__ import annotations
 
 import sys
 
-from mafiabench.flows.detect import detect_flow, main
-
-__all__ = ["detect_flow", "main"]
+from mafiabench.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["detect", *sys.argv[1:]]))

@@ -1,15 +1,14 @@
-"""The import flow, from the checkout: `python flows/import_flow.py FORMAT PATH`.
+"""Importing a dataset, from the checkout: `python flows/import_flow.py FORMAT PATH` is `mafiabench import FORMAT
+PATH` (same options, same output).
 
-A thin wrapper: the flow is package code, `mafiabench.flows.imports`.
+A thin wrapper: the command is the entry point (the Prefect flow `mafiabench.flows.imports` runs the same import).
 """
 
 from __future__ import annotations
 
 import sys
 
-from mafiabench.flows.imports import import_dataset, import_flow
-
-__all__ = ["import_dataset", "import_flow"]
+from mafiabench.cli import main
 
 if __name__ == "__main__":
-    import_flow(*sys.argv[1:3])
+    sys.exit(main(["import", *sys.argv[1:]]))

@@ -35,6 +35,6 @@ os.environ.setdefault("MAFIABENCH_LATENT_METHOD", "map")
 
 @atexit.register  # registered after the folders: runs before they are removed
 def _stop_prefect_server() -> None:
-    from mafiabench.flows.server import stop_server
+    from mafiabench.prefect_server import stop_server
 
     stop_server()

@@ -21,7 +21,7 @@ import duckdb
 import pytest
 
 from mafiabench.commands import INTERRUPT_GRACE_S, RESUME_HINT
-from mafiabench.flows.server import ServerState, server_dir
+from mafiabench.prefect_server import ServerState, server_dir
 from mafiabench.study.design import expand
 from mafiabench.study.spec import load_experiment
 from mafiabench.warehouse import landing

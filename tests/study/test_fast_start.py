@@ -198,7 +198,7 @@ def test_prefect_clients_of_our_plain_http_server_load_one_certificate(tmp_path:
     certifi's bundle (27 ms each); a user's own PREFECT_API_SSL_CERT_FILE wins."""
     import ssl
 
-    from mafiabench.flows.server import _plain_http_client
+    from mafiabench.prefect_server import _plain_http_client
 
     monkeypatch.delenv("PREFECT_API_SSL_CERT_FILE", raising=False)
     _plain_http_client(tmp_path)

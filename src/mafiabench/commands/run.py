@@ -2,7 +2,7 @@
 
 By default through the Prefect flow (`mafiabench.flows.study`) on a local Prefect server that the runs share: the
 first run starts it, later runs find it, and it stops itself once no run has used it for a while
-(`mafiabench.flows.server`); with PREFECT_API_URL set, that server. `--no-prefect` runs the same steps directly
+(`mafiabench.prefect_server`); with PREFECT_API_URL set, that server. `--no-prefect` runs the same steps directly
 (same records, same summary, no Prefect UI).
 
 Before Prefect starts, the command takes the warehouse lock (a second run fails in a second with one clear line).
@@ -39,7 +39,7 @@ def prefect_settings() -> None:
     shared local server (its address in PREFECT_API_URL). Before Prefect is imported: it reads its settings then."""
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
-    from mafiabench.flows.server import ensure_server
+    from mafiabench.prefect_server import ensure_server
 
     ensure_server()
 

@@ -2,7 +2,6 @@
 eligible games (every day cut not landed yet), and optionally rebuild the marts and render the dashboards.
 
     mafiabench detect experiments/hidden_in_plain_text_offline.toml --publish
-    python -m mafiabench.flows.detect experiments/hidden_in_plain_text_offline.toml      (or flows/detect_flow.py)
 
 Thin by design: the logic lives in `mafiabench.detect` (tested without Prefect); each step is one task. Model-call
 retries live in the backends; a detection whose call failed for good is not landed and the next run asks again.
@@ -10,7 +9,6 @@ retries live in the backends; a detection whose call failed for good is not land
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -64,19 +62,3 @@ async def detect_flow(
         logger.info(build_marts(wh))
         logger.info(render_dashboards(wh, dashboards, force))
     return report
-
-
-def main(argv: list[str] | None = None) -> int:
-    import asyncio
-
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
-        print("usage: python -m mafiabench.flows.detect EXPERIMENT [--publish]", file=sys.stderr)
-        return 2
-    report = asyncio.run(detect_flow(experiment_path=args[0], publish="--publish" in args))
-    print("\n".join(report["imports"]))
-    return 1 if report["failed"] else 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

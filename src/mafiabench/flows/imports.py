@@ -35,9 +35,3 @@ def import_flow(fmt: str, path: str, warehouse: str = str(DEFAULT_WAREHOUSE), re
     print(f"{report['games_read']} games read, {report['landed']} landed, {report['skipped']} already present, "
           f"{len(report['unreadable'])} unreadable")
     return report
-
-
-if __name__ == "__main__":
-    import sys
-
-    import_flow(*sys.argv[1:3])

@@ -4,20 +4,15 @@
     → [[imports]] datasets → [detector] (the Mafia Detector)
     → (publish=True) build marts + quality gate → render dashboards
 
-Run once (Prefect's temporary local server, nothing to start):
+Run once (on the local Prefect server the runs share, `mafiabench.prefect_server`), or serve on a schedule (a real
+Prefect server: PREFECT_API_URL's, or one `serve` starts for as long as it serves); the commands are the entry points:
 
-    mafiabench run experiments/demo.toml            # or: python -m mafiabench.flows.study run experiments/demo.toml
-
-Serve on a schedule (a real Prefect server: PREFECT_API_URL's, or one `serve` starts for as long as it serves):
-
+    mafiabench run experiments/demo.toml
     mafiabench serve experiments/demo.toml --cron "0 3 * * *" --timezone Europe/Berlin --publish
-    (the older form needs PREFECT_API_URL: python -m mafiabench.flows.study serve experiments/demo.toml --cron ...)
 """
 
 from __future__ import annotations
 
-import argparse
-import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -167,40 +162,3 @@ async def study_flow(
 
 
 study_flow.__class__ = _JsonParameterFlow  # the same flow object (its entrypoint, options), a cheaper method
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Run or serve the mafiabench study flow.")
-    sub = parser.add_subparsers(dest="cmd", required=True)
-    run = sub.add_parser("run", help="run once")
-    serve = sub.add_parser("serve", help="serve with a schedule (needs `prefect server start`)")
-    for p in (run, serve):
-        p.add_argument("experiment")
-        p.add_argument("--warehouse", default=None)
-        p.add_argument("--publish", action="store_true", help="then build marts, validate and render dashboards")
-    group = serve.add_mutually_exclusive_group()
-    group.add_argument("--cron", default="0 3 * * *", help="cron schedule (default: daily at 03:00)")
-    group.add_argument("--interval", type=float, default=None, help="seconds between runs instead of a cron")
-    serve.add_argument("--name", default=None, help="deployment name (default: the experiment's name)")
-    args = parser.parse_args(argv)
-    params = {
-        "experiment_path": args.experiment,
-        "warehouse": args.warehouse,
-        "progress": False,
-        "publish": args.publish,
-    }
-    if args.cmd == "run":
-        import asyncio
-
-        summary = asyncio.run(study_flow(**params))
-        print(summary.text())
-        return int(summary.exit_code)
-    name = args.name or load_experiment(args.experiment).name
-    schedule: dict[str, Any] = {"interval": args.interval} if args.interval else {"cron": args.cron}
-    # One run at a time: each holds the warehouse lock, so an overlapping run could only fail.
-    study_flow.serve(name=name, parameters=params, limit=1, **schedule)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,7 +6,7 @@ own work costs (BENCHMARKS.md, "Fixed cost of a run").
 
     url = ensure_server()      # before Prefect is imported: sets PREFECT_API_URL for this process
 
-The server runs under a small keeper process (`python -m mafiabench.flows.server`), detached from the run (its own
+The server runs under a small keeper process (`python -m mafiabench.prefect_server`), detached from the run (its own
 session, not the run's child): a Ctrl-C in the run's terminal does not reach it, and a run's exit leaves no child
 behind. Each run holds a shared lock on `lease` in the server's folder for as long as it lives (the kernel drops it
 when the run exits, even by kill -9); the keeper stops the server and exits once nobody has held the lease for
@@ -180,7 +180,7 @@ def _start_keeper(folder: Path, timeout: float) -> ServerState:
     log = folder / "server.log"
     with open(log, "ab") as out:
         intermediate = subprocess.Popen(
-            [sys.executable, "-m", "mafiabench.flows.server", str(folder)],
+            [sys.executable, "-m", "mafiabench.prefect_server", str(folder)],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=out,
@@ -203,7 +203,7 @@ def _start_keeper(folder: Path, timeout: float) -> ServerState:
 
 def _env_finding_us() -> dict[str, str]:
     """Our environment, with this mafiabench's folder first on PYTHONPATH (a checkout's src/ run in place)."""
-    ours = str(Path(__file__).resolve().parents[2])
+    ours = str(Path(__file__).resolve().parents[1])
     paths = [ours, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != ours)]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
