@@ -125,6 +125,7 @@ def run(
         models=cfg.models,
         prompt_version=cfg.prompt_choice[0],
         prompt_file=cfg.prompt_choice[1],
+        statements=cfg.statements,
     )
     record = asyncio.run(_play_and_close(spec, pool))
     if any(a.startswith("human/") for a in cfg.agents.values()):

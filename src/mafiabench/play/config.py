@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from mafiabench.agents.llm import ModelSettings
+from mafiabench.agents.statements import StatementsConfig
 from mafiabench.agents.policies import POLICIES
 from mafiabench.backends.backend import ConfigError, provider_modules
 from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
@@ -260,6 +261,9 @@ class GameConfig(BaseModel):
     models: dict[str, ModelSettings] = Field(default_factory=dict, description="Settings per agent spec.")
     endpoints: dict[str, EndpointSpec] = Field(default_factory=dict, description="Extra named endpoints.")
     cache_dir: str | None = Field(None, description="Record/replay cache folder for model calls.")
+    statements: StatementsConfig | None = Field(
+        None, description="[statements]: the speaker's and each living listener's label of every public message."
+    )
 
     @field_validator("agents")
     @classmethod
