@@ -9,8 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
-import statement_games as hand
 
+import statement_games as hand
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.agents.statements import StatementsConfig
 from mafiabench.backends.backend import Message

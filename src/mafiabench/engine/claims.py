@@ -42,7 +42,7 @@ _CERTAIN = ("definitely", "clearly", "certainly", "obviously", "surely", "really
             "absolutely", "100%")
 _HEDGED = ("probably", "likely", "maybe", "possibly", "perhaps")
 _ADVERB = r"(?:(?P<adverb>" + "|".join(re.escape(w) for w in _CERTAIN + _HEDGED) + r")\s+)?"
-_ARTICLE = r"(?:(?:the|a|an|one|part)\s+)?(?:(?:of\s+the|member\s+of\s+the)\s+)?"
+_ARTICLE = r"(?:(?:with|on)\s+)?(?:(?:the|a|an|one|part)\s+)?(?:(?:of\s+the|member\s+of\s+the)\s+)?"
 _WORD = "(" + "|".join(sorted(CLAIM_WORDS, key=len, reverse=True)) + ")"
 _CONDITIONAL = re.compile(r"\b(?:if|whether|unless|suppose|supposing|what if)\b", re.IGNORECASE)
 _HEDGE = re.compile(

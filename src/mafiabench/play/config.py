@@ -22,8 +22,8 @@ from pydantic import (
 )
 
 from mafiabench.agents.llm import ModelSettings
-from mafiabench.agents.statements import StatementsConfig
 from mafiabench.agents.policies import POLICIES
+from mafiabench.agents.statements import StatementsConfig
 from mafiabench.backends.backend import ConfigError, provider_modules
 from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.engine import VARIANTS, rules_for
