@@ -1,4 +1,4 @@
-"""The `mafiabench` command: play, baseline, clear errors before any call, and the README kept in step."""
+"""The `mafiabench` command: play, baseline, clear errors before any call, and docs/commands.md kept in step."""
 
 from __future__ import annotations
 
@@ -63,12 +63,12 @@ def test_console_script_runs() -> None:
     assert "play" in out.stdout
 
 
-def test_readme_lists_every_command() -> None:
-    """Every subcommand in the CLI help appears in the README's command table, and vice versa."""
+def test_the_commands_page_lists_every_command() -> None:
+    """Every subcommand in the CLI help appears in docs/commands.md's command table, and vice versa."""
     commands = set(command_names())
     assert {"play", "run", "build", "dashboards"} <= commands
-    readme = (ROOT / "README.md").read_text()
-    documented = set(re.findall(r"^\| `mafiabench ([a-z-]+)", readme, flags=re.M))
+    page = (ROOT / "docs" / "commands.md").read_text()
+    documented = set(re.findall(r"^\| `mafiabench ([a-z-]+)", page, flags=re.M))
     assert commands == documented
 
 

@@ -1,4 +1,4 @@
-"""The Mafia Detector page (metrics.md §8, "Hidden in Plain Text"): how often a detector that reads only the cleansed
+"""The Mafia Detector page ("Hidden in Plain Text", section III): how often a detector that reads only the cleansed
 transcript names the mafia, per source (our LLM games, human games, LLMafia games) and per day, beside the exact
 random baseline of the same games; the paper's Tables I-III in its layout (also offered as CSV beside the page);
 the dataset profiles of those sources; and one page per game showing exactly the cleansed transcript the detector
