@@ -764,9 +764,9 @@ PYTHON_MODELS: list[PythonModel] = [
         "per (detector, prompt sha256, source, study, scope, day); mart_detector_tables: one row per (detector, "
         "prompt sha256, source, study, row); mart_detector_datasets: one row per (source, study)",
         purpose="Mafia Detector accuracy (Hidden in Plain Text, section III): single-match and exact-match per game "
-        "and cut; averages per source and day with the number of games and Wilson 95% intervals, beside the exact random baseline "
-        "1 - C(n-k,k)/C(n,k) and 1/C(n,k) averaged over the same games; Tables I-III of Hidden in Plain Text as "
-        "printed (transform.detector_marts)",
+        "and cut; averages per source and day with the number of games and Wilson 95% intervals, beside the exact "
+        "random baseline 1 - C(n-k,k)/C(n,k) and 1/C(n,k) averaged over the same games; Tables I-III of Hidden in "
+        "Plain Text as printed (transform.detector_marts)",
         materialized="table",
         depends_on=("raw_detections", "raw_games", "raw_players", "raw_events"),
         outputs=("mart_detections", "mart_detector_accuracy", "mart_detector_tables", "mart_detector_datasets"),
