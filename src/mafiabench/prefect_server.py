@@ -37,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from mafiabench.scratch import alive
+
 IDLE_ENV = "MAFIABENCH_PREFECT_IDLE_S"
 DEFAULT_IDLE_S = 600.0
 STARTUP_TIMEOUT_ENV = "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"
@@ -89,20 +91,6 @@ class ServerState:
         os.replace(tmp, folder / "state.json")
 
 
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    return state not in ("Z", "X")
-
-
 def healthy(api_url: str, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"{api_url}/health", timeout=timeout) as response:
@@ -136,7 +124,7 @@ def ensure_server(timeout: float | None = None) -> str | None:
     limit = timeout if timeout is not None else float(os.environ.get(STARTUP_TIMEOUT_ENV) or 90)
     with _flock(folder / "start", fcntl.LOCK_EX):
         state = ServerState.read(folder)
-        if not (state is not None and state.python == sys.executable and _alive(state.keeper_pid)
+        if not (state is not None and state.python == sys.executable and alive(state.keeper_pid)
                 and healthy(state.api_url)):
             state = _start_keeper(folder, limit)
         lease = open(folder / "lease", "a+b")  # noqa: SIM115 (held open, and locked, for the process's life)
@@ -312,11 +300,11 @@ def stop_server(home: Path | None = None, timeout: float = 10.0) -> bool:
     """Stop a home's shared server now (its keeper stops it); True if one was running."""
     folder = server_dir(home)
     state = ServerState.read(folder)
-    if state is None or not _alive(state.keeper_pid):
+    if state is None or not alive(state.keeper_pid):
         return False
     os.kill(state.keeper_pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while _alive(state.keeper_pid) and time.monotonic() < deadline:
+    while alive(state.keeper_pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     return True
 

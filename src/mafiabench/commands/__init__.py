@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -44,6 +45,23 @@ def process_started() -> float:
     except (OSError, ValueError, IndexError):
         return time.time()
     return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+
+
+def write_generated(path: Path, text: str, *, check: bool, command: str) -> int:
+    """Write a generated document to `path`, or with `check` only compare: exit code 1 and a line naming
+    the command that regenerates it when the file differs, 0 when it is up to date (CI runs the checks)."""
+    import sys
+
+    if check:
+        if (path.read_text() if path.exists() else "") != text:
+            print(f"{path} is out of date: run `{command}`", file=sys.stderr)
+            return 1
+        print(f"{path} is up to date")
+        return 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"wrote {path}")
+    return 0
 
 
 RESUME_HINT = "interrupted: finished games are in the raw folder; run the same command again to resume"

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from mafiabench.commands import command
+from mafiabench.commands import command, write_generated
 from mafiabench.errors import UserError
 from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
 
@@ -146,16 +146,5 @@ def run_catalogue(
 ) -> int:
     from mafiabench.transform import catalogue
 
-    path = output or catalogue.DEFAULT_PATH
     text = catalogue.generate(cache=not no_cache)
-    if check:
-        current = path.read_text() if path.exists() else ""
-        if current != text:
-            print(f"{path} is out of date: run `mafiabench catalogue`", file=sys.stderr)
-            return 1
-        print(f"{path} is up to date")
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(f"wrote {path}")
-    return 0
+    return write_generated(output or catalogue.DEFAULT_PATH, text, check=check, command="mafiabench catalogue")

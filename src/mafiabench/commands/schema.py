@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from mafiabench.commands import command
+from mafiabench.commands import command, write_generated
 
 
 def register(app: typer.Typer) -> None:
@@ -30,15 +29,5 @@ def run_schema(
 ) -> int:
     from mafiabench.study import keys_doc
 
-    path = output or keys_doc.DEFAULT_PATH
-    text = keys_doc.generate()
-    if check:
-        if (path.read_text() if path.exists() else "") != text:
-            print(f"{path} is out of date: run `mafiabench schema`", file=sys.stderr)
-            return 1
-        print(f"{path} is up to date")
-        return 0
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    print(f"wrote {path}")
-    return 0
+    return write_generated(output or keys_doc.DEFAULT_PATH, keys_doc.generate(), check=check,
+                           command="mafiabench schema")

@@ -33,6 +33,7 @@ from mafiabench.dashboards.html import ASSETS, STYLESHEET, VEGA_BUNDLE, Page, da
 from mafiabench.dashboards.page_registry import Context, registered
 from mafiabench.dashboards.pages.transcripts import transcript_pages, transcript_path
 from mafiabench.errors import UserError
+from mafiabench.scratch import alive
 
 KEEP_FILES = ("README.md",)  # hand-written files of the output folder that a render carries over
 SITE_FILE = "site.json"  # which warehouse (and build) a folder's pages show: a render never silently replaces another's
@@ -211,7 +212,7 @@ def remove_stale_staging(out_dir: Path) -> int:
         for p in parent.glob(pattern):
             m = _STAGING_PID.search(p.name)
             if m is not None:
-                stale = not _alive(int(m.group(1)))
+                stale = not alive(int(m.group(1)))
             else:
                 try:
                     stale = time.time() - p.stat().st_mtime > STALE_STAGING_S
@@ -221,18 +222,6 @@ def remove_stale_staging(out_dir: Path) -> int:
                 shutil.rmtree(p, ignore_errors=True)
                 n += 1
     return n
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _swap(new: Path, target: Path) -> None:

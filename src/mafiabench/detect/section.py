@@ -26,7 +26,7 @@ from mafiabench.detect.detectors import (
     load_detector_prompt,
     load_detector_prompt_file,
 )
-from mafiabench.errors import UserError
+from mafiabench.errors import as_field_error
 
 SIMULATION = "simulation"
 
@@ -78,30 +78,24 @@ class DetectorSection(BaseModel):
     @field_validator("prompt_version")
     @classmethod
     def _version(cls, v: str) -> str:
-        try:
+        with as_field_error():
             load_detector_prompt(v)
-        except UserError as exc:
-            raise ValueError(str(exc)) from None
         return v
 
     @field_validator("prompt_file")
     @classmethod
     def _file(cls, v: str | None) -> str | None:
         if v is not None:
-            try:
+            with as_field_error():
                 load_detector_prompt_file(v)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
         return v
 
     @field_validator("imported_games")
     @classmethod
     def _pinned(cls, v: str | None) -> str | None:
         if v is not None:
-            try:
+            with as_field_error():
                 load_game_list(v)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
         return v
 
     @field_validator("imported")

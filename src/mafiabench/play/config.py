@@ -28,7 +28,7 @@ from mafiabench.backends.backend import ConfigError, provider_modules
 from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.engine import VARIANTS, rules_for
 from mafiabench.engine.core import ROLE_TEAM
-from mafiabench.errors import UserError
+from mafiabench.errors import UserError, as_field_error
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -214,10 +214,8 @@ class PromptSource(BaseModel):
         if self.from_batch_config:
             from mafiabench.agents.prompts import PromptSet
 
-            try:
+            with as_field_error():
                 PromptSet.from_batch_config(self.from_batch_config)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
         return self
 
 

@@ -31,7 +31,7 @@ from mafiabench.agents.statements import StatementsConfig
 from mafiabench.backends.endpoints import EndpointConfig
 from mafiabench.detect.section import DetectorSection, resolve_prompt_file
 from mafiabench.engine import rules_for
-from mafiabench.errors import UserError
+from mafiabench.errors import as_field_error
 from mafiabench.play.config import (
     EndpointSpec,
     PromptSource,
@@ -419,10 +419,8 @@ class Experiment(BaseModel):
         if v is not None:
             from mafiabench.protocols import load_protocol
 
-            try:
+            with as_field_error():
                 load_protocol(v)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
         return v
 
     @field_validator("prompt_version")
@@ -431,10 +429,8 @@ class Experiment(BaseModel):
         if "variant" in info.data:
             from mafiabench.agents.prompts import load_prompts
 
-            try:
+            with as_field_error():
                 load_prompts(info.data["variant"], v)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
         return v
 
     @field_validator("endpoints")
@@ -574,10 +570,8 @@ class Experiment(BaseModel):
         if v is not None and v.version and "variant" in info.data:
             from mafiabench.agents.prompts import load_prompts
 
-            try:
+            with as_field_error():
                 load_prompts(info.data["variant"], v.version)
-            except UserError as exc:
-                raise ValueError(str(exc)) from None
         if v is not None and v.from_batch_config and info.data.get("variant", "mini-mafia") != "mini-mafia":
             raise ValueError("from_batch_config holds Mini-Mafia templates: it needs variant = 'mini-mafia'")
         return v
@@ -589,10 +583,8 @@ class Experiment(BaseModel):
             from mafiabench.agents.prompts import resolve_prompts
             from mafiabench.agents.statements import statement_prompts
 
-            try:
+            with as_field_error("statements: "):
                 statement_prompts(resolve_prompts(self.variant, *self.prompt_choice))
-            except UserError as exc:
-                raise ValueError(f"statements: {exc}") from None
         return self
 
     @property
