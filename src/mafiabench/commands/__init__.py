@@ -84,7 +84,7 @@ class Interrupt:
     Ending the process kills and reaps its child processes (game workers), removes its temporary folders, prints the
     hint and exits 130 without the interpreter's shutdown."""
 
-    def __init__(self, hint: str = RESUME_HINT, grace_s: float = INTERRUPT_GRACE_S) -> None:
+    def __init__(self, hint: str | Callable[[], str] = RESUME_HINT, grace_s: float = INTERRUPT_GRACE_S) -> None:
         self.hint = hint
         self.grace_s = grace_s
         self.count = 0
@@ -153,7 +153,13 @@ class Interrupt:
         if not self._hinted:
             self._hinted = True
             with contextlib.suppress(Exception):
-                sys.stderr.write(f"\n{self.hint}\n")
+                hint = self.hint
+                if callable(hint):  # counted when it is said (how many games are kept, how many remain)
+                    try:
+                        hint = hint()
+                    except Exception:
+                        hint = RESUME_HINT
+                sys.stderr.write(f"\n{hint}\n")
                 sys.stderr.flush()
 
     @staticmethod

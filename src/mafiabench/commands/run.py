@@ -82,6 +82,15 @@ def register(app: typer.Typer) -> None:
     )(main)
 
 
+def interrupted_line() -> str:
+    """Ctrl-C's line: how many planned games are kept and how many remain (the run's summary counts them)."""
+    from mafiabench.commands import RESUME_HINT
+    from mafiabench.study.summary import latest
+
+    summary = latest()
+    return RESUME_HINT if summary is None else summary.interrupted_line()
+
+
 def flow_module() -> ModuleType:
     """The study flow's module (package code, so it is found wherever mafiabench is installed)."""
     return importlib.import_module("mafiabench.flows.study")
@@ -149,7 +158,7 @@ def main(
 
     try:
         # A second run on the same warehouse stops at the lock, before Prefect starts (the study re-enters it).
-        with Interrupt() as interrupt, warehouse_lock(
+        with Interrupt(interrupted_line) as interrupt, warehouse_lock(
             exp.warehouse_path(warehouse), what=f"mafiabench run {exp.name}", share=True
         ):
             summary = _run(

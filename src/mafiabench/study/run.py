@@ -47,7 +47,7 @@ from mafiabench.study.plan import Shard, ShardPlan, ShardResult
 from mafiabench.study.protocol import protocol_card
 from mafiabench.study.shard_workers import QUEUE_PER_WORKER, is_policy_only
 from mafiabench.study.spec import Experiment
-from mafiabench.study.summary import RunSummary
+from mafiabench.study.summary import RunSummary, injected_faults
 from mafiabench.study.waves import Backlog, LandFn, PlayFn, WaveScheduler, with_local_retries
 from mafiabench.study.workers import lean_gc
 from mafiabench.warehouse import landing
@@ -101,6 +101,7 @@ class Study:
             price_version=self.prices.version,
             budget={k: v for k, v in experiment.budget.model_dump().items() if v is not None},
             description=experiment.description,
+            expected=injected_faults(self.endpoints),
         )
         self.lander = Lander(self.warehouse, experiment.name, small_groups=not self.policy_only)
         self.shards = ShardPlan(0, 0, lambda: iter(()))

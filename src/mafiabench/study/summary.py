@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -41,10 +42,24 @@ class RunSummary:
     price_version: str = ""
     failures: list[tuple[str, str]] = field(default_factory=list)
     description: str = ""
+    # Failures the run's own endpoints inject on purpose (the offline fakes' faults), said beside the status.
+    expected: str = ""
     # What ran after the games landed (imports, the Mafia Detector), one line each, for the printed summary.
     after: list[str] = field(default_factory=list)
     # With [stopping]: the rule and where each cell stands at its last look (study.stopping.CellLook.to_dict()).
     stopping: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        global _latest
+        _latest = self  # what Ctrl-C's line counts (commands.run): the run of this process
+
+    def interrupted_line(self) -> str:
+        """Ctrl-C's line: how many planned games are kept (landed finished) and how many remain to play."""
+        kept = self.games_planned - self.games_to_play + self.games_done
+        if self.stopping or not self.games_planned:  # played in waves: the total is not known in advance
+            return (f"interrupted: {kept:,} games kept (landed); run the same command again to resume")
+        return (f"interrupted: {kept:,} of {self.games_planned:,} planned games kept (landed), "
+                f"{self.games_planned - kept:,} to play; run the same command again to resume")
 
     def add_game(self, game_id: str, cell: str, usage: Usage, *, failed: bool, error: str | None) -> None:
         """Count one played game: its usage (total and per cell), done or failed, and the first failures' reasons."""
@@ -175,6 +190,7 @@ class RunSummary:
         rows = [
             ("experiment", self.experiment),
             ("status", self.status),
+            *([("expected", self.expected)] if self.expected and self.games_played else []),
             ("games planned", f"{self.games_planned:,}"),
             ("skipped (already landed)", f"{self.games_already_landed:,}"),
             ("loaded from raw folder", f"{self.games_loaded_from_raw:,}"),
@@ -301,3 +317,22 @@ class RunSummary:
 
 
 # -- the study ----------------------------------------------------------------------------------------------------
+
+
+_latest: RunSummary | None = None
+
+
+def latest() -> RunSummary | None:
+    """The summary of the run this process started last (None before any)."""
+    return _latest
+
+
+def injected_faults(endpoints: Mapping[str, Any]) -> str:
+    """What an offline fake endpoint of the run injects on purpose (`p_rate_limit`, `p_timeout`, ...), in words
+    for the summary: its failed calls, format failures and failed games are the demo working, not breaking."""
+    faulty = sorted(name for name, ep in endpoints.items() if getattr(ep, "kind", "") == "fake"
+                    and any(k.startswith("p_") and float(v or 0) > 0 for k, v in getattr(ep, "options", {}).items()))
+    if not faulty:
+        return ""
+    return (f"failed calls, format failures and a few failed games: the fake endpoint(s) {', '.join(faulty)} "
+            "inject faults on purpose (their p_* options); a re-run replays the failed games")
