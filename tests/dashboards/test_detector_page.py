@@ -16,8 +16,11 @@ from mafiabench.dashboards.pages.detector import cleansed_path
 from mafiabench.detect.detection_runs import DetectorSpec, run_detection
 from mafiabench.importers.common import run_import
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
+from mafiabench.protocols import rows_for_warehouse
 from mafiabench.publish import build_warehouse
-from mafiabench.warehouse.raw import connect, load_records
+from mafiabench.study.protocol import protocol_card
+from mafiabench.study.spec import load_experiment
+from mafiabench.warehouse.raw import connect, load_records, record_protocol_card
 
 HUMAN = "4c5d6e7f-8091-a2b3-c4d5-e6f708192a3b-data"
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "datasets"
@@ -39,6 +42,10 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
     con = connect(db)
     load_records(con, records)
     run_import("dallinger", FIXTURES / "dallinger" / HUMAN, con)  # the valid real-shaped human game
+    # the shipped study's card says which human games its detector reads: an inferred set (issue 35 item 4)
+    card = protocol_card(load_experiment(Path(__file__).parents[2] / "experiments" / "hidden_in_plain_text.toml"))
+    assert card is not None
+    record_protocol_card(con, card.experiment, rows_for_warehouse(card))
     con.close()
     report = run_detection(db, DetectorSpec(models=("policy/most-voted", "policy/random")))
     assert report.landed == report.planned > 0
@@ -55,6 +62,8 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
     con.close()
     assert main(["dashboards", "--warehouse", str(db), "--out", str(out)]) == 0
     page = (out / "detector.html").read_text(encoding="utf-8")
+    assert ("Which human games (hidden-in-plain-text): <strong>25 valid by the importer&#39;s rules + 3 inferred"
+            in page) and "not the paper's set" in page
     for fragment in ("policy/most-voted", "policy/random", "LLM (simulated): det", "human (Dallinger)",
                      "whole game", "day 1", "(1/28)", "ibraheem2022-human"):  # n = 8, k = 2: 1/C(8, 2) = 1/28
         assert fragment in page, fragment

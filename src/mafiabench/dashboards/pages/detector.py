@@ -7,6 +7,7 @@ read (`mart_detector_accuracy`, `mart_detector_tables`, `mart_detector_datasets`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -141,6 +142,16 @@ def profile_rows(m: Marts, sources: list[str]) -> list[dict[str, Any]] | None:
     )
 
 
+def human_sets(m: Marts) -> list[dict[str, Any]]:
+    """What each study's protocol card says of the human games its detector read (a set inferred, not published)."""
+    if not m.has("mart_protocol_cards"):
+        return []
+    rows = m.rows("""select distinct study, reference_value, experiment_value, note from mart_protocol_cards
+                     where aspect = 'detector.human_set' order by study""")
+    return [{"study": r["study"], "value": json.loads(r["experiment_value"]),
+             "reference": json.loads(r["reference_value"]), "note": r["note"]} for r in rows]
+
+
 @register(
     PATH,
     "Mafia Detector",
@@ -212,6 +223,7 @@ def build(ctx: Context) -> Page:
         total_games=total,
         profiles=profile_rows(m, sources),
         metrics=METRICS,
+        human_sets=human_sets(m),
     )
     return page
 
