@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,7 +40,9 @@ def run_query(
     ],
     warehouse: Annotated[Path, typer.Option(help="DuckDB file")] = DEFAULT_WAREHOUSE,
     csv: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="write the result to a CSV file", show_default=False)
+        Path | None,
+        typer.Option(metavar="FILE", help="write the result to a CSV file ('-': to standard output)",
+                     show_default=False),
     ] = None,
     parquet: Annotated[
         Path | None, typer.Option(metavar="FILE", help="write the result to a Parquet file", show_default=False)
@@ -63,7 +66,9 @@ def run_query(
         if rel is None:  # a statement without a result (SET, PRAGMA ...)
             return 0
         try:
-            if csv:
+            if csv is not None and str(csv) == "-":  # to standard output, as DuckDB writes a file
+                _csv_to_stdout(rel)
+            elif csv:
                 rel.write_csv(str(csv), header=True)
                 print(_wrote(csv, warehouse, empty=_csv_is_empty(csv, rel.columns), holds="the header"),
                       file=sys.stderr)
@@ -83,6 +88,20 @@ def run_query(
     finally:
         con.close()
     return 0
+
+
+def _csv_to_stdout(rel: Any) -> None:
+    """`--csv -`: DuckDB writes the CSV into a temporary file of this process, copied to standard output (the same
+    bytes as a file; a file named `-` was written before)."""
+    from mafiabench import scratch
+
+    with scratch.folder("query") as folder:
+        path = folder / "result.csv"
+        rel.write_csv(str(path), header=True)
+        sys.stdout.flush()
+        with path.open("rb") as f:
+            shutil.copyfileobj(f, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
 
 
 def _wrote(path: Path, warehouse: Path, *, empty: bool, holds: str, rows: int | None = None) -> str:
