@@ -78,9 +78,13 @@ def build(ctx: Context) -> Page:
         page.add_chart("tokens", charts.model_tokens_chart(per_model), "Tokens per game by model.")
         if any((r.get("cost_usd") or 0) > 0 for r in per_model):
             page.add_chart("cost", charts.model_cost_chart(per_model), "Money per game by model.")
-        else:  # every bar would be 0: an empty frame that says nothing
-            page.data["money_note"] = ("No money chart: no model call has a price (fake, local or scripted models, "
-                                       "or models missing from the price table), so every model's cost is US$ 0.")
+        elif all(r.get("fully_priced") for r in per_model):  # every bar would be 0: an empty frame
+            page.data["money_note"] = ("No money chart: every model call is priced at US$ 0 (fake, scripted or local "
+                                       "models, free by the price table), so every model's cost is US$ 0.")
+        else:
+            unpriced = ", ".join(str(r["model"]) for r in per_model if not r.get("fully_priced"))
+            page.data["money_note"] = (f"No money chart: {unpriced} have no row in the price table (their cost is "
+                                       "unknown, 0 here) and the others cost US$ 0.")
     cells = m.rows("select * from mart_cell_costs order by study, cell, provider, model limit ?", [ctx.max_rows])
     games = None
     if m.has("mart_game_costs"):

@@ -1,0 +1,44 @@
+"""Page defects a newcomer met (issue 40 item 5), each read in a real browser (headless Debian chromium, as
+test_browser.py drives it) on the dashboards of test_dashboards' small study."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from test_browser import CHROMIUM, Page, chromium
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from test_dashboards import shared_site
+
+    return shared_site(tmp_path_factory)[1]
+
+
+@pytest.fixture(scope="module")
+def tab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
+    with chromium(tmp_path_factory.mktemp("chromium")) as page:
+        yield page
+
+
+PRICED_COLUMN = """(() => { const table = Array.from(document.querySelectorAll('table')).find(t =>
+    Array.from(t.querySelectorAll('th')).some(th => th.textContent.trim() === 'priced'));
+  const i = Array.from(table.querySelectorAll('th')).findIndex(th => th.textContent.trim() === 'priced');
+  return Array.from(table.querySelectorAll('tbody tr')).map(r => r.children[i].textContent.trim()); })()"""
+
+
+def test_the_cost_page_never_says_priced_beside_no_price(site: Path, tab: Page) -> None:
+    """It said "priced: yes" for every model beside "no model call has a price": the fakes are priced, at US$ 0."""
+    tab.goto((site / "costs.html").as_uri())
+    priced = tab.eval(PRICED_COLUMN)
+    note = tab.eval("(document.querySelector('p.money-note') || {}).textContent || ''")
+    assert priced and note, (priced, note)
+    if "yes" in priced:
+        assert "no model call has a price" not in note, note
+    if all(p == "yes" for p in priced):
+        assert "priced at US$ 0" in note, note
