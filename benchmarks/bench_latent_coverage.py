@@ -11,7 +11,7 @@ share of parameters flagged not identified and the time per fit.
     .venv/bin/python benchmarks/bench_latent_coverage.py --models 6 --backgrounds 3 --reps 100
     .venv/bin/python benchmarks/bench_latent_coverage.py --method nuts --reps 40   # the sampled model (slower)
 
-With `--method nuts` the fit is the Mini-Mafia study's model sampled by NUTS (`transform.latent_nuts`), its central
+With `--method nuts` the fit is the Mini-Mafia study's model sampled by NUTS (`transform.models.latent`), its central
 95% credible intervals checked against the truth in the study's gauge (mean(m) = 0, mean(v) = 1), with the share
 of fits flagged as not converged.
 """
@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from mafiabench.transform.calibration import coverage, coverage_nuts
+from mafiabench.transform.models.calibration import coverage, coverage_nuts
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -17,7 +17,7 @@ Prints, per size: rows landed, landing time, build time (dbt models + Python mar
 renames), gate time (dbt data tests + Great Expectations on the staged build), and the process's peak
 resident memory (resource.getrusage; DuckDB runs in-process, so its memory is included). Several `--src` run one after
 another, each in a fresh process (peak RSS is per process), with the load average before each. dbt's parsed project
-is cached between processes (`build.dbt_runner`); `--cold-parse` gives each process an empty cache.
+is cached between processes (`transform.build.dbt_runner`); `--cold-parse` gives each process an empty cache.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ import polars as pl
 if sys.argv[:-1].count("--src") == 1:  # measure another checkout's code: its src/ goes first
     sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--src") + 1]).resolve()))
 
-from mafiabench.transform.marts import publish, stage, staged_views
+from mafiabench.transform.build.marts import publish, stage, staged_views
 from mafiabench.warehouse import raw as warehouse
 from mafiabench.warehouse.raw import _schema, connect
 
@@ -260,7 +260,7 @@ def run(n: int, *, engine: bool, gate: bool, chunk: int) -> None:
         if gate:
             from mafiabench.publish import dbt_test_results
             from mafiabench.quality.gate import gate_suites, run_suites
-            from mafiabench.transform.catalogue import model_docs
+            from mafiabench.transform.build.catalogue import model_docs
 
             # The gate runs on the staged build (dbt data tests + GX), as `mafiabench build` does.
             t3, c3 = time.perf_counter(), cpu_s()

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_marts import land_frames, synthetic_frames
-from mafiabench.transform.marts import stage
+from mafiabench.transform.build.marts import stage
 from mafiabench.warehouse import raw
 from mafiabench.warehouse.raw import connect
 

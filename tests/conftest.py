@@ -18,7 +18,8 @@ os.environ.setdefault("PREFECT_TASKS_DEFAULT_NO_CACHE", "true")
 os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
 os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
 os.environ.pop("PREFECT_API_URL", None)
-# dbt's parsed manifests are cached between processes (build.dbt_runner): tests keep theirs in the session's folder.
+# dbt's parsed manifests are cached between processes (transform.build.dbt_runner): tests keep theirs in the
+# session's folder.
 if "MAFIABENCH_CACHE_DIR" not in os.environ:
     os.environ["MAFIABENCH_CACHE_DIR"] = str(scratch.make("cache"))
 # The local Prefect server the session's runs share stops soon after the last one (and before its home is removed).

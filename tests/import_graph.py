@@ -73,8 +73,8 @@ def import_edges(package_dir: Path) -> list[Edge]:
 
 
 def unit(module: str) -> str:
-    """The stage a module belongs to: `mafiabench.transform.marts` -> `transform`, `mafiabench.record` -> `record`, the
-    package's own `__init__` (its version) -> `mafiabench`."""
+    """The stage a module belongs to: `mafiabench.transform.build.marts` -> `transform`, `mafiabench.record` ->
+    `record`, the package's own `__init__` (its version) -> `mafiabench`."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else parts[0]
 

@@ -1,8 +1,8 @@
 """The pipeline's last steps after landing: build (staged), the quality gate, publish; then render the dashboards.
 
 Shared by the study flow and `mafiabench build` / `mafiabench run --publish`, so all end the same way. The build
-never imports the gate: this module calls both. Models are staged (`build.marts.stage`), the dbt data tests and the
-Great Expectations suites validate the staged build, and only a build that passed is published (renamed over the
+never imports the gate: this module calls both. Models are staged (`transform.build.marts.stage`), the dbt data tests
+and the Great Expectations suites validate the staged build, and only a build that passed is published (renamed over the
 marts readers query, in one transaction); a refused build is discarded and the previously published marts stay as
 they were. A failed gate raises `QualityGateError` naming the expectation and failing rows; the dashboards are then
 left as they were (render refuses unless the latest build passed).
@@ -23,8 +23,8 @@ import duckdb
 from mafiabench.errors import UserError
 from mafiabench.quality import gate as quality
 from mafiabench.quality.validator import start_validator
-from mafiabench.transform.catalogue import model_docs
-from mafiabench.transform.marts import (
+from mafiabench.transform.build.catalogue import model_docs
+from mafiabench.transform.build.marts import (
     BuildResult,
     Staged,
     data_tests,
@@ -34,7 +34,7 @@ from mafiabench.transform.marts import (
     stage_python,
     staged_views,
 )
-from mafiabench.transform.marts import publish as publish_staged
+from mafiabench.transform.build.marts import publish as publish_staged
 from mafiabench.warehouse.builds import ensure_build_tables
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect

@@ -114,7 +114,7 @@ def test_violations_planted_in_a_copy_of_the_source_are_caught(tmp_path: Path) -
         ("mafiabench.engine.core", "mafiabench.errors", "engine may not import errors"),
         ("mafiabench.dashboards.render", "mafiabench.play.runner", "dashboards may not import play"),
         ("mafiabench.dashboards.render", "mafiabench.quality.gate", "dashboards may not import quality"),
-        ("mafiabench.transform.marts", "mafiabench.dashboards.render", "transform may not import dashboards"),
+        ("mafiabench.transform.build.marts", "mafiabench.dashboards.render", "transform may not import dashboards"),
         ("mafiabench.warehouse.raw", "mafiabench.study.spec", "warehouse may not import study"),
         ("mafiabench.nowhere", "mafiabench.engine.core", "stage 'nowhere' has no row"),
         ("mafiabench.record", "mafiabench.study.spec",

@@ -17,8 +17,8 @@ import yaml  # type: ignore[import-untyped]
 
 from mafiabench.quality.gate import gate_suites
 from mafiabench.quality.suites import RuleError, Suite, check_from_spec, suites_of
-from mafiabench.transform.catalogue import model_docs
-from mafiabench.transform.dbt_runner import PACKAGED_PROJECT
+from mafiabench.transform.build.catalogue import model_docs
+from mafiabench.transform.build.dbt_runner import PACKAGED_PROJECT
 
 
 @functools.cache

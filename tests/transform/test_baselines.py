@@ -10,7 +10,7 @@ import pytest
 
 from mafiabench.cli import main
 from mafiabench.play.runner import GameSpec, play_game
-from mafiabench.transform.baselines import PROFILES, Profile, exact_baseline, profile_of
+from mafiabench.transform.models.baselines import PROFILES, Profile, exact_baseline, profile_of
 
 
 def test_hand_computed_values() -> None:

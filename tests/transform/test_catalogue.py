@@ -10,8 +10,8 @@ import pytest
 
 from import_graph import parse_allowed
 from mafiabench.cli import main
-from mafiabench.transform import catalogue, dbt_runner
-from mafiabench.transform.python_models import PYTHON_MODELS
+from mafiabench.transform.build import catalogue, dbt_runner
+from mafiabench.transform.models import PYTHON_MODELS
 from test_marts_common import landed, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -154,7 +154,7 @@ def test_the_key_hashes_every_stage_a_build_may_import() -> None:
             todo += sorted(allowed.get(stage, set()))
     assert set(catalogue.BUILD_STAGES) == closure
     files = {p.relative_to(ROOT / "src" / "mafiabench").as_posix() for p in catalogue._package_files()}
-    assert {"prices.toml", "prices.py", "warehouse/raw.py", "transform/python_models.py",
+    assert {"prices.toml", "prices.py", "warehouse/raw.py", "transform/models/latent.py",
             "transform/sql/dbt_project.yml"} <= files
     assert not any(f.startswith(("dashboards/", "commands/", "study/")) for f in files)
 
@@ -167,7 +167,7 @@ def test_the_scratch_build_folder_is_removed_and_a_killed_ones_swept(
     import subprocess
     import tempfile
 
-    from mafiabench.transform import marts
+    from mafiabench.transform.build import marts
 
     gone = subprocess.Popen(["true"])
     gone.wait()

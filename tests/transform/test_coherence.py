@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from mafiabench.transform import coherence as coh
+from mafiabench.transform.models import coherence as coh
 from test_marts_common import engine_records, landed, rows
 
 
@@ -48,7 +48,7 @@ def test_pooled_t_test_of_consistency_winners_against_losers_per_study() -> None
     import duckdb
     import polars as pl
 
-    from mafiabench.transform.python_models import consistency_tests
+    from mafiabench.transform.models.consistency import consistency_tests
 
     players = pl.DataFrame({
         "study": ["s"] * 9 + ["other"] * 2,

@@ -16,7 +16,7 @@ import pytest
 from mafiabench.detect.cleansed_transcript import Transcript
 from mafiabench.detect.detectors import PolicyDetector
 from mafiabench.quality.gate import run_suites
-from mafiabench.transform.detector_marts import baseline, detector_tables, transcript_tables, wilson
+from mafiabench.transform.models.detector import baseline, detector_tables, transcript_tables, wilson
 from mafiabench.warehouse.raw import connect, load_detections
 from test_gate_rules import declared_suites
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mafiabench.transform.marts import build_models
+from mafiabench.transform.build.marts import build_models
 from test_marts_common import landed, mini_record, rows
 
 # game id -> SQL that breaks its log (on raw_events, where game_id = the game)

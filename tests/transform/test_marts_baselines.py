@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from mafiabench.transform.baselines import baseline_table
+from mafiabench.transform.models.baselines import baseline_table
 from test_marts_common import landed, rows
 
 

@@ -19,7 +19,7 @@ import duckdb
 from mafiabench.engine import Event, make_game
 from mafiabench.record import GameRecord, PlayerRecord, Provenance, record_from_engine
 from mafiabench.testing import play_random
-from mafiabench.transform.marts import build_models
+from mafiabench.transform.build.marts import build_models
 from mafiabench.warehouse.raw import ensure_schema, load_records
 
 # Seat order used by the helpers: name, role.

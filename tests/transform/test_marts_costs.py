@@ -7,7 +7,7 @@ import tomllib
 import pytest
 
 from mafiabench.prices import DEFAULT_PRICES_PATH as PRICES_PATH
-from mafiabench.transform.marts import ref_prices as load_prices
+from mafiabench.transform.build.marts import ref_prices as load_prices
 from test_marts_common import landed, mini_record, one, rows
 
 
@@ -75,7 +75,7 @@ def test_run_operations_from_the_run_ledger() -> None:
     record_run(c, {"run_id": "r1", "experiment": "e", "status": "done", "wall_s": 10.0, "games_planned": 100,
                    "games_already_landed": 40, "games_played": 50, "games_done": 90, "games_failed": 10,
                    "calls": 200, "failed_calls": 5, "games_concurrency": 7.5})
-    from mafiabench.transform.marts import build_models
+    from mafiabench.transform.build.marts import build_models
 
     build_models(c)
     r = one(c, "select * from mart_runs")

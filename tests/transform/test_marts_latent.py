@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from mafiabench.transform.calibration import coverage
-from mafiabench.transform.python_models import DEFAULT_RIDGE, PRIOR_SD_AB, cross_validated_brier, fit_latent
+from mafiabench.transform.models.calibration import coverage
+from mafiabench.transform.models.latent import DEFAULT_RIDGE, PRIOR_SD_AB, cross_validated_brier, fit_latent
 from test_marts_common import cell_records, landed, one, rows
 
 
@@ -193,10 +193,10 @@ def test_the_mart_holds_the_sampled_model_normalised_as_the_reference(monkeypatc
 def test_sampling_that_did_not_converge_is_flagged(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fault injected: 15 draws a chain after 15 of warm-up cannot give an ESS of 400: the fit and every row say
     so, with the figures."""
-    from mafiabench.transform import latent_nuts
+    from mafiabench.transform.models import latent
 
-    monkeypatch.setattr(latent_nuts, "WARMUP", 15)
-    monkeypatch.setattr(latent_nuts, "DRAWS", 15)
+    monkeypatch.setattr(latent, "WARMUP", 15)
+    monkeypatch.setattr(latent, "DRAWS", 15)
     recs = cell_records("a", n=30, mafia_wins=20, models={"mafioso": "A", "detective": "D", "villager": "V"})
     recs += cell_records("b", n=30, mafia_wins=12, models={"mafioso": "B", "detective": "D", "villager": "V"})
     c = nuts_build(recs, monkeypatch)

@@ -220,7 +220,7 @@ def test_name_bias_is_the_published_table(con: duckdb.DuckDBPyConnection) -> Non
 
 def test_the_latent_method_is_named_and_checked() -> None:
     from mafiabench.errors import UserError
-    from mafiabench.transform.python_models import latent_method
+    from mafiabench.transform.models.latent import latent_method
 
     assert os.environ.get("MAFIABENCH_LATENT_METHOD") == "map"  # tests/conftest.py: builds hold the fallback
     with pytest.MonkeyPatch.context() as mp:

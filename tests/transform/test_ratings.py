@@ -1,5 +1,5 @@
-"""The leaderboard's ratings (transform/ratings.py): line-ups, a hand-solved fit, planted strengths recovered in order
-with intervals that cover them at the nominal rate, what is left out and counted, mirror pairs from the experiment
+"""The leaderboard's ratings (transform/models/ratings.py): line-ups, a hand-solved fit, planted strengths recovered in
+order with intervals that cover them at the nominal rate, what is left out and counted, mirror pairs from the experiment
 file to the marts, and agreement with the published Mini-Mafia capability scores where both speak."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from scipy import optimize, special, stats
 
 from mafiabench.study.design import expand_cells, game_seed
 from mafiabench.study.spec import parse_experiment
-from mafiabench.transform.ratings import fit, line_ups, rating_tables, summarise
+from mafiabench.transform.models.ratings import fit, line_ups, rating_tables, summarise
 
 PUBLISHED = Path(__file__).parents[1] / "fixtures" / "published_mini_mafia"
 
@@ -237,7 +237,7 @@ def test_the_gate_requires_a_rating_for_every_model_with_enough_games() -> None:
     """The GX suites declared beside mart_ratings (python_models.yml): pass on the marts the ratings wrote, fail when
     a model with 20 or more rated games has no rating (the row removed), and pass on a warehouse with no games."""
     from mafiabench.quality.gate import gate_suites, run_suites
-    from mafiabench.transform.catalogue import model_docs
+    from mafiabench.transform.build.catalogue import model_docs
 
     suites = [s for s in gate_suites(model_docs()) if s.name.startswith("mart_ratings")]
     assert {s.name for s in suites} == {"mart_ratings", "mart_ratings_complete"}

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mafiabench.transform import dbt_runner
-from mafiabench.transform import marts as transform
-from mafiabench.transform.marts import BuildError, build_models
+from mafiabench.transform.build import dbt_runner
+from mafiabench.transform.build import marts as transform
+from mafiabench.transform.build.marts import BuildError, build_models
 from mafiabench.warehouse.raw import connect, load_records
 from test_marts_common import cell_records, fresh_con, landed, mini_record, rows
 

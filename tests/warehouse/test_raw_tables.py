@@ -11,8 +11,8 @@ import duckdb
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-from mafiabench.transform.dbt_runner import PACKAGED_PROJECT
-from mafiabench.transform.marts import ref_prices
+from mafiabench.transform.build.dbt_runner import PACKAGED_PROJECT
+from mafiabench.transform.build.marts import ref_prices
 from mafiabench.warehouse.raw import RAW_SCHEMA, column_names, ensure_schema
 
 SOURCES = PACKAGED_PROJECT / "models" / "staging" / "_sources.yml"

@@ -12,7 +12,7 @@ import duckdb
 
 from mafiabench.study.run import run_study
 from mafiabench.study.spec import parse_experiment
-from mafiabench.transform.marts import build_models
+from mafiabench.transform.build.marts import build_models
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import connect, load_encoded
 

@@ -8,7 +8,7 @@ import typer
 
 from mafiabench.commands import command
 from mafiabench.errors import UserError
-from mafiabench.transform.baselines import (
+from mafiabench.transform.models.baselines import (
     DETECTIVE_POLICIES,
     MAFIOSO_POLICIES,
     NIGHTS,

@@ -26,8 +26,8 @@ def register(app: typer.Typer) -> None:
     )(run)
 
 
-# Publishing is one transaction (`transform.marts.publish`): a build stopped before it leaves the published marts as
-# they were.
+# Publishing is one transaction (`transform.build.marts.publish`): a build stopped before it leaves the published
+# marts as they were.
 BUILD_HINT = (
     "interrupted: the published marts are as the last finished build left them; run the same command again to build"
 )

@@ -163,7 +163,7 @@ def run_catalogue(
         ),
     ] = False,
 ) -> int:
-    from mafiabench.transform import catalogue
+    from mafiabench.transform.build import catalogue
 
     text = catalogue.generate(cache=not no_cache)
     return write_generated(output or catalogue.DEFAULT_PATH, text, check=check, command="mafiabench catalogue")

@@ -4,10 +4,10 @@ sampled) game, Vega scripts bundled locally, publishing gated on the data-qualit
 Owns: `render.py` (the gate, the atomic swap, which transcripts to render), `pages/` (one module per page: its
 queries and which charts it shows), `templates/` (jinja2, autoescaped; `base.html.j2` is the shell of every page,
 `macros.html.j2` the shared tables, badges, links and figures), `charts.py` (Altair chart builders), `html.py` (the
-template environment, number filters, `Page`), `data.py` (read-only access to the warehouse), `registry.py`.
+template environment, number filters, `Page`), `data.py` (read-only access to the warehouse), `page_registry.py`.
 May import: the warehouse through a DuckDB connection only (`data.Marts`); `mafiabench.warehouse.builds` for the
-gate status; `mafiabench.errors`. Never the engine, the agents, the backends or `mafiabench.transform.baselines`: the
-baselines are read from the `mart_baselines` table like every other number.
+gate status; `mafiabench.errors`. Never the engine, the agents, the backends or `mafiabench.transform.models.baselines`:
+the baselines are read from the `mart_baselines` table like every other number.
 
 Adding a page (e.g. `strategema.html`):
 1. `pages/strategema.py`: query the marts, add charts, return a `Page`, registered for the navigation and the index:

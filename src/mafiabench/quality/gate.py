@@ -43,7 +43,7 @@ class QualityGateError(UserError):
 
 
 def gate_suites(docs: Mapping[str, Mapping[str, Any]], max_unusable: float = DEFAULT_MAX_UNUSABLE) -> tuple[Suite, ...]:
-    """The suites the project declares (`docs`: its YAML as `transform.catalogue.model_docs` reads it), with the
+    """The suites the project declares (`docs`: its YAML as `transform.build.catalogue.model_docs` reads it), with the
     build's settings: `max_unusable`, the share of invalid or unscored games above which the build is refused."""
     if isinstance(max_unusable, bool) or not 0.0 <= max_unusable <= 1.0:
         raise UserError(f"max_unusable must be within [0, 1], got {max_unusable!r}")

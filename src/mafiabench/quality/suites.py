@@ -161,8 +161,8 @@ def suites_of(relation: str, meta: Mapping[str, Any], params: Mapping[str, Any],
 
 def declared_suites(docs: Mapping[str, Mapping[str, Any]], *, params: Mapping[str, Any]) -> tuple[Suite, ...]:
     """Every suite declared in the project's YAML. `docs`: relation name -> {meta, yaml (its file)}, as the
-    catalogue reads them (`transform.catalogue.model_docs`), in the project's order (sources, staging, intermediate,
-    marts, Python marts)."""
+    catalogue reads them (`transform.build.catalogue.model_docs`), in the project's order (sources, staging,
+    intermediate, marts, Python marts)."""
     suites = [s for name, doc in docs.items() for s in suites_of(name, doc.get("meta") or {}, params,
                                                                  str(doc.get("yaml") or "?"))]
     seen: set[str] = set()

@@ -34,7 +34,7 @@ def baselines(m: Marts) -> list[dict[str, Any]]:
     """The exact analytic baselines (`mart_baselines`), in the keys the charts and the table use."""
     if not m.has("mart_baselines"):
         return []
-    # No `order by`: the table's insertion order is the profiles' order in mafiabench.transform.baselines.
+    # No `order by`: the table's insertion order is the profiles' order in mafiabench.transform.models.baselines.
     return m.rows(
         """select "case" as profile, description, night, town_win_probability as town_win, town_win_fraction,
                   mafia_win_probability as mafia_win, mafia_win_fraction, town_win_after_tie

@@ -1,8 +1,8 @@
 """The leaderboard: skill ratings across models, as mafia, as town and overall, with intervals; a deceiver-against-
 detector scatter; a head-to-head matrix whose cells open their games; self-play apart; cost and tokens per game.
 
-Reads `mart_ratings`, `mart_head_to_head`, `mart_self_play`, `mart_rating_coverage` (transform/ratings.py says how
-they are fitted) and `mart_cell_costs`.
+Reads `mart_ratings`, `mart_head_to_head`, `mart_self_play`, `mart_rating_coverage` (transform/models/ratings.py says
+how they are fitted) and `mart_cell_costs`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 {#- Every model is built under a staged name (`__staged_<model>`) in the warehouse's main schema; the build
     publishes it under its own name (a rename, in one transaction) only after the quality gate passed, so readers
-    never see an unvalidated mart (mafiabench.transform.marts.publish). -#}
+    never see an unvalidated mart (mafiabench.transform.build.marts.publish). -#}
 {% macro generate_alias_name(custom_alias_name=none, node=none) -%}
     {%- if node.resource_type in ('model', 'seed', 'snapshot') -%}
         __staged_{{ custom_alias_name or node.name }}

@@ -33,7 +33,7 @@ from mafiabench.errors import UserError
 if TYPE_CHECKING:  # imported where used: the catalogue's cached path needs no DuckDB
     import duckdb
 
-PACKAGED_PROJECT = Path(__file__).resolve().parent / "sql"
+PACKAGED_PROJECT = Path(__file__).resolve().parents[1] / "sql"  # transform/sql/
 STAGED_PREFIX = "__staged_"  # models are built under this prefix and renamed on publish (macros/naming.sql)
 
 # Models dbt builds at once. Small warehouses are bound by dbt's own per-model overhead, which 4 threads hide (a

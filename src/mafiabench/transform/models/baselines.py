@@ -19,7 +19,11 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
 
 MafiosoPolicy = Literal["random", "votes-detective", "votes-villager"]
 DetectivePolicy = Literal["random", "informed"]
@@ -187,3 +191,57 @@ def baseline_table() -> list[dict[str, object]]:
             }
         )
     return rows
+
+
+# -- the mart (a Python model of the build) ---------------------------------------------------------------------------
+
+
+def _fraction(value: Any) -> Fraction:
+    return Fraction(value).limit_denominator(10**12) if isinstance(value, float) else Fraction(value)
+
+
+def baseline_rows() -> list[dict[str, Any]]:
+    """Rows of `baseline_table()` for the mart: exact fractions kept as "a/b" text beside their floats.
+
+    Reads the keys that function returns (`profile`, `description`, `night`, `town_win_fraction`,
+    `town_win_after_tie`).
+    """
+    rows: list[dict[str, Any]] = []
+    for item in baseline_table():
+        town = _fraction(item.get("town_win_fraction", item.get("town_win")))
+        after_tie = item.get("town_win_after_tie")
+        rows.append(
+            {
+                "case": str(item.get("profile") or item.get("case")),
+                "description": None if item.get("description") is None else str(item["description"]),
+                "night": None if item.get("night") is None else str(item["night"]),
+                "town_win_fraction": f"{town.numerator}/{town.denominator}",
+                "town_win_probability": float(town),
+                "mafia_win_fraction": f"{(1 - town).numerator}/{(1 - town).denominator}",
+                "mafia_win_probability": float(1 - town),
+                "town_win_after_tie": None if after_tie is None else float(_fraction(after_tie)),
+                "source": "mafiabench.transform.baselines",  # the module's name when the mart was made: kept, a
+                # published table does not change with a module's move (it is `transform.models.baselines` now)
+            }
+        )
+    return rows
+
+
+def baseline_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
+    """The `mart_baselines` Python model (the build reads no table for it)."""
+    import polars as pl  # here: `mafiabench baseline` imports this module on every CLI start, and needs no polars
+
+    schema = {
+        "case": pl.Utf8,
+        "description": pl.Utf8,
+        "night": pl.Utf8,
+        "town_win_fraction": pl.Utf8,
+        "town_win_probability": pl.Float64,
+        "mafia_win_fraction": pl.Utf8,
+        "mafia_win_probability": pl.Float64,
+        "town_win_after_tie": pl.Float64,
+        "source": pl.Utf8,
+    }
+    return {"mart_baselines": pl.DataFrame(baseline_rows(), schema=schema, orient="row")}
+
+

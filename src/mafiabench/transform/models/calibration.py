@@ -8,7 +8,7 @@ import time
 
 import numpy as np
 
-from mafiabench.transform.python_models import Z95, fit_latent
+from mafiabench.transform.models.latent import Z95, fit_latent, fit_latent_nuts
 
 
 def published_like(rng: np.random.Generator, models: int, backgrounds: int, games: int, a: np.ndarray,
@@ -65,7 +65,7 @@ def coverage(models: int, backgrounds: int, games: int, reps: int, seed: int = 1
 
 
 def reference_truth(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict[str, np.ndarray]:
-    """The true parameters in the Mini-Mafia study's gauge (`transform.latent_nuts`): mean(m) = 0, mean(v) = 1."""
+    """The true parameters in the Mini-Mafia study's gauge (`latent.fit_latent_nuts`): mean(m) = 0, mean(v) = 1."""
     scale = c.mean()
     return {"m": (a - a.mean()) * scale, "d": (b - a.mean()) * scale, "v": c / scale}
 
@@ -73,8 +73,6 @@ def reference_truth(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict[str, np
 def coverage_nuts(models: int, backgrounds: int, games: int, reps: int, seed: int = 1) -> dict[str, float]:
     """As `coverage`, for the sampled model: how often each central 95% credible interval holds the true value in
     the study's gauge, over `reps` designs drawn from one set of true abilities (c > 0: every villager detects)."""
-    from mafiabench.transform.latent_nuts import fit_latent_nuts
-
     rng = np.random.default_rng(seed)
     a, b, g = rng.normal(0, 1, models), rng.normal(0, 1, models), rng.normal(0, 0.3, models)
     c = np.exp(g)

@@ -22,7 +22,7 @@ the exact random baseline computed per game and averaged over the same games.
   game and words per message.
 
 Reads only raw tables (`raw_detections`, `raw_detection_transcripts`, `raw_games`, `raw_players`, `raw_events`), so
-it does not depend on how the SQL models are organised. Registered with the build in `python_models.PYTHON_MODELS`.
+it does not depend on how the SQL models are organised. Registered with the build in `transform.models.PYTHON_MODELS`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 import yaml  # type: ignore[import-untyped]
 
 from mafiabench import scratch
-from mafiabench.transform import LAYERS, dbt_runner
+from mafiabench.transform import LAYERS
+from mafiabench.transform.build import dbt_runner
+from mafiabench.transform.models import PYTHON_MODELS
 
 if TYPE_CHECKING:  # imported by the build only: a cached run needs neither DuckDB nor the build's modules
     import duckdb
@@ -111,7 +113,7 @@ def _section(name: str, doc: dict[str, Any], types: list[tuple[str, str]], meta:
 BUILD_STAGES = ("transform", "warehouse", "prices", "scratch", "errors", "record", "redact", "engine", "backends",
                 "play", "agents")
 TYPE_LIBRARIES = ("duckdb", "dbt-core", "dbt-duckdb", "polars", "pyarrow", "numpy", "scipy")
-_PACKAGE = Path(__file__).resolve().parents[1]  # read (hashed), never written
+_PACKAGE = Path(__file__).resolve().parents[2]  # the package: read (hashed), never written
 
 
 def _package_files() -> list[Path]:
@@ -150,7 +152,7 @@ def cache_file(project: Path) -> Path:
 def build_facts(project: Path, names: list[str]) -> dict[str, Any]:
     """Build the project into a scratch warehouse and read what the catalogue prints of it: each relation's column
     types, each model's dependencies and materialization, each data test's rule (plain JSON, so it can be cached)."""
-    from mafiabench.transform.marts import build_models
+    from mafiabench.transform.build.marts import build_models
     from mafiabench.warehouse.builds import ensure_build_tables
     from mafiabench.warehouse.raw import connect
 
@@ -228,6 +230,7 @@ def generate(sql_dir: Path | None = None, *, cache: bool = True) -> str:
     types: dict[str, list[tuple[str, str]]] = {n: [(c, t) for c, t in cols] for n, cols in found["types"].items()}
     deps: dict[str, list[str]] = found["deps"]
     materialized: dict[str, str] = found["materialized"]
+    modules = {m.name: [m.function.rpartition(".")[0]] for m in PYTHON_MODELS}
     lines = [
         "# Warehouse catalogue",
         "",
@@ -254,7 +257,8 @@ def generate(sql_dir: Path | None = None, *, cache: bool = True) -> str:
                 where = f"*{kind}* from `{doc['file']}`; depends on " + (
                     ", ".join(f"`{d}`" for d in deps.get(name, [])) or "none")
             else:
-                where = f"*table* from `mafiabench.transform.python_models` (Python step `{doc['step']}`, after dbt)"
+                module = ".".join(["mafiabench.transform.models", *modules.get(doc["step"], [])])
+                where = f"*table* from `{module}` (Python step `{doc['step']}`, after dbt)"
             lines += _section(name, doc, types.get(name, []), where)
     lines += ["## Data tests", "", "dbt data tests of the project (`tests/`: rules over several tables; the",
               "`data_tests` of each model's YAML); each returns the rows that break its rule, and the quality gate",

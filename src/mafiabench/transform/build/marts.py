@@ -1,7 +1,7 @@
 """Build the marts: the dbt project's models (staging views, intermediate and mart tables), then the Python models.
 
 The SQL models are a dbt project (`transform/sql/`, shipped as package data; `./sql/dbt_project.yml` in the working
-folder wins) run in-process with dbt-duckdb (`transform.dbt_runner`): lineage comes from `ref()`/`source()`, each
+folder wins) run in-process with dbt-duckdb (`transform.build.dbt_runner`): lineage comes from `ref()`/`source()`, each
 layer's YAML describes every model and column, and its data tests return the rows that break a rule.
 
 A build is *staged*: every model is written under `__staged_<name>` in the warehouse, the Python models read those
@@ -29,13 +29,13 @@ from mafiabench.errors import UserError
 from mafiabench.prices import PriceTable
 from mafiabench.prices import load_prices as load_price_table
 from mafiabench.transform import LAYERS as LAYERS  # the layers, re-exported (their home is the package)
-from mafiabench.transform import dbt_runner
-from mafiabench.transform.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
+from mafiabench.transform.build import dbt_runner
+from mafiabench.transform.build.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
 from mafiabench.warehouse.raw import ensure_schema
 
 if TYPE_CHECKING:  # imported in `stage` only: numpy and scipy cost every command that imports this module
-    from mafiabench.transform.python_models import PythonModel
+    from mafiabench.transform.models import PythonModel
 
 
 
@@ -203,7 +203,7 @@ def stage(
 ) -> Staged:
     """Run the dbt models, then the Python models, all under staged names; nothing published changes. With
     `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile)."""
-    from mafiabench.transform import python_models
+    from mafiabench.transform.models import PYTHON_MODELS
     from mafiabench.warehouse.landing import ensure_runs_table
 
     try:
@@ -214,10 +214,10 @@ def stage(
     ensure_runs_table(con)
     write_table(con, "ref_prices", ref_prices())
     wanted = set(only) if only is not None else None
-    steps = [s for s in python_models.PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
+    steps = [s for s in PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
     select = None
     if wanted is not None:
-        python_names = {n for s in python_models.PYTHON_MODELS for n in (s.name, *s.outputs)}
+        python_names = {n for s in PYTHON_MODELS for n in (s.name, *s.outputs)}
         select = [f"+{n}" for n in sorted(wanted - python_names)] + [f"+{d}" for s in steps for d in s.depends_on]
     staged = Staged(project=project)
     if select == []:

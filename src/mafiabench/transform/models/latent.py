@@ -1,16 +1,16 @@
-"""Marts that SQL does badly: the top-down latent ability model, exact baselines, the consistency t-test.
+"""The top-down latent ability model of Mini-Mafia (metrics.md §2), whole: the mart (`latent_tables`), the fast
+point estimate, and the Mini-Mafia study's own model sampled by NUTS.
 
-Each step reads finished SQL models, computes in numpy/scipy, and returns typed polars frames that the build writes
-as tables (registered in `PYTHON_MODELS`). They run after dbt, as a post-step of the same build (`build.marts.stage`):
-no SQL model reads them, several write two tables from one fit (a dbt Python model returns one), and the embedding
-model of the coherence step is loaded once per build in this process.
+It runs after dbt, as a Python model of the same build (registered in `transform.models.PYTHON_MODELS`, staged by
+`transform.build.marts.stage`): it reads `fct_games`, fits in numpy/scipy (or NumPyro) and returns typed polars
+frames, two tables from one fit (a dbt Python model returns one).
 
-The latent mart holds, by default, the model as the Mini-Mafia study fits it now, sampled by NUTS
-(`transform.latent_nuts`: logit p = v_k (m_i - d_j), mean(m) = 0, mean(v) = 1); MAFIABENCH_LATENT_METHOD=map selects
-the fast point estimate below, each row saying which it holds (`method`). The cross-validated Brier score always
-refits the point estimate.
+The latent mart holds, by default, the model as the Mini-Mafia study fits it now, sampled by NUTS (the second half
+of this module: logit p = v_k (m_i - d_j), mean(m) = 0, mean(v) = 1); MAFIABENCH_LATENT_METHOD=map selects the fast
+point estimate, each row saying which it holds (`method`). The cross-validated Brier score always refits the point
+estimate.
 
-The point estimate (metrics.md §2): logit P(mafia wins | mafioso i, detective j, villager k) = c_k (a_i - b_j), with
+The point estimate: logit P(mafia wins | mafioso i, detective j, villager k) = c_k (a_i - b_j), with
 a_i the deceive, b_j the disclose and c_k = exp(g_k) the detect ability. It is identified up to a common shift of
 a and b and a scale traded between c and (a - b); we fix sum(a) + sum(b) = 0 and sum(g) = 0 (geometric mean of c
 is 1) by optimising in the null space of those constraints. Games are aggregated to (i, j, k) cells first, so the
@@ -25,26 +25,48 @@ won or lost every game it played in a role, or whose sd stays above `MAX_SE` (se
 against the others), is reported as not identified, without an interval: its estimate is the prior's, not the
 data's.
 The fit is per study and prompt version: a model must meet the others within one experiment to be placed.
+
+The NUTS fit (`fit_latent_nuts`), the Mini-Mafia reference's model by full Bayesian sampling (NumPyro NUTS).
+
+The reference (`mini-mafia-benchmark/analysis/top_down_theoretical/scores_theoretical_model.py` of
+bastoscostadavi/llm-mafia-game, commit "added shift symmetry and fixed E[m]=0"): one deceive (a), disclose (b) and
+detect (c) parameter per model (every model of the published design plays every role; here a model has the
+parameters of the roles it played, see `fit_latent_nuts`), priors
+a, b, c ~ Normal(0, 2), c allowed negative, the sign flip excluded by requiring sum(c) > 0, and
+
+    mafia wins in a (mafioso i, villager k, detective j) cell ~ Binomial(n, logit p = c_k (a_i - b_j)).
+
+Its published estimates are then normalised as the reference does: each draw's a and b are shifted by that draw's
+mean(a) (mean(m) = 0), and all draws are scaled by lambda = mean over models of the posterior mean of c (m = a
+lambda, d = b lambda, v = c / lambda, so mean(v) = 1). The estimate is the posterior mean, its uncertainty the
+posterior sd (`estimate`, `se`: the published `Deceive`, `Deceive_Error`, ... columns), with a central 95% credible
+interval beside them, and per parameter the split R-hat and effective sample size of its normalised draws
+(`numpyro.diagnostics`). A fit whose largest R-hat exceeds `MAX_R_HAT` or smallest ESS is under `MIN_ESS` is flagged
+as not converged, never silently trusted.
+
+NUTS adapts a dense mass matrix (the shift a, b -> a + t, b + t is a straight ridge of the posterior it removes:
+the bulk ESS doubles against a diagonal one at the same cost). The likelihood is written as a factor, sum of
+w eta - n log(1 + e^eta): the binomial's log-normaliser is a constant, so the posterior is the reference's. Cells and
+models are padded to powers of two (empty cells, prior-only models left out of every sum and mean) so that one
+compiled sampler serves every build of similar size in a process; JAX runs on the CPU in double precision (a cell of
+a million games would overflow float32's resolution).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Callable, Mapping, Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import duckdb
 import numpy as np
 import polars as pl
-from scipy import linalg, optimize, stats
+from scipy import linalg, optimize
 
 from mafiabench.errors import UserError
-from mafiabench.transform.coherence import coherence_tables
-from mafiabench.transform.detector_marts import detector_tables, transcript_tables
-from mafiabench.transform.ratings import rating_tables
 
 Z95 = 1.959963984540054
 DEFAULT_RIDGE = 1e-3  # kept for callers; the priors below are what keeps the fit finite
@@ -341,7 +363,7 @@ ROLE_OF_ABILITY = {"deceive": ("mafioso", "m"), "disclose": ("detective", "d"), 
 
 
 def latent_method() -> str:
-    """The fit the latent mart holds: `nuts` (the reference's Bayesian model, `transform.latent_nuts`) unless
+    """The fit the latent mart holds: `nuts` (the reference's Bayesian model, `fit_latent_nuts` below) unless
     MAFIABENCH_LATENT_METHOD=map asks for the fast point estimate above (its own priors and constraints)."""
     value = os.environ.get(LATENT_METHOD_ENV, "nuts").strip().lower()
     if value not in LATENT_METHODS:
@@ -413,8 +435,6 @@ def _one_sided(part: pl.DataFrame, role: str) -> set[str]:
 def _nuts_rows(
     study: str, version: str | None, part: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    from mafiabench.transform.latent_nuts import MAX_R_HAT, MIN_ESS, fit_latent_nuts
-
     cells = part.group_by(["mafioso_model", "villager_model", "detective_model"]).agg(
         pl.len().alias("n"), pl.col("mafia_won").sum().alias("w")).sort(["mafioso_model", "villager_model",
                                                                           "detective_model"])
@@ -546,257 +566,157 @@ def _ability(
     }
 
 
-# -- exact baselines ----------------------------------------------------------------------------------------------
 
-BASELINES_SCHEMA = {
-    "case": pl.Utf8,
-    "description": pl.Utf8,
-    "night": pl.Utf8,
-    "town_win_fraction": pl.Utf8,
-    "town_win_probability": pl.Float64,
-    "mafia_win_fraction": pl.Utf8,
-    "mafia_win_probability": pl.Float64,
-    "town_win_after_tie": pl.Float64,
-    "source": pl.Utf8,
-}
+# -- the reference's model, sampled by NUTS (the mart's default) ----------------------------------------------
+
+PRIOR_SD = 2.0
+CHAINS = 4
+WARMUP = 500
+DRAWS = 1000  # x 4 chains: a bulk ESS of 500-650 on the published design (MIN_ESS below)
+TARGET_ACCEPT = 0.95  # the reference's
+SEED = 42  # the reference's random_seed: a build's estimates are reproducible
+MAX_R_HAT = 1.01  # Vehtari et al. (2021): split R-hat below 1.01 ...
+MIN_ESS = 400  # ... and a bulk effective sample size of at least 100 per chain (4 chains)
 
 
-def _fraction(value: Any) -> Fraction:
-    return Fraction(value).limit_denominator(10**12) if isinstance(value, float) else Fraction(value)
+@dataclass
+class NutsFit:
+    """Normalised posterior summaries of m (deceive), d (disclose) and v (detect): for each, one entry per model
+    that played the role (mafioso, detective, villager), in the order of `models[parameter]` (sorted)."""
 
-
-def baseline_rows() -> list[dict[str, Any]]:
-    """Rows of `transform.baselines.baseline_table()`: exact fractions kept as "a/b" text beside their floats.
-
-    Reads the keys that function returns (`profile`, `description`, `night`, `town_win_fraction`,
-    `town_win_after_tie`).
-    """
-    from mafiabench.transform.baselines import baseline_table
-
-    rows: list[dict[str, Any]] = []
-    for item in baseline_table():
-        town = _fraction(item.get("town_win_fraction", item.get("town_win")))
-        after_tie = item.get("town_win_after_tie")
-        rows.append(
-            {
-                "case": str(item.get("profile") or item.get("case")),
-                "description": None if item.get("description") is None else str(item["description"]),
-                "night": None if item.get("night") is None else str(item["night"]),
-                "town_win_fraction": f"{town.numerator}/{town.denominator}",
-                "town_win_probability": float(town),
-                "mafia_win_fraction": f"{(1 - town).numerator}/{(1 - town).denominator}",
-                "mafia_win_probability": float(1 - town),
-                "town_win_after_tie": None if after_tie is None else float(_fraction(after_tie)),
-                "source": "mafiabench.transform.baselines",
-            }
-        )
-    return rows
-
-
-def baseline_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    return {"mart_baselines": pl.DataFrame(baseline_rows(), schema=BASELINES_SCHEMA, orient="row")}
-
-
-# -- strategic consistency t-tests --------------------------------------------------------------------------------
-
-CONSISTENCY_TESTS_SCHEMA = {
-    "study": pl.Utf8,
-    "comparison": pl.Utf8,
-    "unit": pl.Utf8,
-    "n_winners": pl.Int64,
-    "n_losers": pl.Int64,
-    "mean_jsd_winners": pl.Float64,
-    "sd_jsd_winners": pl.Float64,
-    "mean_jsd_losers": pl.Float64,
-    "sd_jsd_losers": pl.Float64,
-    "t_statistic": pl.Float64,
-    "df": pl.Float64,
-    "p_value": pl.Float64,
-}
-
-# Strategema section 4.5, on the main configurations of one study: every player, winners against losers; the same
-# with one observation per game (the mafia team's mean C, games the mafia won against games it lost: the unit that
-# gives the paper's t(398) for 400 games); and the Mafia-only comparison.
-CONSISTENCY_COMPARISONS = (
-    ("winners_vs_losers", "player"),
-    ("winners_vs_losers", "game"),
-    ("mafia_only", "player"),
-)
-
-
-def pooled_t_test(won: np.ndarray, lost: np.ndarray) -> tuple[float, float, float]:
-    """Student's two-sample t-test with pooled variance (scipy), the paper's test: (t, df = n1 + n2 - 2, two-sided
-    p); NaN where a side has fewer than two values."""
-    if len(won) < 2 or len(lost) < 2:
-        return math.nan, math.nan, math.nan
-    res = stats.ttest_ind(won, lost, equal_var=True)
-    return float(res.statistic), float(len(won) + len(lost) - 2), float(res.pvalue)
-
-
-def _mean_sd(values: np.ndarray) -> tuple[float, float]:
-    mean = float(values.mean()) if len(values) else math.nan
-    return mean, float(values.std(ddof=1)) if len(values) >= 2 else math.nan
-
-
-def consistency_tests(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    """Winners against losers in strategic consistency C_i (mean JSD), per study, on its main configurations."""
-    players = con.sql(
-        """select c.study, c.game_id, c.team, c.won, c.mean_jsd
-           from mart_strategic_consistency as c
-           inner join mart_classic_games as g on g.game_id = c.game_id
-           where g.is_main and c.mean_jsd is not null
-           order by c.study, c.game_id, c.player"""
-    ).pl()
-    rows: list[dict[str, Any]] = []
-    for (study,), part in players.group_by(["study"], maintain_order=True):
-        mafia = part.filter(pl.col("team") == "mafia")
-        per_game = mafia.group_by("game_id", maintain_order=True).agg(pl.col("won").first(), pl.col("mean_jsd").mean())
-        samples = {
-            ("winners_vs_losers", "player"): part,
-            ("winners_vs_losers", "game"): per_game,
-            ("mafia_only", "player"): mafia,
-        }
-        for comparison, unit in CONSISTENCY_COMPARISONS:
-            frame = samples[(comparison, unit)]
-            won = frame.filter(pl.col("won"))["mean_jsd"].to_numpy()
-            lost = frame.filter(~pl.col("won"))["mean_jsd"].to_numpy()
-            t, df, p = pooled_t_test(won, lost)
-            (mean_w, sd_w), (mean_l, sd_l) = _mean_sd(won), _mean_sd(lost)
-            rows.append(
-                {
-                    "study": study,
-                    "comparison": comparison,
-                    "unit": unit,
-                    "n_winners": len(won),
-                    "n_losers": len(lost),
-                    "mean_jsd_winners": mean_w,
-                    "sd_jsd_winners": sd_w,
-                    "mean_jsd_losers": mean_l,
-                    "sd_jsd_losers": sd_l,
-                    "t_statistic": t,
-                    "df": df,
-                    "p_value": p,
-                }
-            )
-    return {"mart_consistency_tests": pl.DataFrame(rows, schema=CONSISTENCY_TESTS_SCHEMA, orient="row")}
-
-
-# -- registry -----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PythonModel:
-    """A step the build runs after dbt (`build.marts.stage`): reads finished models, writes `outputs` as tables."""
-
-    name: str
-    layer: str
-    kind: str
-    grain: str
-    purpose: str
-    materialized: str
-    outputs: tuple[str, ...]
-    run: Callable[[duckdb.DuckDBPyConnection], Mapping[str, pl.DataFrame]]
-    depends_on: tuple[str, ...] = ()
+    models: dict[str, list[Any]]
+    estimate: dict[str, np.ndarray]
+    sd: dict[str, np.ndarray]
+    ci_low: dict[str, np.ndarray]
+    ci_high: dict[str, np.ndarray]
+    r_hat: dict[str, np.ndarray]
+    ess: dict[str, np.ndarray]
+    draws: dict[str, np.ndarray]  # (chains, draws, models) normalised draws
+    scale: float  # lambda: the posterior mean of mean(c) the draws were divided by
+    divergences: int
+    chains: int
+    n_draws: int
+    n_cells: int
+    n_games: int
 
     @property
-    def tables(self) -> tuple[str, ...]:
-        return self.outputs
+    def max_r_hat(self) -> float:
+        return float(max(np.nanmax(x) for x in self.r_hat.values()))
+
+    @property
+    def min_ess(self) -> float:
+        return float(min(np.nanmin(x) for x in self.ess.values()))
+
+    @property
+    def converged(self) -> bool:
+        return self.max_r_hat <= MAX_R_HAT and self.min_ess >= MIN_ESS
 
 
-PYTHON_MODELS: list[PythonModel] = [
-    PythonModel(
-        name="mart_latent",
-        layer="marts",
-        kind="python",
-        grain="mart_latent_abilities: one row per (study, prompt version, model, ability); mart_latent_fit: one row "
-              "per (study, prompt version)",
-        purpose="top-down latent abilities as the Mini-Mafia study fits them (logit P(mafia wins) = v_k (m_i - d_j), "
-                "NUTS, mean(m) = 0, mean(v) = 1, R-hat and ESS per parameter; or the fast point estimate as a "
-                "labelled fallback), with an `identified` flag, and the 5-fold cross-validated Brier gain over a "
-                "constant rate",
-        materialized="table",
-        depends_on=("fct_games",),
-        outputs=("mart_latent_abilities", "mart_latent_fit"),
-        run=latent_tables,
-    ),
-    PythonModel(
-        name="mart_baselines",
-        layer="marts",
-        kind="python",
-        grain="one row per analytic baseline case",
-        purpose="exact win probabilities of scripted policies (build.baselines): the no-skill reference lines",
-        materialized="table",
-        outputs=("mart_baselines",),
-        run=baseline_tables,
-    ),
-    PythonModel(
-        name="mart_consistency_tests",
-        layer="marts",
-        kind="python",
-        grain="one row per (study, comparison, unit)",
-        purpose="strategic consistency C_i of winners against losers on a study's main configurations (Strategema "
-        "section 4.5): pooled two-sample t-tests (scipy) of mean JSD over every player, over games (the mafia "
-        "team's mean, the unit of the paper's t(398) for 400 games), and over mafiosos only",
-        materialized="table",
-        depends_on=("mart_strategic_consistency", "mart_classic_games"),
-        outputs=("mart_consistency_tests",),
-        run=consistency_tests,
-    ),
-    PythonModel(
-        name="mart_coherence",
-        layer="marts",
-        kind="python",
-        grain="mart_semantic_coherence: one row per (game, mafioso) with public statements; "
-        "mart_coherence_summary: one row per study",
-        purpose="semantic coherence (mean pairwise cosine similarity of all-MiniLM-L6-v2 embeddings of a mafioso's "
-        "statements), its Pearson r (and p) with the deception score, and mean deception ± sd for coherence > 0.8 "
-        "and < 0.5, per study over its main configurations",
-        materialized="table",
-        depends_on=("mart_deception_scores", "mart_classic_games", "stg_events"),
-        outputs=("mart_semantic_coherence", "mart_coherence_summary"),
-        run=coherence_tables,
-    ),
-    PythonModel(
-        name="mart_detector",
-        layer="marts",
-        kind="python",
-        grain="mart_detections: one row per (game, day cut, detector, prompt sha256); mart_detector_accuracy: one row "
-        "per (detector, prompt sha256, source, study, scope, day); mart_detector_tables: one row per (detector, "
-        "prompt sha256, source, study, row); mart_detector_datasets: one row per (source, study)",
-        purpose="Mafia Detector accuracy (Hidden in Plain Text, section III): single-match and exact-match per game "
-        "and cut; averages per source and day with the number of games and Wilson 95% intervals, beside the exact "
-        "random baseline 1 - C(n-k,k)/C(n,k) and 1/C(n,k) averaged over the same games; Tables I-III of Hidden in "
-        "Plain Text as printed (transform.detector_marts)",
-        materialized="table",
-        depends_on=("raw_detections", "raw_games", "raw_players", "raw_events"),
-        outputs=("mart_detections", "mart_detector_accuracy", "mart_detector_tables", "mart_detector_datasets"),
-        run=detector_tables,
-    ),
-    PythonModel(
-        name="mart_detector_transcripts",
-        layer="marts",
-        kind="python",
-        grain="one row per (game, line) of the cleansed transcript the detector read at the game's last cut",
-        purpose="what the Mafia Detector read (public day messages, votes, eliminations; roles redacted), for the "
-        "dashboards' cleansed-transcript pages",
-        materialized="table",
-        depends_on=("raw_detection_transcripts",),
-        outputs=("mart_detector_transcripts",),
-        run=transcript_tables,
-    ),
-    PythonModel(
-        name="mart_ratings",
-        layer="marts",
-        kind="python",
-        grain="mart_ratings: one row per (study, side, model); mart_head_to_head: one row per (study, model on the "
-        "mafia side, model on the town side); mart_self_play: one row per (study, model); mart_rating_coverage: one "
-        "row per (study, category of game)",
-        purpose="the leaderboard (transform.ratings): Bradley-Terry skill ratings in team form, as mafia, as town "
-        "and overall, with 95% intervals and rank intervals; scored games only, self-play shown apart, the rest "
-        "counted",
-        materialized="table",
-        depends_on=("fct_games", "fct_player_games"),
-        outputs=("mart_ratings", "mart_head_to_head", "mart_self_play", "mart_rating_coverage"),
-        run=rating_tables,
-    ),
-]
+_SAMPLERS: dict[tuple[int, int, int, int, int, float], Any] = {}
+
+
+def _jax() -> Any:
+    """Import JAX on the CPU in double precision, with one host device per chain so the chains run in parallel."""
+    if "jax" not in sys.modules:  # the device count and platform are read once, when JAX starts
+        flags = os.environ.get("XLA_FLAGS", "")
+        if "xla_force_host_platform_device_count" not in flags:
+            os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={CHAINS}".strip()
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    return jax
+
+
+def _pad(size: int, floor: int) -> int:
+    return max(floor, 1 << (max(size, 1) - 1).bit_length())
+
+
+def _sampler(n_models: int, n_cells: int, chains: int, warmup: int, draws: int, target_accept: float) -> Any:
+    key = (n_models, n_cells, chains, warmup, draws, target_accept)
+    if key not in _SAMPLERS:
+        jax = _jax()
+        import jax.numpy as jnp
+        import numpyro
+        import numpyro.distributions as dist
+        from numpyro.infer import MCMC, NUTS, init_to_value
+
+        def model(mafioso: Any, villager: Any, detective: Any, n: Any, w: Any, real_villager: Any) -> None:
+            a = numpyro.sample("a", dist.Normal(0.0, PRIOR_SD).expand([n_models]).to_event(1))
+            b = numpyro.sample("b", dist.Normal(0.0, PRIOR_SD).expand([n_models]).to_event(1))
+            c = numpyro.sample("c", dist.Normal(0.0, PRIOR_SD).expand([n_models]).to_event(1))
+            numpyro.factor("c_sum_positive", jnp.where(jnp.sum(c * real_villager) > 0, 0.0, -jnp.inf))
+            eta = c[villager] * (a[mafioso] - b[detective])
+            numpyro.factor("mafia_wins", jnp.sum(w * eta - n * jax.nn.softplus(eta)))
+
+        start = {"a": jnp.zeros(n_models), "b": jnp.zeros(n_models), "c": jnp.ones(n_models)}
+        kernel = NUTS(model, target_accept_prob=target_accept, dense_mass=True,
+                      init_strategy=init_to_value(values=start))
+        method = "parallel" if jax.local_device_count() >= chains else "sequential"
+        _SAMPLERS[key] = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=method,
+                              progress_bar=False, jit_model_args=True)
+    return _SAMPLERS[key]
+
+
+def fit_latent_nuts(
+    cells: list[tuple[str, str, str, int, int]],
+    *,
+    chains: int | None = None,
+    warmup: int | None = None,
+    draws: int | None = None,
+    target_accept: float | None = None,
+    seed: int = SEED,
+) -> NutsFit:
+    """Sample the reference's model on (mafioso, villager, detective, games, mafia wins) cells; see the module.
+    Settings left out are the module's (`CHAINS`, `WARMUP`, `DRAWS`, `TARGET_ACCEPT`), read at each call."""
+    chains = chains or CHAINS
+    warmup = warmup or WARMUP
+    draws = draws or DRAWS
+    target_accept = target_accept or TARGET_ACCEPT
+    cells = [c for c in cells if c[3] > 0]
+    if not cells:
+        raise ValueError("no games to fit")
+    # Each role's models get that role's parameter (a model that never played a role has none): on the published
+    # design, where every model plays every role, this is the reference's model exactly; on a partial one a
+    # prior-only parameter would take part in sum(c) > 0, mean(a) and mean(c), and let the sign flip back in.
+    roles = {k: sorted({c[pos] for c in cells}) for k, pos in (("a", 0), ("c", 1), ("b", 2))}
+    index = {k: {name: i for i, name in enumerate(names)} for k, names in roles.items()}
+    n_cells = len(cells)
+    p_models, p_cells = _pad(max(len(x) for x in roles.values()), 4), _pad(n_cells, 16)
+    columns = np.zeros((5, p_cells), dtype=np.int64)
+    for i, (m, v, d, n, w) in enumerate(cells):
+        columns[:, i] = (index["a"][m], index["c"][v], index["b"][d], n, w)
+    real_villager = np.zeros(p_models)
+    real_villager[: len(roles["c"])] = 1.0
+    jax = _jax()
+    import jax.numpy as jnp
+    from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
+
+    mcmc = _sampler(p_models, p_cells, chains, warmup, draws, target_accept)
+    mcmc.run(jax.random.PRNGKey(seed), *(jnp.asarray(x) for x in columns[:3]),
+             jnp.asarray(columns[3], dtype=float), jnp.asarray(columns[4], dtype=float),
+             jnp.asarray(real_villager), extra_fields=("diverging",))
+    raw = {k: np.asarray(x)[..., : len(roles[k])] for k, x in mcmc.get_samples(group_by_chain=True).items()}
+    divergences = int(np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]).sum())
+    # The reference's gauge: each draw shifted by its mean(a); every draw scaled by the posterior mean of mean(c).
+    shift = raw["a"].mean(axis=-1, keepdims=True)
+    scale = float(raw["c"].mean(axis=(0, 1)).mean())
+    normalised = {"m": (raw["a"] - shift) * scale, "d": (raw["b"] - shift) * scale, "v": raw["c"] / scale}
+    names = {"m": roles["a"], "d": roles["b"], "v": roles["c"]}
+    flat = {k: x.reshape(-1, x.shape[-1]) for k, x in normalised.items()}
+    return NutsFit(
+        models=names,
+        estimate={k: x.mean(axis=0) for k, x in flat.items()},
+        sd={k: x.std(axis=0) for k, x in flat.items()},
+        ci_low={k: np.quantile(x, 0.025, axis=0) for k, x in flat.items()},
+        ci_high={k: np.quantile(x, 0.975, axis=0) for k, x in flat.items()},
+        r_hat={k: np.asarray(split_gelman_rubin(x)) for k, x in normalised.items()},
+        ess={k: np.asarray(effective_sample_size(x)) for k, x in normalised.items()},
+        draws=normalised,
+        scale=scale,
+        divergences=divergences,
+        chains=chains,
+        n_draws=draws,
+        n_cells=n_cells,
+        n_games=int(sum(c[3] for c in cells)),
+    )

@@ -1,0 +1,145 @@
+"""The metric models the build computes in Python after dbt, one module each, and their registry (`PYTHON_MODELS`).
+
+Each model reads finished SQL models, computes in numpy/scipy, and returns typed polars frames that the build
+(`transform.build.marts.stage`) writes as tables: no SQL model reads them, several write two tables from one fit (a
+dbt Python model returns one), and the embedding model of the coherence step is loaded once per build in this
+process. A model's module is imported when its step runs, not with the registry: the CLI imports
+`models.baselines` (for `mafiabench baseline`) on every start and must not pay for scipy and the fits.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import duckdb
+    import polars as pl
+
+
+@dataclass(frozen=True)
+class PythonModel:
+    """A step the build runs after dbt (`transform.build.marts.stage`): reads finished models, writes `outputs` as
+    tables, computed by `function` ("module.function" of this package)."""
+
+    name: str
+    layer: str
+    kind: str
+    grain: str
+    purpose: str
+    materialized: str
+    outputs: tuple[str, ...]
+    function: str
+    depends_on: tuple[str, ...] = ()
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        return self.outputs
+
+    def run(self, con: duckdb.DuckDBPyConnection) -> Mapping[str, pl.DataFrame]:
+        module, _, name = self.function.rpartition(".")
+        compute = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+        frames: Mapping[str, pl.DataFrame] = compute(con)
+        return frames
+
+
+PYTHON_MODELS: list[PythonModel] = [
+    PythonModel(
+        name="mart_latent",
+        layer="marts",
+        kind="python",
+        grain="mart_latent_abilities: one row per (study, prompt version, model, ability); mart_latent_fit: one row "
+              "per (study, prompt version)",
+        purpose="top-down latent abilities as the Mini-Mafia study fits them (logit P(mafia wins) = v_k (m_i - d_j), "
+                "NUTS, mean(m) = 0, mean(v) = 1, R-hat and ESS per parameter; or the fast point estimate as a "
+                "labelled fallback), with an `identified` flag, and the 5-fold cross-validated Brier gain over a "
+                "constant rate",
+        materialized="table",
+        depends_on=("fct_games",),
+        outputs=("mart_latent_abilities", "mart_latent_fit"),
+        function="latent.latent_tables",
+    ),
+    PythonModel(
+        name="mart_baselines",
+        layer="marts",
+        kind="python",
+        grain="one row per analytic baseline case",
+        purpose="exact win probabilities of scripted policies (transform.models.baselines): the no-skill reference "
+        "lines",
+        materialized="table",
+        outputs=("mart_baselines",),
+        function="baselines.baseline_tables",
+    ),
+    PythonModel(
+        name="mart_consistency_tests",
+        layer="marts",
+        kind="python",
+        grain="one row per (study, comparison, unit)",
+        purpose="strategic consistency C_i of winners against losers on a study's main configurations (Strategema "
+        "section 4.5): pooled two-sample t-tests (scipy) of mean JSD over every player, over games (the mafia "
+        "team's mean, the unit of the paper's t(398) for 400 games), and over mafiosos only",
+        materialized="table",
+        depends_on=("mart_strategic_consistency", "mart_classic_games"),
+        outputs=("mart_consistency_tests",),
+        function="consistency.consistency_tests",
+    ),
+    PythonModel(
+        name="mart_coherence",
+        layer="marts",
+        kind="python",
+        grain="mart_semantic_coherence: one row per (game, mafioso) with public statements; "
+        "mart_coherence_summary: one row per study",
+        purpose="semantic coherence (mean pairwise cosine similarity of all-MiniLM-L6-v2 embeddings of a mafioso's "
+        "statements), its Pearson r (and p) with the deception score, and mean deception ± sd for coherence > 0.8 "
+        "and < 0.5, per study over its main configurations",
+        materialized="table",
+        depends_on=("mart_deception_scores", "mart_classic_games", "stg_events"),
+        outputs=("mart_semantic_coherence", "mart_coherence_summary"),
+        function="coherence.coherence_tables",
+    ),
+    PythonModel(
+        name="mart_detector",
+        layer="marts",
+        kind="python",
+        grain="mart_detections: one row per (game, day cut, detector, prompt sha256); mart_detector_accuracy: one row "
+        "per (detector, prompt sha256, source, study, scope, day); mart_detector_tables: one row per (detector, "
+        "prompt sha256, source, study, row); mart_detector_datasets: one row per (source, study)",
+        purpose="Mafia Detector accuracy (Hidden in Plain Text, section III): single-match and exact-match per game "
+        "and cut; averages per source and day with the number of games and Wilson 95% intervals, beside the exact "
+        "random baseline 1 - C(n-k,k)/C(n,k) and 1/C(n,k) averaged over the same games; Tables I-III of Hidden in "
+        "Plain Text as printed (transform.models.detector)",
+        materialized="table",
+        depends_on=("raw_detections", "raw_games", "raw_players", "raw_events"),
+        outputs=("mart_detections", "mart_detector_accuracy", "mart_detector_tables", "mart_detector_datasets"),
+        function="detector.detector_tables",
+    ),
+    PythonModel(
+        name="mart_detector_transcripts",
+        layer="marts",
+        kind="python",
+        grain="one row per (game, line) of the cleansed transcript the detector read at the game's last cut",
+        purpose="what the Mafia Detector read (public day messages, votes, eliminations; roles redacted), for the "
+        "dashboards' cleansed-transcript pages",
+        materialized="table",
+        depends_on=("raw_detection_transcripts",),
+        outputs=("mart_detector_transcripts",),
+        function="detector.transcript_tables",
+    ),
+    PythonModel(
+        name="mart_ratings",
+        layer="marts",
+        kind="python",
+        grain="mart_ratings: one row per (study, side, model); mart_head_to_head: one row per (study, model on the "
+        "mafia side, model on the town side); mart_self_play: one row per (study, model); mart_rating_coverage: one "
+        "row per (study, category of game)",
+        purpose="the leaderboard (transform.models.ratings): Bradley-Terry skill ratings in team form, as mafia, as "
+        "town and overall, with 95% intervals and rank intervals; scored games only, self-play shown apart, the rest "
+        "counted",
+        materialized="table",
+        depends_on=("fct_games", "fct_player_games"),
+        outputs=("mart_ratings", "mart_head_to_head", "mart_self_play", "mart_rating_coverage"),
+        function="ratings.rating_tables",
+    ),
+]
