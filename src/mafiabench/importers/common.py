@@ -84,6 +84,9 @@ class ImportReport:
     undecided: list[tuple[str, str]] = field(default_factory=list)
     # What the rules decided and a reader should know (`validity.notes`: a node that failed after the end, ...).
     notes: list[tuple[str, str]] = field(default_factory=list)
+    # Positions of the source's seat order that give the role away (warehouse.listing_leaks): the detector lists
+    # players in a seeded shuffle, but prompts or pages in seat order would show it.
+    leaks: list[str] = field(default_factory=list)
 
     @property
     def records(self) -> int:
@@ -104,6 +107,7 @@ class ImportReport:
             "flagged_events": dict(sorted(self.flags.items())),
             "undecided": [{"file": f, "why": w} for f, w in self.undecided],
             "notes": [{"file": f, "note": n} for f, n in self.notes],
+            "listing_leaks": list(self.leaks),
             "seconds": round(self.seconds, 3),
         }
 
@@ -126,6 +130,10 @@ class ImportReport:
             lines.append(f"  notes (decided by the rules): {len(self.notes)}")
             lines += [f"    {f}: {n}" for f, n in self.notes]
         lines += [f"  study {name}: {n} games" for name, n in sorted(self.studies.items())]
+        if self.leaks:
+            lines.append("  the source's seat order gives roles away (the detector lists players in a seeded shuffle; "
+                         "read nothing into seat order):")
+            lines += [f"    {leak}" for leak in self.leaks]
         lines.append(f"  unreadable (not landed): {len(self.unreadable)}")
         lines += [f"    {r if r.startswith(f) else f'{f}: {r}'}" for f, r in self.unreadable]
         return "\n".join(lines)
@@ -145,6 +153,7 @@ def run_import(
     transaction. With `records_dir`, each record is also written there once, atomically, as `<game_id>.json`.
     `study` names the study the games belong to (`design.experiment`); Mini-Mafia batches default to the folder
     imported, the other formats to their source."""
+    from mafiabench.warehouse.listing_leaks import SEATS, listing_leaks
     from mafiabench.warehouse.raw import load_records
 
     reader = reader_for(fmt)
@@ -154,6 +163,7 @@ def run_import(
     report = ImportReport(format=fmt, path=str(path))
     start = time.perf_counter()
     pending: list[GameRecord] = []
+    sources: set[str] = set()
 
     def flush() -> None:
         if not pending:
@@ -172,6 +182,7 @@ def run_import(
         if isinstance(item, UnreadableGame):
             report.unreadable.append((item.source_file, item.reason))
             continue
+        sources.add(str(item.provenance.source))
         if study is not None and item.design is not None:
             item.design["experiment"] = study
         name = str((item.design or {}).get("experiment") or f"source:{item.provenance.source}")
@@ -196,6 +207,9 @@ def run_import(
         if len(pending) >= batch_size:
             flush()
     flush()
+    if sources:
+        leaks = listing_leaks(con, sorted(sources))
+        report.leaks = [leak.text() for leak in leaks if leak.leak and leak.listing == SEATS]
     report.seconds = time.perf_counter() - start
     return report
 
