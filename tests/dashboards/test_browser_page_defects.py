@@ -42,3 +42,16 @@ def test_the_cost_page_never_says_priced_beside_no_price(site: Path, tab: Page) 
         assert "no model call has a price" not in note, note
     if all(p == "yes" for p in priced):
         assert "priced at US$ 0" in note, note
+
+
+@pytest.mark.parametrize(("page", "folder"), [("strategema.html", "dashboards-strategema-offline/"),
+                                              ("detector.html", "dashboards-hidden-in-plain-text-offline/")])
+def test_an_empty_page_that_names_a_command_says_where_its_pages_go(
+    site: Path, tab: Page, page: str, folder: str
+) -> None:
+    """The demo's Belief and Detector pages pointed to a command that writes into another warehouse and folder,
+    without saying so: run it, and these pages stay empty."""
+    tab.goto((site / page).as_uri())
+    text = tab.eval("document.querySelector('main').innerText")
+    assert "--publish" in text, text[:2000]  # the small study has no multi-night game and no detection
+    assert folder in text and "not these" in text, text[:2000]

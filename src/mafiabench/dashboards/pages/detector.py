@@ -170,8 +170,12 @@ def build(ctx: Context) -> Page:
         # Every section would be empty, each repeating what the warehouse holds: say why once, show none of them.
         page.data["why_empty"] = (
             f"No detection has been landed in this warehouse ({games_by_variant(m)}), so there is nothing to show "
-            "here yet: run mafiabench detect (or an experiment with a [detector] section, e.g. "
-            "experiments/hidden_in_plain_text_offline.toml), then mafiabench build."
+            "here yet: run mafiabench detect on this warehouse, then mafiabench build. An experiment with a "
+            "[detector] section detects as it runs, into its own warehouse: mafiabench run "
+            "experiments/hidden_in_plain_text_offline.toml --publish writes "
+            "warehouse/hidden-in-plain-text-offline.duckdb, whose pages are "
+            "dashboards-hidden-in-plain-text-offline/detector.html, not these (add --warehouse with this "
+            "warehouse's file to detect here instead)."
         )
         return page
     rows = m.rows(

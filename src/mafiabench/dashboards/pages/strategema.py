@@ -131,8 +131,10 @@ def build(ctx: Context) -> Page:
         # Every section would be empty, each repeating what the warehouse holds: say why once, show none of them.
         page.data["why_empty"] = (
             f"This warehouse holds no multi-night (classic) game ({games_by_variant(m)}), so there is nothing to "
-            "tabulate here yet: play the belief protocol (offline: mafiabench run "
-            "experiments/strategema_offline.toml --publish) or point the dashboards at a warehouse that has."
+            "tabulate here yet. Offline, mafiabench run experiments/strategema_offline.toml --publish plays it into "
+            "its own warehouse (warehouse/strategema-offline.duckdb), whose pages are "
+            "dashboards-strategema-offline/strategema.html, not these; add --warehouse with this warehouse's file "
+            "to play it here instead, or point the dashboards at a warehouse that has such games."
         )
         return page
     configs = None
