@@ -36,6 +36,11 @@ def run(
     export_images: Annotated[
         bool, typer.Option("--export-images", help="also write each chart as PNG and SVG beside its page")
     ] = False,
+    figures: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="also copy each chart's PNG and SVG into DIR, a folder of yours that the next "
+                     "render leaves alone (implies --export-images)", show_default=False),
+    ] = None,
     max_transcripts: Annotated[
         int,
         typer.Option(
@@ -52,6 +57,7 @@ def run(
         warehouse,
         out,
         export_images=export_images,
+        figures=figures,
         max_transcripts=max_transcripts,
         transcript_sample=transcript_sample,
         force=force,

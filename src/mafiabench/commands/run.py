@@ -119,6 +119,11 @@ def main(
     force: Annotated[
         bool, typer.Option("--force", help="replace a dashboards folder that shows another warehouse's pages")
     ] = False,
+    figures: Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="with --publish: also write each chart as PNG and SVG into DIR, a folder of "
+                     "yours that the next render leaves alone", show_default=False),
+    ] = None,
     dask: Annotated[
         str | None,
         typer.Option(help="play the games on this Dask scheduler's workers (tcp://host:8786); overrides [cluster]",
@@ -148,6 +153,10 @@ def main(
     require_prices(exp.budget, exp.agent_specs(),
                    load_prices().with_overrides(exp.prices, free_providers_of(exp.endpoint_configs())))
     progress = False if no_progress else None
+    if figures is not None and not publish:
+        from mafiabench.errors import UserError
+
+        raise UserError(f"--figures {figures}: the figures are written when the dashboards are, so it needs --publish")
     if publish:  # another warehouse's pages in the way: say so now, not after playing
         from mafiabench.dashboards.render import check_site
         from mafiabench.publish import dashboards_for
@@ -163,7 +172,7 @@ def main(
         ):
             summary = _run(
                 experiment, exp, progress, interrupt, warehouse=warehouse, no_prefect=no_prefect, publish=publish,
-                dashboards=dashboards, force=force,
+                dashboards=dashboards, force=force, figures=figures,
             )
     except KeyboardInterrupt:  # the hint is printed
         return 130
@@ -182,6 +191,7 @@ def _run(
     publish: bool,
     dashboards: Path | None,
     force: bool,
+    figures: Path | None = None,
 ) -> Any:
     from mafiabench.study.run import run_study
     from mafiabench.study.summary import RunSummary
@@ -197,7 +207,7 @@ def _run(
             from mafiabench import publish as publishing
 
             print(publishing.build(Path(summary.warehouse)).summary())
-            print(publishing.render(Path(summary.warehouse), dashboards, force=force).summary())
+            print(publishing.render(Path(summary.warehouse), dashboards, force=force, figures=figures).summary())
     else:
         from mafiabench.study.run import Study, plan_early
 
@@ -208,7 +218,7 @@ def _run(
         plan_early(study)
         try:
             summary = _flow(experiment, study, interrupt, warehouse=warehouse, publish=publish, dashboards=dashboards,
-                            force=force)
+                            force=force, figures=figures)
         finally:
             study.__exit__(None, None, None)  # the flow closed it, unless it never ran
     return summary
@@ -223,6 +233,7 @@ def _flow(
     publish: bool,
     dashboards: Path | None,
     force: bool,
+    figures: Path | None = None,
 ) -> Any:
     """The study flow through Prefect (imported here, after any early plan), handed the command's study."""
     from mafiabench.study.summary import RunSummary
@@ -241,6 +252,7 @@ def _flow(
                 dask=study.dask_address,
                 started=process_started(),
                 study=study,
+                figures=None if figures is None else str(figures),
             )
         )
     except module.StudyIncomplete as exc:

@@ -51,6 +51,7 @@ class RenderResult:
     games: int = 0
     transcripts_sampled: bool = False
     images: list[str] = field(default_factory=list)
+    figures_dir: Path | None = None  # where the images were also copied (--figures)
     build_id: str | None = None
     seconds: float = 0.0
 
@@ -61,6 +62,7 @@ class RenderResult:
             f"dashboards written to {self.out_dir}: {len(self.pages)} pages, {self.transcripts} of {self.games} game "
             f"transcripts{sampled}{images} in {self.seconds:.1f}s (build {self.build_id}); open "
             f"{self.out_dir / 'index.html'}"
+            + (f"; the {len(self.images)} images also in {self.figures_dir}" if self.figures_dir else "")
         )
 
 
@@ -154,6 +156,7 @@ def render_dashboards(
     out_dir: Path | str = Path("dashboards"),
     *,
     export_images: bool = False,
+    figures: Path | str | None = None,
     max_transcripts: int = 2000,
     transcript_sample: int = 200,
     max_rows: int = 500,
@@ -161,11 +164,15 @@ def render_dashboards(
 ) -> RenderResult:
     """Render every page from the marts into `out_dir`, replacing its previous content atomically.
 
+    `figures`: a folder of the user's choosing that keeps a copy of every chart's PNG and SVG (implies
+    `export_images`): the pages' folder is replaced by every render, so images kept only there do not last.
+
     Raises `PublishBlockedError` (the previous dashboards untouched) when the latest build did not pass its gate, and
     a `UserError` when `out_dir` holds the pages of another warehouse (`SITE_FILE`), unless `force`.
     """
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
+    export_images = export_images or figures is not None
     warehouse = warehouse_of(con)
     if out_dir.exists() and not out_dir.is_dir():
         raise UserError(f"{out_dir} exists and is not a folder")
@@ -195,8 +202,22 @@ def render_dashboards(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     result.out_dir = out_dir
+    if figures is not None:
+        result.figures_dir = copy_figures(out_dir, result.images, Path(figures))
     result.seconds = time.perf_counter() - t0
     return result
+
+
+def copy_figures(out_dir: Path, images: list[str], figures: Path) -> Path:
+    """Copy the rendered charts' images (paths relative to `out_dir`) into `figures`, keeping their names: that
+    folder is the user's, never replaced by a render (an image already there is overwritten by its new version)."""
+    if figures.exists() and not figures.is_dir():
+        raise UserError(f"--figures {figures}: exists and is not a folder")
+    for rel in images:
+        target = figures / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(out_dir / rel, target)
+    return figures
 
 
 _STAGING_PID = re.compile(r"\.(?:tmp|old)-(\d+)-")

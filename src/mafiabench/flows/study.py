@@ -102,6 +102,7 @@ async def study_flow(
     started: float | None = None,
     force: bool = False,
     study: Study | None = None,
+    figures: str | None = None,
 ) -> RunSummary:
     """Play an experiment's missing games and land them; the run summary becomes a markdown artifact. With
     `publish`, then rebuild the marts behind the quality gate and render the dashboards. `started`: when the command
@@ -155,7 +156,7 @@ async def study_flow(
     for line in summary.after:
         logger.info(line)
     if publish:  # in the printed summary too: the terminal shows Prefect's INFO lines only with --verbose
-        for text in (build_marts(summary.warehouse), render_dashboards(summary.warehouse, dashboards, force)):
+        for text in (build_marts(summary.warehouse), render_dashboards(summary.warehouse, dashboards, force, figures)):
             logger.info(text)
             summary.after += text.splitlines()
     return summary

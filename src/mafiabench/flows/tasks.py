@@ -35,9 +35,11 @@ def build_marts(warehouse: str) -> str:
 
 
 @task(name="render-dashboards", cache_policy=NO_CACHE)
-def render_dashboards(warehouse: str, out_dir: str | None = None, force: bool = False) -> str:
+def render_dashboards(warehouse: str, out_dir: str | None = None, force: bool = False,
+                      figures: str | None = None) -> str:
     """Render the static dashboards from the build that just passed its gate (default folder: the warehouse's own;
     the pages of another warehouse are replaced only with `force`)."""
     from mafiabench import publish as publishing
 
-    return publishing.render(Path(warehouse), None if out_dir is None else Path(out_dir), force=force).summary()
+    return publishing.render(Path(warehouse), None if out_dir is None else Path(out_dir), force=force,
+                             figures=None if figures is None else Path(figures)).summary()
