@@ -130,8 +130,13 @@ def rates(args: argparse.Namespace, srcs: list[Path], work: Path) -> None:
 
 
 def stop_shared_server(home: Path) -> None:
-    """The shared local server a newer source started in this home (mafiabench.prefect_server), if any."""
-    state = home / "mafiabench-server" / "state.json"
+    """The shared local servers a newer source started in this home (mafiabench.prefect_server), if any: one per
+    Python environment (`mafiabench-server/<environment>/`), or one for the home in sources before issue 40."""
+    for state in [home / "mafiabench-server" / "state.json", *home.glob("mafiabench-server/*/state.json")]:
+        _stop_keeper(state)
+
+
+def _stop_keeper(state: Path) -> None:
     if state.exists():
         import json
         import signal
