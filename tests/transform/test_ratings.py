@@ -8,7 +8,6 @@ import csv
 import math
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pytest
 from scipy import optimize, special, stats
@@ -16,6 +15,7 @@ from scipy import optimize, special, stats
 from mafiabench.study.design import expand_cells, game_seed
 from mafiabench.study.spec import parse_experiment
 from mafiabench.transform.models.ratings import fit, line_ups, rating_tables, summarise
+from rating_warehouse import warehouse
 
 PUBLISHED = Path(__file__).parents[1] / "fixtures" / "published_mini_mafia"
 
@@ -80,23 +80,6 @@ def test_planted_strengths_are_ordered_and_covered_at_the_nominal_rate() -> None
     assert 0.92 <= covered / total <= 0.98, covered / total
 
 
-def _warehouse(games: list[dict]) -> duckdb.DuckDBPyConnection:
-    """The two marts the ratings read, with the columns they read (fct_games, fct_player_games)."""
-    con = duckdb.connect()
-    con.execute(
-        "create table fct_games (study varchar, game_id varchar, status varchar, valid boolean, is_scored boolean, "
-        "mafia_won boolean)"
-    )
-    con.execute("create table fct_player_games (game_id varchar, seat integer, team varchar, model varchar)")
-    for g in games:
-        con.execute("insert into fct_games values (?, ?, ?, ?, ?, ?)",
-                    [g["study"], g["id"], g.get("status", "finished"), g.get("valid", True),
-                     g.get("scored", True), g.get("mafia_won", False)])
-        for seat, (team, model) in enumerate([("mafia", m) for m in g["mafia"]] + [("town", m) for m in g["town"]]):
-            con.execute("insert into fct_player_games values (?, ?, ?, ?)", [g["id"], seat, team, model])
-    return con
-
-
 def test_left_out_games_are_counted_and_self_play_is_shown_apart() -> None:
     games = [
         {"study": "s", "id": f"g{i}", "mafia": ["A"], "town": ["B", "B", "B"], "mafia_won": i % 3 == 0}
@@ -111,7 +94,7 @@ def test_left_out_games_are_counted_and_self_play_is_shown_apart() -> None:
         {"study": "s", "id": "invalid", "mafia": ["A"], "town": ["B"] * 3, "valid": False, "scored": False},
         {"study": "t", "id": "other", "mafia": ["C"], "town": ["D"] * 3, "mafia_won": True},
     ]
-    tables = rating_tables(_warehouse(games))
+    tables = rating_tables(warehouse(games))
     coverage = {(r["study"], r["category"]): r["games"] for r in tables["mart_rating_coverage"].to_dicts()}
     assert coverage == {("s", "rated"): 24, ("s", "self_play"): 2, ("s", "failed"): 1, ("s", "invalid"): 1,
                         ("t", "rated"): 1}
@@ -131,7 +114,7 @@ def test_left_out_games_are_counted_and_self_play_is_shown_apart() -> None:
 
 
 def test_an_empty_warehouse_gives_empty_marts_with_their_columns() -> None:
-    tables = rating_tables(_warehouse([]))
+    tables = rating_tables(warehouse([]))
     assert all(t.height == 0 for t in tables.values())
     assert "rank_high" in tables["mart_ratings"].columns and "game_ids" in tables["mart_head_to_head"].columns
 
@@ -243,7 +226,7 @@ def test_the_gate_requires_a_rating_for_every_model_with_enough_games() -> None:
     assert {s.name for s in suites} == {"mart_ratings", "mart_ratings_complete"}
     games = [{"study": "s", "id": f"g{i}", "mafia": [m], "town": [t] * 3, "mafia_won": i % 3 == 0}
              for i, (m, t) in enumerate([("A", "B"), ("B", "A"), ("A", "C"), ("C", "B")] * 12)]
-    con = _warehouse(games)
+    con = warehouse(games)
     for name, frame in rating_tables(con).items():
         con.register(f"{name}_frame", frame.to_arrow())
         con.execute(f"create table {name} as select * from {name}_frame")

@@ -36,6 +36,9 @@ def main(
     no_probe: Annotated[
         bool, typer.Option("--no-probe", help="do not probe the endpoints (no network at all)")
     ] = False,
+    rating_width: Annotated[
+        float, typer.Option(help="the 95% interval width of a rating (logit scale) to say the games needed for")
+    ] = 0.5,
 ) -> int:
     from mafiabench.errors import UserError
     from mafiabench.protocols import render_text
@@ -53,6 +56,7 @@ def main(
         print(render_text(card) + "\n")
     est = estimate_plan(exp, warehouse=warehouse, samples=max(1, samples))
     print(render(est, max_cells=max_cells))
+    print("\n" + render_ratings(exp, width=rating_width))
     return 0
 
 
@@ -214,4 +218,74 @@ def render(est: Any, *, max_cells: int = 60) -> str:
     lines.append(
         "Estimate: sample games against an in-process fake; output counted at each call's token cap; no cache hits."
     )
+    return "\n".join(lines)
+
+
+RATING_FITS = {"overall": "overall", "sides": "by side", "roles": "by role"}
+
+
+def planned_line_ups(exp: Any) -> Any:
+    """The plan's line-ups: each cell's seats by role (its agent for the role, else its default) and its games;
+    None when a cell's seats cannot be named (a variant without a fixed composition, an agent per player name)."""
+    from collections import defaultdict
+
+    import numpy as np
+
+    from mafiabench.engine import rules_for
+    from mafiabench.engine.core import ROLE_TEAM
+    from mafiabench.study.design import expand_cells
+    from mafiabench.transform.models.ratings import from_counts
+
+    keys: dict[tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], int] = defaultdict(int)
+    for cell in expand_cells(exp):
+        composition = getattr(rules_for(exp.variant, cell.rules), "composition", None)
+        if not composition:
+            return None
+        seats: dict[str, list[tuple[str, str]]] = {"mafia": [], "town": []}
+        for role, count in composition.items():
+            model = cell.agents.get(role, cell.agents.get("default"))
+            if model is None:
+                return None
+            seats[ROLE_TEAM.get(role, "town")] += [(role, model)] * count
+        if len({m for side in seats.values() for _, m in side}) > 1:  # self-play is not rated
+            keys[(tuple(sorted(seats["mafia"])), tuple(sorted(seats["town"])))] += cell.games
+    if not keys:
+        return None
+    games = np.array(list(keys.values()))
+    return from_counts(list(keys), games, np.zeros_like(games))
+
+
+def render_ratings(exp: Any, *, width: float = 0.5) -> str:
+    """What the leaderboard of this plan will rate: the expected 95% interval width of each rating from the design's
+    Fisher information at zero strengths (transform.models.ratings.design_widths), narrowest and widest model per fit
+    and side or role, the games needed for `width`, and a warning per fit that leaves directions unidentified (the
+    prior alone would set them)."""
+    from collections import defaultdict
+
+    from mafiabench.transform.models.ratings import design_widths
+
+    data = planned_line_ups(exp)
+    if data is None:
+        return "Ratings: no line-up of two or more models to rate (or the variant's seats are not fixed)."
+    rows, unidentified = design_widths(data, width=width)
+    lines = [f"Ratings: expected 95% interval width at zero strengths (logit scale), and the games the design needs "
+             f"for a width of {width:g}:"]
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["fit"], r["side"])].append(r)
+    for (kind, side), part in groups.items():
+        ok = [r for r in part if r["identified"]]
+        if not ok:
+            lines.append(f"  {RATING_FITS[kind]:<9} {side:<10} not identified for any of its {len(part)} models")
+            continue
+        narrow, wide = min(ok, key=lambda r: r["width"]), max(ok, key=lambda r: r["width"])
+        need = max(r["games_for_width"] for r in ok)
+        lines.append(f"  {RATING_FITS[kind]:<9} {side:<10} {narrow['width']:.2f} ({narrow['model']}) to "
+                     f"{wide['width']:.2f} ({wide['model']}); {need:,} games for {width:g}"
+                     + (f"; {len(part) - len(ok)} not identified" if len(ok) < len(part) else ""))
+    for kind, directions in unidentified.items():
+        if directions:
+            lines.append(f"warning: the design leaves {len(directions)} direction(s) of the {RATING_FITS[kind]} "
+                         "ratings unidentified (the prior alone sets them; those models are not ranked): "
+                         + " | ".join(directions))
     return "\n".join(lines)

@@ -691,8 +691,12 @@ def strategema_chart(rows: Rows) -> dict[str, Any]:
     )
 
 
+RATING_SIDES = ["overall", "mafia", "town", "mafioso", "detective", "villager", "doctor"]
+
+
 def ratings_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
-    """The leaderboard: each model's rating with its 95% interval, one panel per side (overall, as mafia, as town)."""
+    """The leaderboard: each model's rating with the 95% interval its fit shows, one panel per side and role
+    (overall, as mafia, as town, and each role where a side has special roles); models the data do not rate in grey."""
     study = _dropdown("study", studies, "Study: ")
     y = alt.Y("model:N", title="model", sort=alt.EncodingSortField("rating", order="descending"),
               axis=alt.Axis(labelLimit=320))
@@ -702,36 +706,75 @@ def ratings_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
         alt.Tooltip("rating:Q", format=".2f"),
         alt.Tooltip("ci_low:Q", title="95% low", format=".2f"),
         alt.Tooltip("ci_high:Q", title="95% high", format=".2f"),
+        alt.Tooltip("interval:N", title="interval"),
         alt.Tooltip("rank:Q"),
         alt.Tooltip("rank_low:Q", title="rank, best in 95%"),
         alt.Tooltip("rank_high:Q", title="rank, worst in 95%"),
         alt.Tooltip("n_games:Q", title="games"),
+        alt.Tooltip("status:N", title="rated"),
     ]
-    rule = alt.Chart().mark_rule(color="#1d2330", strokeWidth=1.6).encode(
-        x=alt.X("ci_low:Q", title="rating (logit scale; 0 = the study's mean model)"), x2="ci_high:Q", y=y,
-        tooltip=tooltip,
+    color = alt.Color("status:N", title=None, scale=alt.Scale(domain=["rated", "not rated"],
+                                                             range=["#3b6fb6", "#b8b8b8"]))
+    rule = alt.Chart().mark_rule(strokeWidth=1.6).encode(
+        x=alt.X("ci_low:Q", title="rating (logit scale; 0 = the mean of the models rated there)"), x2="ci_high:Q",
+        y=y, color=color, tooltip=tooltip,
     )
-    point = alt.Chart().mark_point(filled=True, size=70, color="#3b6fb6").encode(x="rating:Q", y=y, tooltip=tooltip)
+    point = alt.Chart().mark_point(filled=True, size=70).encode(x="rating:Q", y=y, color=color, tooltip=tooltip)
     chart = (
         alt.layer(rule, point, data=DATA)
         .properties(width=240, height=alt.Step(22))
-        .facet(column=alt.Column("side:N", title=None, sort=["overall", "mafia", "town"],
-                                 header=alt.Header(labelFontWeight="bold")))
+        .facet(facet=alt.Facet("side:N", title=None, sort=RATING_SIDES, header=alt.Header(labelFontWeight="bold")),
+               columns=3)
         .transform_filter("datum.study == study")
+        .transform_calculate(status="datum.rated === false ? 'not rated' : 'rated'")
         .add_params(study)
         .resolve_scale(y="independent")
     )
     return _spec(chart, rows)
 
 
+def rating_calibration_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
+    """Each rating fit's held-out predictions binned by prediction against the observed mafia win rate, with the
+    observed rate's Wilson 95% interval and the diagonal of perfect calibration."""
+    study = _dropdown("study", studies, "Study: ")
+    x = alt.X("predicted:Q", title="predicted mafia win rate (held out)", scale=alt.Scale(domain=[0, 1]))
+    y = alt.Y("observed:Q", title="observed mafia win rate", scale=alt.Scale(domain=[0, 1]))
+    color = alt.Color("fit:N", title="fit", sort=["overall", "sides", "roles"])
+    tooltip = [
+        alt.Tooltip("fit:N"),
+        alt.Tooltip("bin:Q"),
+        alt.Tooltip("games:Q"),
+        alt.Tooltip("predicted:Q", format=".3f"),
+        alt.Tooltip("observed:Q", format=".3f"),
+        alt.Tooltip("observed_low:Q", title="95% low", format=".3f"),
+        alt.Tooltip("observed_high:Q", title="95% high", format=".3f"),
+    ]
+    diagonal = alt.Chart().mark_rule(color="#888", strokeDash=[4, 4]).encode(
+        x=alt.datum(0), y=alt.datum(0), x2=alt.datum(1), y2=alt.datum(1)
+    )
+    bars = alt.Chart().mark_rule().encode(x=x, y="observed_low:Q", y2="observed_high:Q", color=color)
+    points = alt.Chart().mark_point(filled=True, size=60).encode(x=x, y=y, color=color, tooltip=tooltip)
+    chart = (
+        alt.layer(diagonal, bars, points, data=DATA)
+        .properties(width=360, height=360)
+        .transform_filter("datum.study == study")
+        .add_params(study)
+    )
+    return _spec(chart, rows)
+
+
 def deceiver_detector_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
     """Each model's rating as mafia (x) against its rating as town (y), with both intervals: who deceives, who
-    detects, and who does both."""
+    detects, and who does both. Models are named on hover, not by labels (which pile up at a dozen models)."""
     study = _dropdown("study", studies, "Study: ")
     tooltip = [
         alt.Tooltip("model:N"),
         alt.Tooltip("mafia:Q", title="as mafia", format=".2f"),
+        alt.Tooltip("mafia_low:Q", title="as mafia, 95% low", format=".2f"),
+        alt.Tooltip("mafia_high:Q", title="as mafia, 95% high", format=".2f"),
         alt.Tooltip("town:Q", title="as town", format=".2f"),
+        alt.Tooltip("town_low:Q", title="as town, 95% low", format=".2f"),
+        alt.Tooltip("town_high:Q", title="as town, 95% high", format=".2f"),
         alt.Tooltip("mafia_games:Q", title="games as mafia"),
         alt.Tooltip("town_games:Q", title="games as town"),
     ]
@@ -739,10 +782,11 @@ def deceiver_detector_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, 
     y = alt.Y("town:Q", title="rating as town (detecting)")
     xerr = alt.Chart().mark_rule(color="#888").encode(x="mafia_low:Q", x2="mafia_high:Q", y=y)
     yerr = alt.Chart().mark_rule(color="#888").encode(x=x, y="town_low:Q", y2="town_high:Q")
+    # No text labels: at 20 models they pile up; a point names its model on hover and the page's table below holds
+    # the same figures.
     point = alt.Chart().mark_point(filled=True, size=80, color="#7b4fb6").encode(x=x, y=y, tooltip=tooltip)
-    label = alt.Chart().mark_text(align="left", dx=7, dy=-7, fontSize=11).encode(x=x, y=y, text="model:N")
     chart = (
-        alt.layer(xerr, yerr, point, label, data=DATA)
+        alt.layer(xerr, yerr, point, data=DATA)
         .properties(width=WIDTH, height=360)
         .transform_filter("datum.study == study")
         .add_params(study)

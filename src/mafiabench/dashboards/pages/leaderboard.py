@@ -1,8 +1,11 @@
-"""The leaderboard: skill ratings across models, as mafia, as town and overall, with intervals; a deceiver-against-
-detector scatter; a head-to-head matrix whose cells open their games; self-play apart; cost and tokens per game.
+"""The leaderboard: skill ratings across models, overall, as mafia, as town and by role, with the interval each fit
+earns (robust when over-dispersed) and a rank only where the data rate the model; each fit's dispersion, design
+rank, held-out log loss and Brier beside baselines and a calibration plot; a deceiver-against-detector scatter with
+its figures in a table; a head-to-head matrix (one cell per game, Wilson intervals, random play) whose cells open
+their games; self-play apart; cost and tokens per game.
 
-Reads `mart_ratings`, `mart_head_to_head`, `mart_self_play`, `mart_rating_coverage` (transform/models/ratings.py says
-how they are fitted) and `mart_cell_costs`.
+Reads `mart_ratings`, `mart_rating_fit`, `mart_rating_calibration`, `mart_head_to_head`, `mart_self_play`,
+`mart_rating_coverage` (transform/models/ratings.py says how they are fitted) and `mart_cell_costs`.
 """
 
 from __future__ import annotations
@@ -28,16 +31,20 @@ def _studies(m: Marts) -> list[str]:
     )]
 
 
+SIDE_ORDER = "case side when 'overall' then 0 when 'mafia' then 1 when 'town' then 2 else 3 end"
+
+
 def _scatter_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per (study, model) with its rating as mafia and as town, where the data rate it on both sides."""
     by_model: dict[tuple[str, str], dict[str, Any]] = {}
     for r in rows:
-        if r["side"] == "overall":
+        if r["side"] not in ("mafia", "town"):
             continue
         entry = by_model.setdefault((r["study"], r["model"]), {"study": r["study"], "model": r["model"]})
         side = r["side"]
         entry.update({side: r["rating"], f"{side}_low": r["ci_low"], f"{side}_high": r["ci_high"],
-                      f"{side}_games": r["n_games"]})
-    return [e for e in by_model.values() if "mafia" in e and "town" in e]
+                      f"{side}_games": r["n_games"], f"{side}_rated": r.get("rated", True)})
+    return [e for e in by_model.values() if e.get("mafia_rated") and e.get("town_rated")]
 
 
 def _matrix(m: Marts, study: str) -> dict[str, Any]:
@@ -50,7 +57,10 @@ def _matrix(m: Marts, study: str) -> dict[str, Any]:
         p["link"] = games_url(study=study, bar=head_to_head_key(p["mafia_model"], p["town_model"]))
     return {"study": study, "mafia": mafia, "town": town,
             "rows": [[cells.get((a, b)) for b in town] for a in mafia], "n_pairs": len(pairs),
-            "mirrored": sum(1 for p in pairs if p["mirrored"])}
+            "mirrored": sum(1 for p in pairs if p["mirrored"]), "games": sum(p["games"] for p in pairs),
+            "rated": m.scalar("select coalesce(sum(games), 0) from mart_rating_coverage where study = ? and "
+                              "category = 'rated'", [study]) if m.has("mart_rating_coverage") else None,
+            "random_play": next((p["random_play"] for p in pairs if p.get("random_play") is not None), None)}
 
 
 @register(
@@ -65,11 +75,21 @@ def build(ctx: Context) -> Page:
                 {"available": m.has("mart_ratings"), "rows": []})
     if not page.data["available"]:
         return page
-    rows = m.rows("select * from mart_ratings order by study, side, rank, model")
+    rows = m.rows(f"select * from mart_ratings order by study, {SIDE_ORDER}, side, rank nulls last, rating desc, model")
     studies = _studies(m)
+    fits = m.rows("select * from mart_rating_fit order by study, case fit when 'overall' then 0 when 'sides' then 1 "
+                  "else 2 end") if m.has("mart_rating_fit") else []
+    calibration = m.rows("select * from mart_rating_calibration order by study, fit, bin") \
+        if m.has("mart_rating_calibration") else []
+    scatter = _scatter_rows(rows)
+    for r in rows:
+        r["row_class"] = "" if r.get("rated", True) else "not-rated"
     page.data.update(
         rows=rows,
         studies=studies,
+        fits=fits,
+        scatter=scatter,
+        not_rated=sum(1 for r in rows if not r.get("rated", True)),
         coverage=m.rows("select * from mart_rating_coverage order by study, category"),
         self_play=m.rows("select * from mart_self_play order by study, model") if m.has("mart_self_play") else [],
         matrices=[_matrix(m, s) for s in studies[:5]] if m.has("mart_head_to_head") else [],
@@ -88,8 +108,15 @@ def build(ctx: Context) -> Page:
     if rows:
         page.add_chart("ratings", charts.ratings_chart(rows, studies=studies),
                        "Ratings with 95% intervals, overall and by side (choose the study above).")
-        scatter = _scatter_rows(rows)
         if scatter:
             page.add_chart("scatter", charts.deceiver_detector_chart(scatter, studies=studies),
-                           "Each model as mafia (deceiving) against as town (detecting), with 95% intervals.")
+                           "Each model rated on both sides: as mafia (deceiving) against as town (detecting), with "
+                           "95% intervals; hover a point for its model (the same figures are in the table below).")
+    if calibration:
+        page.add_export("calibration", calibration)
+        page.add_chart("calibration", charts.rating_calibration_chart(calibration, studies=studies),
+                       "Held-out predicted against observed mafia win rate, binned by prediction, with Wilson 95% "
+                       "intervals; on the diagonal the predictions are calibrated.")
+    if fits:
+        page.add_export("fit", fits)
     return page

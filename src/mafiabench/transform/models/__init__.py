@@ -131,15 +131,19 @@ PYTHON_MODELS: list[PythonModel] = [
         name="mart_ratings",
         layer="marts",
         kind="python",
-        grain="mart_ratings: one row per (study, side, model); mart_head_to_head: one row per (study, model on the "
-        "mafia side, model on the town side); mart_self_play: one row per (study, model); mart_rating_coverage: one "
-        "row per (study, category of game)",
-        purpose="the leaderboard (transform.models.ratings): Bradley-Terry skill ratings in team form, as mafia, as "
-        "town and overall, with 95% intervals and rank intervals; scored games only, self-play shown apart, the rest "
-        "counted",
+        grain="mart_ratings: one row per (study, side or role, model); mart_rating_fit: one row per (study, fit); "
+        "mart_rating_calibration: one row per (study, fit, bin); mart_head_to_head: one row per (study, model holding "
+        "the mafia seats, model holding the town seats); mart_self_play: one row per (study, model); "
+        "mart_rating_coverage: one row per (study, category of game)",
+        purpose="the leaderboard (transform.models.ratings): Bradley-Terry skill ratings in team form, overall, as "
+        "mafia, as town and by role where a side has special roles, with model-based and robust 95% intervals, the "
+        "data's share of each rating and a rank only where the data rate it; each fit's dispersion, design rank and "
+        "held-out log loss and Brier beside baselines, and its calibration; scored games only, self-play shown "
+        "apart, the rest counted",
         materialized="table",
         depends_on=("fct_games", "fct_player_games"),
-        outputs=("mart_ratings", "mart_head_to_head", "mart_self_play", "mart_rating_coverage"),
+        outputs=("mart_ratings", "mart_rating_fit", "mart_rating_calibration", "mart_head_to_head", "mart_self_play",
+                 "mart_rating_coverage"),
         function="ratings.rating_tables",
     ),
 ]

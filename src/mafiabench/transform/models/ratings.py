@@ -1,49 +1,75 @@
-"""Skill ratings across models, by side, with uncertainty: the leaderboard's marts.
+"""Skill ratings across models, by side and by role, with intervals that hold when the model is wrong, the fit's
+goodness and held-out prediction beside baselines, and no rank for what the data do not rate: the leaderboard.
 
-The rating is a Bradley–Terry model in team form, fitted by NumPyro's NUTS (full Bayesian sampling):
+The rating is a Bradley–Terry model in team form, fitted at its posterior mode with a Laplace (Gaussian)
+approximation (the model is a logistic regression on binomial counts, so the posterior is log-concave):
 
     logit P(mafia wins game g) = h + mean over g's mafia seats of a[model] - mean over g's town seats of b[model]
 
 with `a` a model's strength as mafia, `b` its strength as town and `h` the side advantage the game gives the mafia
-(so the game's asymmetry is not charged to whichever model happened to play mafia more). Every seat of a side is a
-member of its team with the seat's model as the player (a side of one mafioso and three villagers of two models is
-the mean of four members). The *overall* rating uses one strength `r` per model on both sides. Priors: Normal(0, 1)
-on every strength, Normal(0, 2) on `h`; intervals are 95% posterior intervals and ranks come with the 2.5-97.5%
-interval of each model's rank over the posterior draws.
+(between the study's average models, not any real model). The *overall* rating uses one strength `r` per model on
+both sides. Where a side holds more than one role (Mini-Mafia's town: a detective and two villagers) a third fit
+rates each role apart, a seat's strength being its model's strength in its role: Mini-Mafia's mafioso, detective
+(disclosing) and villager (detecting) are different abilities. Priors: Normal(0, 1) on every strength (centred over
+the models that played that side or role), Normal(0, 2) on `h`.
 
-The fit is the posterior mode with its Laplace (Gaussian) approximation: the model is a logistic regression on
-binomial counts, so the posterior is log-concave and close to Gaussian once a model has played a few dozen games;
-tests/test_ratings.py plants strengths, simulates games and checks that the ratings order the models correctly and
-that the 95% intervals cover the planted values about 95% of the time.
+What the page can trust, and says:
+- Intervals. The model-based interval is the Laplace one. Real games scatter more than the model says (line-ups
+  differ in ways the team means do not capture: the published Mini-Mafia counts have chi-square/df about 3); the
+  robust interval adds the line-ups' own scatter beyond the model (a cluster-robust sandwich over line-ups, the
+  cluster bootstrap to first order), and never less than the Laplace one scaled by the dispersion. Each fit shows
+  the robust one when its Pearson chi-square / df over line-ups is above 1 (`interval`).
+  benchmarks/bench_rating_coverage.py plants strengths with and without line-up effects and records coverage in
+  BENCHMARKS.md.
+- Rated only where the data rate. For each rating the data's share of its posterior precision
+  (1 - posterior variance / prior variance) and whether the design identifies it (less than a quarter of it in
+  the null space of the data's Fisher information, where the prior alone places it); a model with no games in a
+  side or role, alone there, not identified or rated mostly (> half) by the prior is not rated and not ranked, with
+  the reason. Each fit reports the design's rank and the unidentified directions.
+- Fit and prediction. Each fit's dispersion (Pearson chi-square / df over line-ups), held-out log loss and Brier
+  score by 5-fold cross-validation over line-ups beside baselines (the side advantage alone, the models' raw win
+  rates, and for Mini-Mafia designs the reference's latent model), and calibration bins of the held-out predictions.
 
 Why Bradley–Terry and not an online rating (OpenSkill, TrueSkill, Elo): those depend on the order games are fed,
-their sigma is not a calibrated interval, and they cost a Python update per game (OpenSkill measured here at
-100-340 us a game, minutes at a million games); this fit is order-free and costs what the study's distinct
-line-ups cost. Strengths are relative to the study's mean model on that side (they sum to zero), on the logit
-scale: a difference of 1 between two mafiosi facing the same town is a factor e in the odds of a mafia win.
+their sigma is not a calibrated interval, and they cost a Python update per game; this fit is order-free and costs
+what the study's distinct line-ups cost. Strengths are on the logit scale: a difference of 1 between two mafiosi
+facing the same town is a factor e in the odds of a mafia win.
 
 Games enter when they are scored (finished, valid, with a winner); failed, abandoned, unfinished and invalid games are
 left out and counted (`mart_rating_coverage`), and self-play (one model in every seat) is kept out of the rating
-and shown apart (`mart_self_play`): it says how a model fares against itself, nothing about how it ranks. Games are
-aggregated to distinct team line-ups first, so a million games cost what their few hundred line-ups cost.
+and shown apart (`mart_self_play`). Games are categorised and aggregated to distinct line-ups in DuckDB, so a
+million games cost what their few hundred line-ups cost.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import numpy as np
 import polars as pl
-from scipy import optimize, special
+from scipy import optimize, special, stats
+
+from mafiabench.transform.models.baselines import exact_baseline
 
 SIDES = ("overall", "mafia", "town")
+FITS = ("overall", "sides", "roles")
 SIDE_PRIOR_SD = 2.0
 DRAWS = 4000
 SEED = 20261126
 GAME_IDS_PER_PAIR = 500
+Z95 = 1.959963984540054
+FOLDS = 5
+CALIBRATION_BINS = 10
+MIN_DATA_SHARE = 0.5  # a rating the prior sets more than the games is not rated
+NULL_TOL = 1e-9  # an information eigenvalue below this share of the largest: a direction the data do not set
+MAX_UNSET = 0.25  # a rating a quarter of which lies in directions the design does not set is not identified
+# The exact mafia win rate when every seat votes uniformly at random (transform.baselines), per variant.
+RANDOM_PLAY = {"mini-mafia": float(exact_baseline("day-all-random").mafia_win)}
 
 # What the marts' columns are, in order (the empty frames of a warehouse without games keep the same schema).
 RATING_SCHEMA: dict[str, Any] = {
@@ -62,6 +88,51 @@ RATING_SCHEMA: dict[str, Any] = {
     "win_rate": pl.Float64,
     "converged": pl.Boolean,
     "side_advantage": pl.Float64,
+    "rated": pl.Boolean,
+    "reason": pl.Utf8,
+    "data_share": pl.Float64,
+    "interval": pl.Utf8,
+    "model_low": pl.Float64,
+    "model_high": pl.Float64,
+    "robust_low": pl.Float64,
+    "robust_high": pl.Float64,
+}
+FIT_SCHEMA: dict[str, Any] = {
+    "study": pl.Utf8,
+    "fit": pl.Utf8,
+    "line_ups": pl.Int64,
+    "games": pl.Int64,
+    "parameters": pl.Int64,
+    "design_rank": pl.Int64,
+    "unidentified": pl.Int64,
+    "unidentified_directions": pl.Utf8,
+    "chi2": pl.Float64,
+    "df": pl.Int64,
+    "dispersion": pl.Float64,
+    "dispersion_p": pl.Float64,
+    "interval": pl.Utf8,
+    "folds": pl.Int64,
+    "log_loss": pl.Float64,
+    "brier": pl.Float64,
+    "log_loss_side": pl.Float64,
+    "brier_side": pl.Float64,
+    "log_loss_raw": pl.Float64,
+    "brier_raw": pl.Float64,
+    "log_loss_latent": pl.Float64,
+    "brier_latent": pl.Float64,
+    "side_advantage": pl.Float64,
+    "converged": pl.Boolean,
+}
+CALIBRATION_SCHEMA: dict[str, Any] = {
+    "study": pl.Utf8,
+    "fit": pl.Utf8,
+    "bin": pl.Int64,
+    "games": pl.Int64,
+    "line_ups": pl.Int64,
+    "predicted": pl.Float64,
+    "observed": pl.Float64,
+    "observed_low": pl.Float64,
+    "observed_high": pl.Float64,
 }
 HEAD_TO_HEAD_SCHEMA: dict[str, Any] = {
     "study": pl.Utf8,
@@ -70,6 +141,9 @@ HEAD_TO_HEAD_SCHEMA: dict[str, Any] = {
     "games": pl.Int64,
     "mafia_wins": pl.Int64,
     "mafia_win_rate": pl.Float64,
+    "ci_low": pl.Float64,
+    "ci_high": pl.Float64,
+    "random_play": pl.Float64,
     "mirrored": pl.Boolean,
     "game_ids": pl.List(pl.Utf8),
 }
@@ -83,72 +157,221 @@ SELF_PLAY_SCHEMA: dict[str, Any] = {
 COVERAGE_SCHEMA: dict[str, Any] = {"study": pl.Utf8, "category": pl.Utf8, "games": pl.Int64}
 
 
+Seat = str | tuple[str, str]  # a model, or (role, model)
+
+
 @dataclass(frozen=True)
 class LineUps:
-    """Distinct (mafia team, town team) line-ups of one study, with their games and mafia wins.
+    """Distinct line-ups of one study (who held which role on each side), with their games and mafia wins.
 
-    `mafia` and `town` are (line-ups × models) matrices of seat shares: row i, column m is the fraction of line-up
-    i's mafia (town) seats that model m played, so a team's strength is `mafia @ a`, the mean of its members."""
+    `roles` maps each role to its side and a (line-ups x models) matrix of seat shares: row i, column m is the
+    fraction of line-up i's seats on that side that model m held in that role, so a side's strength is the sum over
+    its roles of `share @ strength`, the mean of its members. Seats given without a role take their side's name."""
 
     models: list[str]
-    mafia: np.ndarray
-    town: np.ndarray
+    roles: dict[str, tuple[str, np.ndarray]]
     games: np.ndarray
     wins: np.ndarray
 
+    def side(self, side: str) -> np.ndarray:
+        shares = [m for s, m in self.roles.values() if s == side]
+        return np.sum(shares, axis=0) if shares else np.zeros((len(self.games), len(self.models)))
 
-@dataclass(frozen=True)
-class Posterior:
-    """The posterior mode of each strength vector (`a`, `b` or `r`) and the side advantage `h`, draws from the
-    Laplace approximation around it, and whether the optimiser converged."""
+    @property
+    def mafia(self) -> np.ndarray:
+        return self.side("mafia")
 
-    draws: dict[str, np.ndarray]
-    mode: dict[str, np.ndarray]
-    converged: bool
+    @property
+    def town(self) -> np.ndarray:
+        return self.side("town")
+
+    @property
+    def special_roles(self) -> bool:
+        """Roles apart only where a side holds more than one role (Mini-Mafia's town: a detective and villagers)."""
+        sides = [s for s, _ in self.roles.values()]
+        return any(sides.count(s) > 1 for s in SIDES[1:])
+
+    def rows(self, keep: np.ndarray) -> LineUps:
+        return LineUps(
+            self.models, {r: (s, m[keep]) for r, (s, m) in self.roles.items()}, self.games[keep], self.wins[keep]
+        )
 
 
-def line_ups(games: Sequence[tuple[Sequence[str], Sequence[str], bool]]) -> LineUps:
-    """Aggregate games given as (mafia seat models, town seat models, mafia won)."""
-    models = sorted({m for mafia, town, _ in games for m in (*mafia, *town)})
-    index = {m: i for i, m in enumerate(models)}
-    groups: dict[tuple[tuple[str, ...], tuple[str, ...]], list[int]] = {}
+def _seat(side: str, seat: Seat) -> tuple[str, str]:
+    return (side, seat) if isinstance(seat, str) else (seat[0], seat[1])
+
+
+def line_ups(games: Iterable[tuple[Sequence[Seat], Sequence[Seat], bool]]) -> LineUps:
+    """Aggregate games given as (mafia seats, town seats, mafia won); a seat is a model or (role, model). The roles
+    of a side are kept apart (a detective is not a villager), the order of seats within a role is not."""
+    groups: dict[tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]], list[int]] = {}
     for mafia, town, won in games:
-        key = (tuple(sorted(mafia)), tuple(sorted(town)))
+        key = (tuple(sorted(_seat("mafia", s) for s in mafia)), tuple(sorted(_seat("town", s) for s in town)))
         entry = groups.setdefault(key, [0, 0])
         entry[0] += 1
         entry[1] += int(won)
-    mafia_m = np.zeros((len(groups), len(models)))
-    town_m = np.zeros((len(groups), len(models)))
-    for row, (mafia_seats, town_seats) in enumerate(groups):
-        for m in mafia_seats:
-            mafia_m[row, index[m]] += 1 / len(mafia_seats)
-        for m in town_seats:
-            town_m[row, index[m]] += 1 / len(town_seats)
     counts = np.array(list(groups.values()), dtype=np.int64).reshape(-1, 2)
-    return LineUps(models, mafia_m, town_m, counts[:, 0], counts[:, 1])
+    return from_counts(list(groups), counts[:, 0], counts[:, 1])
+
+
+def from_counts(
+    keys: Sequence[tuple[Sequence[tuple[str, str]], Sequence[tuple[str, str]]]], games: np.ndarray, wins: np.ndarray
+) -> LineUps:
+    """LineUps from distinct line-ups, each (mafia seats, town seats) as (role, model) pairs, and their counts."""
+    models = sorted({m for mafia, town in keys for _, m in (*mafia, *town)})
+    index = {m: i for i, m in enumerate(models)}
+    sides = {r: "mafia" for mafia, _ in keys for r, _ in mafia} | {r: "town" for _, town in keys for r, _ in town}
+    order = sorted(sides, key=lambda r: (SIDES.index(sides[r]), r))
+    shares = {r: np.zeros((len(keys), len(models))) for r in order}
+    for row, (mafia, town) in enumerate(keys):
+        for seats in (mafia, town):
+            for role, model in seats:
+                shares[role][row, index[model]] += 1 / len(seats)
+    return LineUps(
+        models,
+        {r: (sides[r], shares[r]) for r in order},
+        np.asarray(games, dtype=np.int64),
+        np.asarray(wins, dtype=np.int64),
+    )
+
+
+@dataclass(frozen=True)
+class Block:
+    """One strength vector of a fit: its name (a side, a role or 'overall'), the signed seat shares that carry it
+    into the log-odds of a mafia win, the models that played it and its sum-to-zero basis over them."""
+
+    name: str
+    matrix: np.ndarray
+    played: np.ndarray
+    basis: np.ndarray
+
+
+def _blocks(data: LineUps, kind: str) -> list[tuple[str, np.ndarray]]:
+    if kind == "overall":
+        return [("overall", data.mafia - data.town)]
+    if kind == "sides":
+        return [("mafia", data.mafia), ("town", -data.town)]
+    if kind == "roles":
+        return [(r, m if s == "mafia" else -m) for r, (s, m) in data.roles.items()]
+    raise ValueError(f"unknown fit {kind!r}: one of {', '.join(FITS)}")
 
 
 def _sum_zero_basis(n: int) -> np.ndarray:
     """An orthonormal basis (n x n-1) of the vectors that sum to zero: strengths are `basis @ z`, so a common shift
     of every model (which the side advantage absorbs) is not a parameter, and z ~ Normal(0, I) is the same prior as
     Normal(0, 1) strengths centred on their mean."""
-    if n == 1:
-        return np.zeros((1, 0))
+    if n <= 1:
+        return np.zeros((n, 0))
     q, _ = np.linalg.qr(np.eye(n) - 1.0 / n)
     return q[:, : n - 1]
 
 
-def fit(data: LineUps, *, by_side: bool, draws: int = DRAWS, seed: int = SEED) -> Posterior:
-    """The posterior mode and its Laplace (Gaussian) approximation, then draws from it for ranks.
+def _make_blocks(data: LineUps, kind: str) -> list[Block]:
+    """Each block's strengths are centred over the models that played it: a model with no games there is not a
+    parameter (it stays at 0, not rated) and does not move the others."""
+    out = []
+    for name, matrix in _blocks(data, kind):
+        played = np.abs(matrix).sum(axis=0) > 0
+        basis = np.zeros((len(data.models), max(int(played.sum()) - 1, 0)))
+        basis[played] = _sum_zero_basis(int(played.sum()))
+        out.append(Block(name, matrix, played, basis))
+    return out
+
+
+def _design(blocks: list[Block], rows: int) -> np.ndarray:
+    return np.hstack([np.ones((rows, 1))] + [b.matrix @ b.basis for b in blocks])
+
+
+@dataclass(frozen=True)
+class Posterior:
+    """The posterior mode of a fit (`theta`: h, then each block's sum-to-zero coordinates), its Laplace covariance,
+    the cluster-robust covariance over line-ups, the data's Fisher information, the fit statistics and which
+    covariance the intervals use (`interval`: 'model' or 'robust')."""
+
+    kind: str
+    blocks: list[Block]
+    theta: np.ndarray
+    cov: np.ndarray
+    cov_robust: np.ndarray
+    information: np.ndarray
+    converged: bool
+    chi2: float
+    df: int
+    rank: int
+    interval: str
+    draws_count: int = DRAWS
+    seed: int = SEED
+
+    def block(self, name: str) -> tuple[int, Block]:
+        start = 1
+        for b in self.blocks:
+            if b.name == name:
+                return start, b
+            start += b.basis.shape[1]
+        raise KeyError(f"no block {name!r} in the {self.kind} fit")
+
+    @property
+    def dispersion(self) -> float | None:
+        return self.chi2 / self.df if self.df > 0 else None
+
+    @property
+    def dispersion_p(self) -> float | None:
+        return float(stats.chi2.sf(self.chi2, self.df)) if self.df > 0 else None
+
+    @property
+    def mode(self) -> dict[str, np.ndarray]:
+        out = {"h": self.theta[:1]}
+        for b in self.blocks:
+            start, _ = self.block(b.name)
+            out[b.name] = b.basis @ self.theta[start : start + b.basis.shape[1]]
+        return out
+
+    def shown_cov(self) -> np.ndarray:
+        return self.cov_robust if self.interval == "robust" else self.cov
+
+    def draws(self, name: str) -> np.ndarray:
+        """Draws of a block's strengths from the normal approximation the intervals use (for rank intervals)."""
+        start, b = self.block(name)
+        k = b.basis.shape[1]
+        rng = np.random.default_rng(self.seed)
+        cov = self.shown_cov()[start : start + k, start : start + k]
+        z = rng.multivariate_normal(self.theta[start : start + k], cov, size=self.draws_count, method="eigh")
+        return np.asarray(z @ b.basis.T)
+
+    def predict(self, data: LineUps) -> np.ndarray:
+        """P(mafia wins) for each line-up of `data` (a model the fit did not see there counts as the mean model)."""
+        fitted = {b.name: b for b in self.blocks}
+        eta = np.full(len(data.games), float(self.theta[0]))
+        mode = self.mode
+        for b in _make_blocks(data, self.kind):
+            if b.name in fitted:
+                eta += b.matrix @ mode[b.name]
+        return np.asarray(special.expit(eta))
+
+
+def fit(
+    data: LineUps,
+    *,
+    by_side: bool | None = None,
+    kind: str | None = None,
+    draws: int = DRAWS,
+    seed: int = SEED,
+    interval: str = "auto",
+) -> Posterior:
+    """The posterior mode and its Laplace (Gaussian) approximation, the cluster-robust covariance over line-ups and
+    the dispersion that chooses between them.
 
     The model is a logistic regression on the line-ups (binomial counts), so its negative log-posterior is convex:
     scipy's trust-region Newton method with the exact gradient and Hessian finds the mode in a few steps, and the
-    inverse Hessian there is the covariance. For a million games the cost is that of their few hundred line-ups."""
-    basis = _sum_zero_basis(len(data.models))
-    if by_side:
-        design = np.hstack([np.ones((len(data.games), 1)), data.mafia @ basis, -data.town @ basis])
-    else:
-        design = np.hstack([np.ones((len(data.games), 1)), (data.mafia - data.town) @ basis])
+    inverse Hessian H^-1 there is the covariance. The robust covariance adds what the line-ups' own scatter says
+    beyond the model: H^-1 (M - F) H^-1, M the sum over line-ups of their score's outer product and F its model
+    expectation (the Fisher information), negative directions dropped (the cluster bootstrap's covariance to first
+    order), and is never below the Laplace covariance scaled by the dispersion phi = Pearson chi-square / df over
+    line-ups (quasi-likelihood): the sandwich alone covered 0.90 with line-up effects of sd 0.3-0.5 at 100 cells,
+    the bound of both 0.95 (benchmarks/bench_rating_coverage.py). `interval='auto'` shows it when phi > 1."""
+    kind = kind or ("sides" if by_side else "overall")
+    blocks = _make_blocks(data, kind)
+    design = _design(blocks, len(data.games))
     precision = np.full(design.shape[1], 1.0)
     precision[0] = 1.0 / SIDE_PRIOR_SD**2
     n, w = data.games.astype(float), data.wins.astype(float)
@@ -165,22 +388,55 @@ def fit(data: LineUps, *, by_side: bool, draws: int = DRAWS, seed: int = SEED) -
         return np.asarray((design * (n * p * (1 - p))[:, None]).T @ design + np.diag(precision))
 
     result = optimize.minimize(
-        objective, np.zeros(design.shape[1]), jac=gradient, hess=hessian, method="trust-exact",
+        objective,
+        np.zeros(design.shape[1]),
+        jac=gradient,
+        hess=hessian,
+        method="trust-exact",
         options={"gtol": 1e-8},
     )
-    covariance = np.linalg.inv(hessian(result.x))
-    covariance = (covariance + covariance.T) / 2
-    sample = np.random.default_rng(seed).multivariate_normal(result.x, covariance, size=draws, method="cholesky")
-    k = basis.shape[1]
-    out = {"h": sample[:, 0]}
-    if by_side:
-        out["a"], out["b"] = sample[:, 1 : 1 + k] @ basis.T, sample[:, 1 + k :] @ basis.T
-        mode = {"a": basis @ result.x[1 : 1 + k], "b": basis @ result.x[1 + k :], "h": result.x[:1]}
-    else:
-        out["r"] = sample[:, 1:] @ basis.T
-        mode = {"r": basis @ result.x[1:], "h": result.x[:1]}
-    converged = bool(result.success or np.max(np.abs(gradient(result.x))) < 1e-6 * max(1.0, n.sum()))
-    return Posterior(draws=out, mode=mode, converged=converged)
+    theta = result.x
+    p = special.expit(design @ theta)
+    variance = n * p * (1 - p)
+    information = (design * variance[:, None]).T @ design
+    cov = _symmetric(np.linalg.inv(information + np.diag(precision)))
+    residual = w - n * p
+    meat = (design * (residual**2)[:, None]).T @ design
+    rank = _rank(information)
+    chi2 = float(np.sum(residual**2 / np.maximum(variance, 1e-12)))
+    df = len(n) - rank
+    phi = max(1.0, chi2 / df) if df > 0 else 1.0
+    # The robust covariance bounds both the dispersion-scaled one (phi H^-1) and the cluster sandwich's
+    # (H^-1 + H^-1 (M - F) H^-1): phi H^-1 + the positive part of what the sandwich adds beyond it.
+    scaled = (phi - 1) * cov
+    excess = scaled + _psd(cov @ (meat - information) @ cov - scaled)
+    if interval == "auto":
+        interval = "robust" if phi > 1 else "model"
+    converged = bool(result.success or np.max(np.abs(gradient(theta))) < 1e-6 * max(1.0, n.sum()))
+    return Posterior(
+        kind, blocks, theta, cov, cov + excess, information, converged, chi2, df, rank, interval, draws, seed
+    )
+
+
+def _symmetric(m: np.ndarray) -> np.ndarray:
+    return np.asarray((m + m.T) / 2)
+
+
+def _psd(m: np.ndarray) -> np.ndarray:
+    values, vectors = np.linalg.eigh(_symmetric(m))
+    return np.asarray((vectors * np.clip(values, 0.0, None)) @ vectors.T)
+
+
+def _null_space(information: np.ndarray) -> np.ndarray:
+    """The directions of the parameters the data say nothing about (eigenvalues of the information below 1e-9 of
+    its largest): there the posterior is the prior."""
+    values, vectors = np.linalg.eigh(_symmetric(information))
+    scale = max(float(values.max(initial=0.0)), 1e-300)
+    return np.asarray(vectors[:, values <= NULL_TOL * scale])
+
+
+def _rank(information: np.ndarray) -> int:
+    return int(information.shape[0] - _null_space(information).shape[1])
 
 
 def _ranks(draws: np.ndarray) -> np.ndarray:
@@ -191,147 +447,531 @@ def _ranks(draws: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def summarise(study: str, side: str, data: LineUps, post: Posterior, parameter: str) -> list[dict[str, Any]]:
-    """One row per model: posterior mode, sd, 95% interval, rank (by the mode) and its 95% interval over draws."""
-    draws = post.draws[parameter]
-    mode = post.mode[parameter]
-    low, high = np.quantile(draws, [0.025, 0.975], axis=0)
-    rank_low, rank_high = np.quantile(_ranks(draws), [0.025, 0.975], axis=0, method="nearest")
-    rank = np.empty(len(mode), dtype=np.int64)
-    rank[np.argsort(-mode, kind="stable")] = np.arange(1, len(mode) + 1)
-    return [
-        {
-            "study": study,
-            "side": side,
-            "model": model,
-            "rating": float(mode[i]),
-            "sd": float(draws[:, i].std(ddof=1)),
-            "ci_low": float(low[i]),
-            "ci_high": float(high[i]),
-            "rank": int(rank[i]),
-            "rank_low": int(rank_low[i]),
-            "rank_high": int(rank_high[i]),
-            "converged": post.converged,
-            "side_advantage": float(post.mode["h"][0]),
-        }
-        for i, model in enumerate(data.models)
-    ]
-
-
-def _games_frame(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    return con.sql(
-        """
-        select g.study, g.game_id, g.status, g.valid, g.is_scored, g.mafia_won,
-               list(p.model order by p.seat) filter (where p.team = 'mafia') as mafia,
-               list(p.model order by p.seat) filter (where p.team = 'town') as town
-        from fct_games g
-        join fct_player_games p using (game_id)
-        group by all
-        order by g.study, g.game_id
-        """
-    ).pl()
-
-
-def _category(row: dict[str, Any]) -> str:
-    if row["is_scored"]:
-        return "self_play" if len({*row["mafia"], *row["town"]}) == 1 else "rated"
-    if row["valid"] is False:
-        return "invalid"
-    return {"failed": "failed", "abandoned": "abandoned", "unfinished": "unfinished"}.get(row["status"], "no_winner")
-
-
-def rating_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    """mart_ratings, mart_head_to_head, mart_self_play and mart_rating_coverage, per study."""
-    frame = _games_frame(con)
-    ratings: list[dict[str, Any]] = []
-    pairs: list[dict[str, Any]] = []
-    self_play: list[dict[str, Any]] = []
-    coverage: list[dict[str, Any]] = []
-    for (study,), part in frame.partition_by("study", as_dict=True, maintain_order=True).items():
-        rows = part.to_dicts()
-        categories: dict[str, int] = {}
-        rated: list[tuple[list[str], list[str], bool]] = []
-        ids: list[str] = []
-        for row in rows:
-            row["mafia"], row["town"] = row["mafia"] or [], row["town"] or []
-            category = _category(row) if row["mafia"] and row["town"] else "no_teams"
-            categories[category] = categories.get(category, 0) + 1
-            if category == "rated":
-                rated.append((row["mafia"], row["town"], bool(row["mafia_won"])))
-                ids.append(row["game_id"])
-            elif category == "self_play":
-                model = row["mafia"][0]
-                entry = next((s for s in self_play if s["study"] == study and s["model"] == model), None)
-                if entry is None:
-                    entry = {"study": study, "model": model, "games": 0, "mafia_wins": 0}
-                    self_play.append(entry)
-                entry["games"] += 1
-                entry["mafia_wins"] += int(bool(row["mafia_won"]))
-        coverage += [{"study": study, "category": c, "games": n} for c, n in sorted(categories.items())]
-        if not rated:
-            continue
-        ratings += _study_ratings(str(study), rated)
-        pairs += _head_to_head(str(study), rated, ids)
-    for s in self_play:
-        s["mafia_win_rate"] = s["mafia_wins"] / s["games"]
+def rating_stats(post: Posterior, name: str) -> dict[str, np.ndarray]:
+    """Per model of a block: rating, model and robust sd, the data's share of its posterior precision (1 - posterior
+    variance / prior variance), the share of it (by squared norm, in the prior's metric) lying in directions the
+    design does not set (the information's null space: the prior alone places it there, whatever the games) and
+    whether the design identifies it (that share below a quarter)."""
+    start, b = post.block(name)
+    k = b.basis.shape[1]
+    contrast = np.zeros((len(b.played), len(post.theta)))
+    contrast[:, start : start + k] = b.basis
+    prior = (contrast**2).sum(axis=1)  # every strength coordinate has prior Normal(0, 1)
+    var = np.einsum("ij,jk,ik->i", contrast, post.cov, contrast)
+    var_robust = np.einsum("ij,jk,ik->i", contrast, post.cov_robust, contrast)
+    null = _null_space(post.information)
+    norm2 = (contrast**2).sum(axis=1)
+    unset = ((contrast @ null) ** 2).sum(axis=1) / np.where(norm2 > 0, norm2, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(prior > 0, 1 - var / prior, 0.0)
     return {
-        "mart_ratings": pl.DataFrame(ratings, schema=RATING_SCHEMA),
-        "mart_head_to_head": pl.DataFrame(pairs, schema=HEAD_TO_HEAD_SCHEMA),
-        "mart_self_play": pl.DataFrame(self_play, schema=SELF_PLAY_SCHEMA),
-        "mart_rating_coverage": pl.DataFrame(coverage, schema=COVERAGE_SCHEMA),
+        "rating": contrast @ post.theta,
+        "sd_model": np.sqrt(np.clip(var, 0, None)),
+        "sd_robust": np.sqrt(np.clip(var_robust, 0, None)),
+        "data_share": np.clip(share, 0.0, 1.0),
+        "unset": unset,
+        "identified": b.played & (k > 0) & (unset < MAX_UNSET),
     }
 
 
-def _study_ratings(study: str, rated: list[tuple[list[str], list[str], bool]]) -> list[dict[str, Any]]:
-    data = line_ups(rated)
-    rows: list[dict[str, Any]] = []
-    overall, sides = fit(data, by_side=False), fit(data, by_side=True)
-    for side, post, parameter in (("overall", overall, "r"), ("mafia", sides, "a"), ("town", sides, "b")):
-        for row in summarise(study, side, data, post, parameter):
-            n, wins = _record(rated, row["model"], side)
-            row.update(n_games=n, wins=wins, win_rate=wins / n if n else None)
-            rows.append(row)
+def unidentified_directions(post: Posterior, models: list[str], limit: int = 6) -> list[str]:
+    """The directions of the strengths the data do not set, in words ('town: +0.71 m03 -0.71 m04'): the prior
+    alone places the ratings along them."""
+    null = _null_space(post.information)
+    out = []
+    for v in null.T[:limit]:
+        parts = []
+        for b in post.blocks:
+            start, _ = post.block(b.name)
+            strengths = b.basis @ v[start : start + b.basis.shape[1]]
+            terms = [f"{s:+.2f} {models[i]}" for i, s in enumerate(strengths) if abs(s) >= 0.05]
+            if terms:
+                parts.append(f"{b.name}: {' '.join(terms)}")
+        if abs(v[0]) >= 0.05:
+            parts.append(f"h: {v[0]:+.2f}")
+        out.append("; ".join(parts))
+    return out
+
+
+LEGACY = {"r": "overall", "a": "mafia", "b": "town"}
+
+
+def summarise(study: str, side: str, data: LineUps, post: Posterior, parameter: str) -> list[dict[str, Any]]:
+    """One row per model: posterior mode, the interval the fit shows (model-based, or robust when over-dispersed)
+    beside both, the data's share of the rating's precision, and a rank with its 95% interval over draws among the
+    models the data rate. A model with no games there, alone there, not identified by the design or rated mostly by
+    the prior is not rated: no rank, and the reason."""
+    name = LEGACY.get(parameter, parameter)
+    _, b = post.block(name)
+    s = rating_stats(post, name)
+    games, wins = _record(data, name)
+    reasons = []
+    alone = int(b.played.sum()) == 1
+    for i in range(len(data.models)):
+        if not b.played[i]:
+            reasons.append(f"no games as {name}" if name != "overall" else "no games")
+        elif alone:
+            reasons.append(f"the only model as {name}: nothing to compare it with")
+        elif not s["identified"][i]:
+            reasons.append(f"not identified: {s['unset'][i]:.0%} of it lies in directions the design does not set")
+        elif s["data_share"][i] < MIN_DATA_SHARE:
+            reasons.append(f"mostly prior: the games set {s['data_share'][i]:.0%} of its precision")
+        else:
+            reasons.append("")
+    rated = np.array([r == "" for r in reasons])
+    rank = np.full(len(data.models), -1, dtype=np.int64)
+    rank_low = rank.copy()
+    rank_high = rank.copy()
+    if rated.any():
+        idx = np.flatnonzero(rated)
+        rank[idx[np.argsort(-s["rating"][idx], kind="stable")]] = np.arange(1, len(idx) + 1)
+        ranks = _ranks(post.draws(name)[:, idx])
+        rank_low[idx], rank_high[idx] = np.quantile(ranks, [0.025, 0.975], axis=0, method="nearest")
+    sd = s["sd_robust"] if post.interval == "robust" else s["sd_model"]
+    rows = []
+    for i, model in enumerate(data.models):
+        rating, n = float(s["rating"][i]), int(games[i])
+        rows.append(
+            {
+                "study": study,
+                "side": side,
+                "model": model,
+                "rating": rating,
+                "sd": float(sd[i]),
+                "ci_low": rating - Z95 * float(sd[i]),
+                "ci_high": rating + Z95 * float(sd[i]),
+                "rank": int(rank[i]) if rated[i] else None,
+                "rank_low": int(rank_low[i]) if rated[i] else None,
+                "rank_high": int(rank_high[i]) if rated[i] else None,
+                "n_games": n,
+                "wins": int(wins[i]),
+                "win_rate": float(wins[i]) / n if n else None,
+                "converged": post.converged,
+                "side_advantage": float(post.theta[0]),
+                "rated": bool(rated[i]),
+                "reason": reasons[i] or None,
+                "data_share": float(s["data_share"][i]),
+                "interval": post.interval,
+                "model_low": rating - Z95 * float(s["sd_model"][i]),
+                "model_high": rating + Z95 * float(s["sd_model"][i]),
+                "robust_low": rating - Z95 * float(s["sd_robust"][i]),
+                "robust_high": rating + Z95 * float(s["sd_robust"][i]),
+            }
+        )
     return rows
 
 
-def _record(rated: list[tuple[list[str], list[str], bool]], model: str, side: str) -> tuple[int, int]:
-    """Games a model played (on `side`, or on either side for overall) and the games its side won."""
-    n = wins = 0
-    for mafia, town, mafia_won in rated:
-        on_mafia, on_town = model in mafia, model in town
-        if side in ("overall", "mafia") and on_mafia:
-            n += 1
-            wins += int(mafia_won)
-        if side in ("overall", "town") and on_town and not (side == "overall" and on_mafia):
-            n += 1
-            wins += int(not mafia_won)
-    return n, wins
+def _record(data: LineUps, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per model: games it played in the block (a side, a role, or either side for overall) and the games its side
+    won (overall: a model on both sides of a game counts it once, as mafia)."""
+    n, w = data.games.astype(np.int64), data.wins.astype(np.int64)
+    on_mafia, on_town = data.mafia > 0, data.town > 0
+    if name == "overall":
+        games = (on_mafia | on_town).T @ n
+        wins = on_mafia.T @ w + (on_town & ~on_mafia).T @ (n - w)
+    elif name in ("mafia", "town"):
+        on = on_mafia if name == "mafia" else on_town
+        games = on.T @ n
+        wins = on.T @ (w if name == "mafia" else n - w)
+    else:
+        side, matrix = data.roles[name]
+        on = matrix > 0
+        games = on.T @ n
+        wins = on.T @ (w if side == "mafia" else n - w)
+    return np.asarray(games), np.asarray(wins)
 
 
-def _head_to_head(study: str, rated: list[tuple[list[str], list[str], bool]], ids: list[str]) -> list[dict[str, Any]]:
-    """Each (model on the mafia side, model on the town side) meeting, with its games (a game of mixed teams counts
-    for every such pair it holds); `mirrored` when the same two models also met with the sides swapped."""
-    cells: dict[tuple[str, str], dict[str, Any]] = {}
-    for (mafia, town, won), game_id in zip(rated, ids, strict=True):
-        for m in sorted(set(mafia)):
-            for t in sorted(set(town)):
-                if m == t:
+def held_out(data: LineUps, kind: str, *, folds: int = FOLDS, seed: int = SEED) -> tuple[np.ndarray, np.ndarray]:
+    """Each line-up's P(mafia wins) from a fit that did not see it (k-fold over line-ups), and the same from the
+    baselines: the side advantage alone (the training games' mafia win rate) and the models' raw win rates (the
+    mean of the mafia seats' raw mafia win rate and the town seats' raw town loss rate). Returns (model, baselines
+    as columns 'side', 'raw')."""
+    fold = fold_of(len(data.games), folds, seed)
+    model = np.full(len(data.games), np.nan)
+    base = np.full((len(data.games), 2), np.nan)
+    for f in range(folds):
+        test, train = fold == f, fold != f
+        if not test.any() or not train.any():
+            continue
+        part = data.rows(train)
+        held = data.rows(test)
+        model[test] = fit(part, kind=kind, draws=0, interval="model").predict(held)
+        base[test] = _baselines(part, held)
+    return model, base
+
+
+def fold_of(line_ups: int, folds: int = FOLDS, seed: int = SEED) -> np.ndarray:
+    """Each line-up's fold: the same split for the fits and for every baseline."""
+    return np.asarray(np.random.default_rng(seed).permutation(line_ups) % folds)
+
+
+def _baselines(train: LineUps, test: LineUps) -> np.ndarray:
+    n, w = train.games.astype(float), train.wins.astype(float)
+    rate = w.sum() / n.sum()
+    mafia_on, town_on = train.mafia > 0, train.town > 0
+    mafia_games, town_games = mafia_on.T @ n, town_on.T @ n
+    mafia_rate = np.where(mafia_games > 0, (mafia_on.T @ w) / np.maximum(mafia_games, 1), rate)
+    town_loss = np.where(town_games > 0, (town_on.T @ w) / np.maximum(town_games, 1), rate)
+    raw = (test.mafia @ mafia_rate + test.town @ town_loss) / 2
+    return np.column_stack([np.full(len(test.games), rate), raw])
+
+
+def scores(p: np.ndarray, data: LineUps) -> tuple[float, float]:
+    """(log loss, Brier score) per game of predictions per line-up (line-ups without a prediction left out)."""
+    ok = np.isfinite(p)
+    n, w, q = data.games[ok].astype(float), data.wins[ok].astype(float), np.clip(p[ok], 1e-12, 1 - 1e-12)
+    total = n.sum()
+    if total == 0:
+        return math.nan, math.nan
+    log_loss = -float(np.sum(w * np.log(q) + (n - w) * np.log1p(-q))) / total
+    brier = float(np.sum(w * (1 - q) ** 2 + (n - w) * q**2)) / total
+    return log_loss, brier
+
+
+def latent_held_out(data: LineUps, *, folds: int = FOLDS, seed: int = SEED) -> np.ndarray | None:
+    """The Mini-Mafia reference's latent model (logit p = c_k (a_i - b_j): mafioso i, detective j, villager k;
+    transform.models.latent) on the same folds over line-ups as the leaderboard's fits (`fold_of`), where every
+    line-up has one mafioso, one detective and a villager it names (villagers of one model, or the one of two that
+    holds no other seat: the published design's target, who plays the day); None for other designs."""
+    from mafiabench.transform.models.latent import DEFAULT_RIDGE, _fit_coded, _sigmoid
+
+    if set(data.roles) != {"mafioso", "detective", "villager"}:
+        return None
+    codes = {}
+    for role, (_, matrix) in data.roles.items():
+        held = matrix > 0
+        if role == "villager":
+            # Villagers of two models: the one holding no other seat is the design's target, the villager who
+            # plays the day in the published design (the other is the night's victim).
+            others = (data.roles["mafioso"][1] > 0) | (data.roles["detective"][1] > 0)
+            held = np.where((held.sum(axis=1) > 1)[:, None], held & ~others, held)
+        if np.any(held.sum(axis=1) != 1):
+            return None
+        codes[role] = held.argmax(axis=1)
+    fold = fold_of(len(data.games), folds, seed)
+    out = np.full(len(data.games), np.nan)
+    names = data.models
+    for f in range(folds):
+        test, train = fold == f, fold != f
+        if not test.any() or not train.any():
+            continue
+        games = data.games[train]
+        y = np.concatenate([np.repeat([1.0, 0.0], [w, n - w]) for n, w in zip(games, data.wins[train], strict=True)])
+        coded = []
+        params = []
+        for role in ("mafioso", "detective", "villager"):
+            per_game = np.concatenate(
+                [
+                    np.repeat([c, c], [w, n - w])
+                    for c, n, w in zip(codes[role][train], games, data.wins[train], strict=True)
+                ]
+            )
+            used = np.unique(per_game)
+            where = np.full(len(names), -1)
+            where[used] = np.arange(len(used))
+            coded.append(([names[i] for i in used], where[per_game]))
+            params.append(where)
+        fitted = _fit_coded(coded[0], coded[1], coded[2], y, ridge=DEFAULT_RIDGE)
+        a = np.append(fitted.a, 0.0)[params[0][codes["mafioso"][test]]]
+        b = np.append(fitted.b, 0.0)[params[1][codes["detective"][test]]]
+        g = np.append(fitted.g, 0.0)[params[2][codes["villager"][test]]]
+        out[test] = _sigmoid(np.exp(g) * (a - b))
+    return out
+
+
+def calibration(p: np.ndarray, data: LineUps, bins: int = CALIBRATION_BINS) -> list[dict[str, Any]]:
+    """Held-out predicted against observed mafia win rate, in bins of about equal games by prediction, with the
+    observed rate's Wilson 95% interval."""
+    ok = np.isfinite(p)
+    p, n, w = p[ok], data.games[ok], data.wins[ok]
+    if n.sum() == 0:
+        return []
+    order = np.argsort(p, kind="stable")
+    cum = np.cumsum(n[order])
+    which = np.minimum((bins * (cum - n[order] / 2) / cum[-1]).astype(int), bins - 1)
+    out = []
+    for k in np.unique(which):
+        sel = order[which == k]
+        games, wins = int(n[sel].sum()), int(w[sel].sum())
+        low, high = _wilson(np.array([wins]), np.array([games]))
+        out.append(
+            {
+                "bin": int(k) + 1,
+                "games": games,
+                "line_ups": len(sel),
+                "predicted": float(np.sum(p[sel] * n[sel]) / games),
+                "observed": wins / games,
+                "observed_low": float(low[0]),
+                "observed_high": float(high[0]),
+            }
+        )
+    return out
+
+
+def _wilson(wins: np.ndarray, games: np.ndarray, z: float = Z95) -> tuple[np.ndarray, np.ndarray]:
+    """Wilson score interval of binomial proportions, vectorised (the formula scipy's binomtest uses)."""
+    n = np.maximum(games.astype(float), 1.0)
+    phat = wins / n
+    centre = (phat + z**2 / (2 * n)) / (1 + z**2 / n)
+    half = z * np.sqrt(phat * (1 - phat) / n + z**2 / (4 * n**2)) / (1 + z**2 / n)
+    return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
+
+
+GAMES_SQL = """
+create or replace temp table {name} as
+with seats as (
+    -- One pass over the seats, one row per game: min = max says one model (self-play, a pure head-to-head cell).
+    select
+        game_id,
+        count(*) filter (where team = 'mafia') as n_mafia,
+        count(*) filter (where team = 'town') as n_town,
+        min(model) filter (where team in ('mafia', 'town')) as min_model,
+        max(model) filter (where team in ('mafia', 'town')) as max_model,
+        min(model) filter (where team = 'mafia') as mafia_model,
+        max(model) filter (where team = 'mafia') as mafia_max,
+        min(model) filter (where team = 'town') as town_model,
+        max(model) filter (where team = 'town') as town_max,
+        string_agg(team || chr(31) || coalesce(nullif(role, ''), team) || chr(31) || model, chr(30)
+                   order by team, coalesce(nullif(role, ''), team), model)
+            filter (where team in ('mafia', 'town')) as line_up,
+        {variant} as variant
+    from fct_player_games
+    group by game_id
+),
+
+final as (
+    select
+        g.study,
+        g.game_id,
+        g.mafia_won,
+        s.line_up,
+        s.variant,
+        s.mafia_model,
+        s.town_model,
+        s.mafia_model = s.mafia_max and s.town_model = s.town_max as one_model_a_side,
+        case when s.n_mafia = 0 or s.n_town = 0 then 'no_teams'
+             when g.is_scored and s.min_model = s.max_model then 'self_play'
+             when g.is_scored then 'rated'
+             when g.valid = false then 'invalid'
+             when g.status in ('failed', 'abandoned', 'unfinished') then g.status
+             else 'no_winner' end as category
+    from fct_games as g
+    inner join seats as s on s.game_id = g.game_id
+)
+
+select * from final
+"""
+
+
+LatentHeldOut = Callable[[LineUps], "np.ndarray | None"]
+
+
+def rating_tables(
+    con: duckdb.DuckDBPyConnection, *, latent: LatentHeldOut | None = None
+) -> dict[str, pl.DataFrame]:
+    """mart_ratings, mart_rating_fit, mart_rating_calibration, mart_head_to_head, mart_self_play and
+    mart_rating_coverage, per study. Games are categorised and aggregated to line-ups in DuckDB (set-based: a
+    million games cost what their line-ups cost in Python). `latent` gives a baseline's held-out predictions on the
+    same folds (`fold_of`); by default the Mini-Mafia reference's latent model (`latent_held_out`), None where the
+    design has none."""
+    name = f"rating_games_{uuid.uuid4().hex[:8]}"
+    columns = {r[0] for r in con.execute("select column_name from (describe fct_player_games)").fetchall()}
+    variant = "case when min(variant) = max(variant) then min(variant) end" if "variant" in columns else "null"
+    con.execute(GAMES_SQL.format(name=name, variant=variant))
+    try:
+        coverage = con.sql(f"select study, category, count(*) as games from {name} group by all order by all").pl()
+        self_play = con.sql(
+            f"""select study, mafia_model as model, count(*) as games, count_if(mafia_won)::bigint as mafia_wins,
+                       count_if(mafia_won)::double / count(*) as mafia_win_rate
+                from {name} where category = 'self_play' group by all order by all"""
+        ).pl()
+        lineups = con.sql(
+            f"""select study, line_up, count(*) as games, count_if(mafia_won)::bigint as wins
+                from {name} where category = 'rated' group by all order by all"""
+        ).pl()
+        pairs = con.sql(
+            f"""select study, mafia_model, town_model, count(*) as games, count_if(mafia_won)::bigint as mafia_wins,
+                       (list(game_id order by game_id))[1:{GAME_IDS_PER_PAIR}] as game_ids
+                from {name}
+                where category = 'rated' and one_model_a_side
+                group by all order by all"""
+        ).pl()
+        variants = dict(
+            con.execute(
+                f"""select study, min(variant) from {name} where category = 'rated' group by study
+                having count(distinct variant) = 1 and count(variant) = count(*)"""
+            ).fetchall()
+        )
+    finally:
+        con.execute(f"drop table if exists {name}")
+    ratings: list[dict[str, Any]] = []
+    fits: list[dict[str, Any]] = []
+    bins: list[dict[str, Any]] = []
+    for (study,), part in lineups.partition_by("study", as_dict=True, maintain_order=True).items():
+        data = from_counts(
+            [_parse(k) for k in part["line_up"].to_list()], part["games"].to_numpy(), part["wins"].to_numpy()
+        )
+        r, f, b = study_ratings(str(study), data, latent=latent or latent_held_out)
+        ratings += r
+        fits += f
+        bins += b
+    return {
+        "mart_ratings": pl.DataFrame(ratings, schema=RATING_SCHEMA),
+        "mart_rating_fit": pl.DataFrame(fits, schema=FIT_SCHEMA),
+        "mart_rating_calibration": pl.DataFrame(bins, schema=CALIBRATION_SCHEMA),
+        "mart_head_to_head": head_to_head(pairs, variants),
+        "mart_self_play": pl.DataFrame(self_play.to_dicts(), schema=SELF_PLAY_SCHEMA),
+        "mart_rating_coverage": pl.DataFrame(coverage.to_dicts(), schema=COVERAGE_SCHEMA),
+    }
+
+
+def _parse(key: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    mafia: list[tuple[str, str]] = []
+    town: list[tuple[str, str]] = []
+    for seat in key.split("\x1e"):
+        team, role, model = seat.split("\x1f", 2)
+        (mafia if team == "mafia" else town).append((role, model))
+    return mafia, town
+
+
+def study_ratings(
+    study: str, data: LineUps, *, latent: LatentHeldOut | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """A study's rating rows (overall, by side and, where a side has special roles, by role), one fit row per fit
+    (its design, dispersion and held-out scores beside the baselines) and the calibration bins of each fit."""
+    rows: list[dict[str, Any]] = []
+    fits: list[dict[str, Any]] = []
+    bins: list[dict[str, Any]] = []
+    kinds = ["overall", "sides"] + (["roles"] if data.special_roles else [])
+    latent_p = latent(data) if latent is not None else None
+    for kind in kinds:
+        post = fit(data, kind=kind)
+        for b in post.blocks:
+            rows += summarise(study, b.name, data, post, b.name)
+        predicted, base = held_out(data, kind)
+        log_loss, brier = scores(predicted, data)
+        side_ll, side_brier = scores(base[:, 0], data)
+        raw_ll, raw_brier = scores(base[:, 1], data)
+        latent_ll, latent_brier = scores(latent_p, data) if latent_p is not None else (None, None)
+        directions = unidentified_directions(post, data.models)
+        fits.append(
+            {
+                "study": study,
+                "fit": kind,
+                "line_ups": len(data.games),
+                "games": int(data.games.sum()),
+                "parameters": len(post.theta),
+                "design_rank": post.rank,
+                "unidentified": len(post.theta) - post.rank,
+                "unidentified_directions": " | ".join(directions) or None,
+                "chi2": post.chi2,
+                "df": post.df,
+                "dispersion": post.dispersion,
+                "dispersion_p": post.dispersion_p,
+                "interval": post.interval,
+                "folds": FOLDS,
+                "log_loss": log_loss,
+                "brier": brier,
+                "log_loss_side": side_ll,
+                "brier_side": side_brier,
+                "log_loss_raw": raw_ll,
+                "brier_raw": raw_brier,
+                "log_loss_latent": latent_ll,
+                "brier_latent": latent_brier,
+                "side_advantage": float(post.theta[0]),
+                "converged": post.converged,
+            }
+        )
+        bins += [{"study": study, "fit": kind, **b} for b in calibration(predicted, data)]
+    return rows, fits, bins
+
+
+def head_to_head(pairs: pl.DataFrame, variants: dict[str, str]) -> pl.DataFrame:
+    """Cells of games in which one model held every mafia seat and one other model every town seat: each such game
+    counted once, in one cell; its mafia win rate with a Wilson 95% interval and, where the variant has one, the
+    exact mafia win rate of random play (every seat voting at random) to read it against."""
+    if pairs.height == 0:
+        return pl.DataFrame(schema=HEAD_TO_HEAD_SCHEMA)
+    games, wins = pairs["games"].to_numpy(), pairs["mafia_wins"].to_numpy()
+    low, high = _wilson(wins, games)
+    keys = set(
+        zip(pairs["study"].to_list(), pairs["mafia_model"].to_list(), pairs["town_model"].to_list(), strict=True)
+    )
+    mirrored = [(s, t, m) in keys for s, m, t in keys_in_order(pairs)]
+    random_play = [RANDOM_PLAY.get(variants.get(s, "")) for s in pairs["study"].to_list()]
+    return (
+        pairs.with_columns(
+            mafia_win_rate=pl.col("mafia_wins") / pl.col("games"),
+            ci_low=pl.Series(low),
+            ci_high=pl.Series(high),
+            mirrored=pl.Series(mirrored, dtype=pl.Boolean),
+            random_play=pl.Series(random_play, dtype=pl.Float64),
+        )
+        .select(list(HEAD_TO_HEAD_SCHEMA))
+        .cast(HEAD_TO_HEAD_SCHEMA)  # type: ignore[arg-type]
+    )
+
+
+def keys_in_order(pairs: pl.DataFrame) -> list[tuple[str, str, str]]:
+    return list(
+        zip(pairs["study"].to_list(), pairs["mafia_model"].to_list(), pairs["town_model"].to_list(), strict=True)
+    )
+
+
+def design_widths(data: LineUps, *, width: float = 0.5) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """What a planned design will rate, before it is played: per fit, side or role and model, the expected 95%
+    interval width at zero strengths (every game's information p (1 - p) = 1/4, h = 0; the prior included) and the
+    games the whole design needs for an interval of `width` (the data's part of the variance shrinks as 1 / games),
+    and per fit the directions of the strengths it leaves unidentified. `data.wins` is not read."""
+    rows: list[dict[str, Any]] = []
+    unidentified: dict[str, list[str]] = {}
+    total = float(data.games.sum())
+    for kind in ["overall", "sides"] + (["roles"] if data.special_roles else []):
+        blocks = _make_blocks(data, kind)
+        design = _design(blocks, len(data.games))
+        precision = np.full(design.shape[1], 1.0)
+        precision[0] = 1.0 / SIDE_PRIOR_SD**2
+        information = (design * (data.games / 4.0)[:, None]).T @ design
+        cov = np.linalg.inv(information + np.diag(precision))
+        data_cov = np.linalg.pinv(information, hermitian=True)
+        post = Posterior(
+            kind,
+            blocks,
+            np.zeros(design.shape[1]),
+            cov,
+            cov,
+            information,
+            True,
+            0.0,
+            0,
+            _rank(information),
+            "model",
+            0,
+            SEED,
+        )
+        unidentified[kind] = unidentified_directions(post, data.models)
+        for b in blocks:
+            s = rating_stats(post, b.name)
+            start, _ = post.block(b.name)
+            k = b.basis.shape[1]
+            games, _ = _record(data, b.name)
+            data_var = np.einsum("ij,jk,ik->i", b.basis, data_cov[start : start + k, start : start + k], b.basis)
+            for i, model in enumerate(data.models):
+                if not b.played[i] or k == 0:
                     continue
-                cell = cells.setdefault((m, t), {"games": 0, "mafia_wins": 0, "game_ids": []})
-                cell["games"] += 1
-                cell["mafia_wins"] += int(won)
-                if len(cell["game_ids"]) < GAME_IDS_PER_PAIR:
-                    cell["game_ids"].append(game_id)
-    return [
-        {
-            "study": study,
-            "mafia_model": m,
-            "town_model": t,
-            "games": c["games"],
-            "mafia_wins": c["mafia_wins"],
-            "mafia_win_rate": c["mafia_wins"] / c["games"],
-            "mirrored": (t, m) in cells,
-            "game_ids": c["game_ids"],
-        }
-        for (m, t), c in sorted(cells.items())
-    ]
+                ok = bool(s["identified"][i])
+                rows.append(
+                    {
+                        "fit": kind,
+                        "side": b.name,
+                        "model": model,
+                        "games": int(games[i]),
+                        "width": 2 * Z95 * float(s["sd_model"][i]),
+                        "identified": ok,
+                        "data_share": float(s["data_share"][i]),
+                        "games_for_width": math.ceil(total * (2 * Z95) ** 2 * float(data_var[i]) / width**2)
+                        if ok
+                        else None,
+                    }
+                )
+    return rows, unidentified
