@@ -55,3 +55,28 @@ def test_an_empty_page_that_names_a_command_says_where_its_pages_go(
     text = tab.eval("document.querySelector('main').innerText")
     assert "--publish" in text, text[:2000]  # the small study has no multi-night game and no detection
     assert folder in text and "not these" in text, text[:2000]
+
+
+def test_the_belief_pages_columns_read_in_the_order_of_their_numbers(tmp_path: Path, tab: Page) -> None:
+    """The Strategema chart's columns sorted as text (N=10, N=12, N=6, N=8): drawn in chromium, they read N=6, N=8,
+    N=10, N=12 from left to right."""
+    import json
+
+    from mafiabench.dashboards import charts
+    from mafiabench.dashboards.render import vega_bundle
+
+    rows = [{"n_players": n, "n_mafia": m, "setting": f"N={n}, M={m}", "configuration": "baseline", "k": 3, "n": 10,
+             "rate": 0.3, "laplace_mean": 0.33, "wilson_low": 0.1, "wilson_high": 0.6}
+            for n, m in ((10, 3), (12, 3), (6, 2), (8, 2))]
+    spec = charts.strategema_chart(rows)
+    page = tmp_path / "chart.html"
+    bundle = tmp_path / "vega.js"  # the pages' own local Vega bundle, as the render writes it
+    bundle.write_text(vega_bundle(), encoding="utf-8")
+    page.write_text(f'<html><body><div id="c"></div><script src="vega.js"></script><script>'
+                    f'vegaEmbed("#c", {json.dumps(spec)}, {{renderer: "svg", actions: false}});</script></body></html>')
+    tab.goto(page.as_uri())
+    tab.wait_for("document.querySelectorAll('#c svg .role-column-header text').length === 4")
+    headers = tab.eval("Array.from(document.querySelectorAll('#c svg .role-column-header text'))"
+                       ".map(t => [t.getBoundingClientRect().left, t.textContent])"
+                       ".sort((a, b) => a[0] - b[0]).map(x => x[1])")
+    assert headers == ["N=6, M=2", "N=8, M=2", "N=10, M=3", "N=12, M=3"]

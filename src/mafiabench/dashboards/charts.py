@@ -413,8 +413,10 @@ def _rate_interval_chart(
     width: int = 300,
     href: bool = False,
     zoom: bool = False,
+    column_sort: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """A point (Laplace mean) with its Wilson interval per row; optional column facet, color/offset and dropdowns.
+    `column_sort`: the facets' order (default: alphabetical, which puts "N=10" before "N=6").
     `href`: each row's `link` (the games behind it) opens on a click. `zoom`: the axis ends at the next tenth above
     the highest interval instead of 100% (rare events, a few percent, were squashed against the left edge)."""
     base = alt.Chart()
@@ -454,7 +456,8 @@ def _rate_interval_chart(
     chart: Any
     if column:
         chart = layer.facet(
-            column=alt.Column(f"{column}:N", title=None, header=alt.Header(labelFontWeight="bold"))
+            column=alt.Column(f"{column}:N", title=None, header=alt.Header(labelFontWeight="bold"),
+                              **({"sort": list(column_sort)} if column_sort else {}))
         ).resolve_scale(y="independent")
     else:
         chart = layer
@@ -680,7 +683,9 @@ def outcomes_chart(rows: Rows) -> dict[str, Any]:
 
 
 def strategema_chart(rows: Rows) -> dict[str, Any]:
-    """Mafia win rate (Beta mean, Wilson 95% interval) per configuration, one column per (N players, M mafia)."""
+    """Mafia win rate (Beta mean, Wilson 95% interval) per configuration, one column per (N players, M mafia), in
+    the order of N then M (as numbers: the columns read 6, 8, 10, 12, not 10, 12, 6, 8)."""
+    ordered = sorted(rows, key=lambda r: (int(r.get("n_players") or 0), int(r.get("n_mafia") or 0)))
     return _rate_interval_chart(
         rows,
         y="configuration",
@@ -688,6 +693,7 @@ def strategema_chart(rows: Rows) -> dict[str, Any]:
         x_title="mafia win rate",
         column="setting",
         width=220,
+        column_sort=list(dict.fromkeys(str(r["setting"]) for r in ordered)),
     )
 
 
