@@ -80,3 +80,37 @@ def test_the_belief_pages_columns_read_in_the_order_of_their_numbers(tmp_path: P
                        ".map(t => [t.getBoundingClientRect().left, t.textContent])"
                        ".sort((a, b) => a[0] - b[0]).map(x => x[1])")
     assert headers == ["N=6, M=2", "N=8, M=2", "N=10, M=3", "N=12, M=3"]
+
+
+HIDDEN_Y_LABELS = """Array.from(document.querySelectorAll('.vis svg g.role-axis')).filter(a =>
+    a.getAttribute('aria-label') && a.getAttribute('aria-label').startsWith('Y-axis')).flatMap(a =>
+    Array.from(a.querySelectorAll('.role-axis-label text')).map(t => [t.textContent,
+        t.getAttribute('opacity') === '0' || getComputedStyle(t).opacity === '0']))"""
+
+
+def draw(spec: dict, tmp_path: Path, tab: Page) -> None:  # type: ignore[type-arg]
+    """A chart spec drawn alone in chromium, with the pages' own local Vega bundle."""
+    import json
+
+    from mafiabench.dashboards.render import vega_bundle
+
+    (tmp_path / "vega.js").write_text(vega_bundle(), encoding="utf-8")
+    page = tmp_path / "chart.html"
+    page.write_text(f'<html><body><div class="vis" id="c"></div><script src="vega.js"></script><script>'
+                    f'vegaEmbed("#c", {json.dumps(spec)}, {{renderer: "svg", actions: false}});</script></body></html>')
+    tab.goto(page.as_uri())
+    tab.wait_for("document.querySelectorAll('#c svg .role-axis-label text').length > 0")
+
+
+def test_every_bar_of_the_exceptional_games_chart_has_its_label(tmp_path: Path, tab: Page) -> None:
+    """It drew 11 bars with 5 labels (the demo's 11 cells of one rule each): at 9 pixels a bar, Vega hid the labels
+    that would overlap."""
+    from mafiabench.dashboards import charts
+
+    rows = [{"study": "demo", "cell": f"deceive|fake/m{i:02d}|scripted/naive", "rule": "upset", "games": 11 - i,
+             "cell_games": 11 - i, "flags": 11 - i, "max_surprise": 2.0, "link": "transcripts/index.html"}
+            for i in range(11)]
+    draw(charts.exceptional_chart(rows, studies=["demo"]), tmp_path, tab)
+    labels = tab.eval(HIDDEN_Y_LABELS)
+    assert len(labels) == 11, labels
+    assert [name for name, hidden in labels if hidden] == [], labels

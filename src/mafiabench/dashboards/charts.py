@@ -395,7 +395,9 @@ def exceptional_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
         )
         .transform_filter("datum.study == study")
         .add_params(study)
-        .properties(width=WIDTH, height=alt.Step(9))
+        # 14 pixels a bar (a rule within a cell): at 9, a cell of one rule was thinner than its label, and Vega hid
+        # every other label (11 bars, 5 labels)
+        .properties(width=WIDTH, height=alt.Step(14))
     )
     return _spec(chart, rows)
 
