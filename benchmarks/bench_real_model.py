@@ -34,7 +34,7 @@ from mafiabench.backends.fake import estimate_tokens  # noqa: E402
 from mafiabench.study.estimate import estimate_plan  # noqa: E402
 from mafiabench.study.spec import load_experiment  # noqa: E402
 from mafiabench.testing.llama_server import LlamaServer, install, process_cpu_s  # noqa: E402
-from real_model_support import async_study, classic_study, cli, mini_mafia_study  # noqa: E402
+from support.real_model import async_study, classic_study, cli, mini_mafia_study  # noqa: E402
 
 ACTION = """case when c.action = 'speak' then 'speak' when c.action = 'schedule' then 'schedule'
                  when g.variant = 'classic' then 'belief (' || c.action || ')' else c.action end"""

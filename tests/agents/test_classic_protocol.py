@@ -18,7 +18,7 @@ from mafiabench.engine.classic import ClassicRules
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
 from mafiabench.testing.fake_model import FakeBrain
-from test_marts_common import landed, rows
+from support.records import landed, rows
 
 CLOCK = "2026-01-01T00:00:00.000+00:00"
 

@@ -10,7 +10,7 @@ import pytest
 
 from mafiabench.cli import main
 from mafiabench.warehouse.raw import connect, load_records
-from test_marts_common import cell_records
+from support.records import cell_records
 
 
 @pytest.fixture(scope="module")

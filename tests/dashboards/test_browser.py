@@ -13,16 +13,8 @@ say exactly which page raised what.
 
 from __future__ import annotations
 
-import contextlib
 import io
-import itertools
-import json
-import os
 import shutil
-import signal
-import subprocess
-import time
-import urllib.request
 from base64 import b64decode
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,8 +28,8 @@ from PIL import Image, ImageChops
 from mafiabench.dashboards import charts, render_dashboards
 from mafiabench.dashboards.html import Page as HtmlPage
 from mafiabench.dashboards.html import render_page
+from support.browser import CHROMIUM, DRAWN, N_CHARTS, Page, chromium
 
-CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
 pytestmark = [
@@ -49,127 +41,12 @@ pytestmark = [
 ]
 
 
-class Page:
-    """One browser tab over the DevTools protocol: commands, and the events that arrive meanwhile."""
-
-    def __init__(self, ws_url: str) -> None:
-        from websockets.sync.client import connect
-
-        self.ws = connect(ws_url, max_size=64 * 2**20, open_timeout=10)
-        self.ids = itertools.count(1)
-        self.events: list[dict[str, Any]] = []
-
-    def send(self, method: str, params: dict[str, Any] | None = None, timeout: float = 20) -> dict[str, Any]:
-        msg_id = next(self.ids)
-        self.ws.send(json.dumps({"id": msg_id, "method": method, "params": params or {}}))
-        deadline = time.monotonic() + timeout
-        while True:
-            msg = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
-            if msg.get("id") == msg_id:
-                if "error" in msg:
-                    raise RuntimeError(f"{method}: {msg['error']}")
-                return dict(msg.get("result") or {})
-            if "method" in msg:
-                self.events.append(msg)
-
-    def wait_event(self, method: str, timeout: float = 20) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout
-        while True:
-            for i, e in enumerate(self.events):
-                if e["method"] == method:
-                    return self.events.pop(i)
-            msg = json.loads(self.ws.recv(timeout=max(0.1, deadline - time.monotonic())))
-            if "method" in msg:
-                self.events.append(msg)
-
-    def eval(self, expression: str) -> Any:
-        result = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True, "awaitPromise": True})
-        if "exceptionDetails" in result:
-            raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
-        return result["result"].get("value")
-
-    def goto(self, url: str) -> None:
-        self.events = [e for e in self.events if e["method"] != "Page.loadEventFired"]
-        self.send("Page.navigate", {"url": url})
-        self.wait_event("Page.loadEventFired")
-
-    def wait_for(self, expression: str, timeout: float = 15) -> Any:
-        deadline = time.monotonic() + timeout
-        while True:
-            value = self.eval(expression)
-            if value or time.monotonic() > deadline:
-                return value
-            time.sleep(0.05)
-
-    def errors(self) -> list[str]:
-        """Uncaught exceptions, console.error calls and browser log errors (failed loads) since the last call."""
-        out = []
-        for e in self.events:
-            p = e.get("params", {})
-            if e["method"] == "Runtime.exceptionThrown":
-                out.append(f"exception: {p['exceptionDetails'].get('exception', {}).get('description') or p}")
-            elif e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                out.append("console.error: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
-            elif e["method"] == "Log.entryAdded" and p["entry"].get("level") == "error":
-                out.append(f"log: {p['entry'].get('text')} {p['entry'].get('url', '')}")
-            elif e["method"] == "Page.javascriptDialogOpening":
-                out.append(f"dialog opened: {p.get('message')}")
-        self.events = [e for e in self.events if e["method"] not in (
-            "Runtime.exceptionThrown", "Runtime.consoleAPICalled", "Log.entryAdded", "Page.javascriptDialogOpening")]
-        return out
-
-
-@contextlib.contextmanager
-def chromium(tmp: Path) -> Iterator[Page]:
-    """A headless chromium with a fresh profile and no background networking; killed (its own process group)."""
-    profile = tmp / "profile"
-    profile.mkdir()
-    assert CHROMIUM is not None
-    proc = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-         f"--user-data-dir={profile}", "--remote-debugging-port=0",
-         "--window-size=1400,1000", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
-    page: Page | None = None
-    try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not (port_file.is_file() and port_file.read_text().strip()):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"chromium did not start (exit {proc.poll()})")
-            time.sleep(0.05)
-        port = int(port_file.read_text().split()[0])
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as resp:  # local only
-            targets = json.load(resp)
-        ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page")
-        page = Page(ws_url)
-        for domain in ("Page", "Runtime", "Log"):
-            page.send(f"{domain}.enable")
-        yield page
-    finally:
-        if page is not None:
-            page.ws.close()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The dashboards of test_dashboards' small study (built once per session, shared by both files)."""
-    from test_dashboards import shared_site
+    from support.dashboards import shared_site
 
     return shared_site(tmp_path_factory)[1]
-
-
-N_CHARTS = "document.querySelectorAll('.vis').length"
-DRAWN = "Array.from(document.querySelectorAll('.vis')).filter(v => v.querySelector('svg, canvas')).length"
 
 
 @pytest.fixture(scope="module")
@@ -405,7 +282,7 @@ def rebuild(study: Path, out: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from test_dashboards import shared_site
+    from support.dashboards import shared_site
 
     return shared_site(tmp_path_factory)[0]
 
@@ -471,7 +348,7 @@ def test_the_offline_strategema_page_draws_its_chart_and_tables(
     """experiments/strategema_offline.toml (two games a cell) and a uniform-belief study in one warehouse, played,
     built and rendered: its page draws one chart per study, one point and interval per condition of the main arm,
     and shows the three tables of each study."""
-    from test_strategema import offline_study
+    from support.strategema import offline_study
 
     _, out, _ = offline_study(tmp_path_factory)
     tab.goto((out / "strategema.html").as_uri())

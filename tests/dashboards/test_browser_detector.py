@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mafiabench.cli import main
-from test_browser import CHROMIUM, DRAWN, Page, chromium
+from support.browser import CHROMIUM, DRAWN, Page, chromium
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
 

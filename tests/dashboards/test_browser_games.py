@@ -24,8 +24,8 @@ from mafiabench.cli import main
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
 from mafiabench.warehouse import raw as warehouse
-from test_browser import CHROMIUM, DRAWN, N_CHARTS, Page, chromium
-from test_dashboards import study_records
+from support.browser import CHROMIUM, DRAWN, N_CHARTS, Page, chromium
+from support.dashboards import study_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from test_browser import CHROMIUM, Page, chromium
+from support.browser import CHROMIUM, Page, chromium
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from test_dashboards import shared_site
+    from support.dashboards import shared_site
 
     return shared_site(tmp_path_factory)[1]
 

@@ -14,7 +14,7 @@ import pytest
 
 from mafiabench.dashboards import charts, html
 from mafiabench.publish import render
-from test_dashboards import shared_site
+from support.dashboards import shared_site
 
 OVERLAP_KEYS = ("labelOverlap", "labelLimit", "labelAngle")
 

@@ -13,7 +13,7 @@ from mafiabench.cli import main
 
 @pytest.fixture(scope="module")
 def study(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from test_dashboards import shared_site
+    from support.dashboards import shared_site
 
     return shared_site(tmp_path_factory)[0]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from mafiabench.cli import main
-from test_dashboards import shared_site, snapshot
+from support.dashboards import shared_site, snapshot
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from mafiabench import publish
 from mafiabench.study.run import run_study
 from mafiabench.study.spec import parse_experiment
 from mafiabench.warehouse.landing import record_run
-from test_stopping import stopping_experiment
+from support.stopping import stopping_experiment
 
 
 def page_cells(out: Path) -> dict[str, list[str]]:

@@ -3,23 +3,15 @@ producing every table and its dashboard page (the browser test opens that page t
 
 from __future__ import annotations
 
-import asyncio
 import math
-import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mafiabench import publish
 from mafiabench.dashboards.pages.strategema import ABLATIONS, cross_checks, exports, table1, table2, table3
-from mafiabench.study.run import run_study
-from mafiabench.study.spec import load_experiment
-from test_dashboards import _shared
-from test_marts_common import rows
-
-ROOT = Path(__file__).resolve().parents[2]
+from support.records import rows
+from support.strategema import UNIFORM, offline_study
 
 
 def conf(n: int, m: int, configuration: str, k: int, games: int, main_arm: bool = True) -> dict[str, Any]:
@@ -57,39 +49,6 @@ def test_the_paper_published_table_2_reductions_follow_its_sign() -> None:
                                  "std_error_pct": 4.62, "villager_win_rate_pct": 31.0, "games": 100}]
     # the reduction's se: sqrt(.69 * .31 + .8 * .2) / 10 = 6.11 points
     assert list(tables["table2"][0].values()) == [6, 2, 0.333, 69.0, 80.0, 11.0, 6.11, 100, 100]
-
-
-UNIFORM = "strategema-uniform"
-
-
-def offline_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
-    """(warehouse, dashboards, seconds): experiments/strategema_offline.toml with 2 games per cell (every cell, so
-    every table), and in the same warehouse a second study, `strategema-uniform`, whose villagers answer uniform
-    beliefs (`fake/uniform`: P(mafia) = M / (N - 1) for everyone, never updated) on the four configurations; played,
-    built behind the quality gate and rendered; shared by the xdist workers."""
-    folder, lock = _shared(tmp_path_factory, "strategema-offline")
-    try:
-        db, out = folder / "w.duckdb", folder / "dashboards"
-        if not (folder / "done").is_file():
-            shutil.rmtree(folder, ignore_errors=True)
-            folder.mkdir()
-            started = time.perf_counter()
-            exp = load_experiment(ROOT / "experiments" / "strategema_offline.toml")
-            exp = exp.model_copy(update={"games_per_cell": 2, "warehouse": str(db)})
-            summary = asyncio.run(run_study(exp, warehouse=db, progress=False))
-            assert summary.status == "completed", summary.text()
-            baseline = [c.model_copy(update={"agents": {"default": "fake/uniform"}})
-                        for c in exp.cells if not c.rules.keys() - {"n_players", "n_mafia"} and c.games is None]
-            uniform = exp.model_copy(update={"name": UNIFORM, "cells": baseline, "games_per_cell": 1})
-            summary = asyncio.run(run_study(uniform, warehouse=db, progress=False))
-            assert summary.status == "completed", summary.text()
-            assert publish.build(db).passed
-            publish.render(db, out)
-            (folder / "seconds").write_text(str(time.perf_counter() - started))
-            (folder / "done").touch()
-        return db, out, float((folder / "seconds").read_text())
-    finally:
-        lock.close()
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import mafiabench
-from import_graph import Edge, cycles, import_edges, parse_allowed, unit, violations
+from support.import_graph import Edge, cycles, import_edges, parse_allowed, unit, violations
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "mafiabench"

@@ -149,7 +149,7 @@ def test_values_compare_by_kind() -> None:
 def test_the_reference_words_from_a_batch_config_match_prompt_information_and_wrapper(tmp_path: Path) -> None:
     """With the user's own v4.1 batch_config.json (shape of the reference's; template text written for the test), the
     prompt rows match, wrapper included: the flagship's one deviation is gone."""
-    from test_prompt_from_batch_config import TEMPLATES
+    from support.prompts import TEMPLATES
 
     path = tmp_path / "batch_config.json"
     path.write_text(json.dumps({"prompt_config": {"version": "v4.1", "message_limit": 200, "templates": TEMPLATES}}),

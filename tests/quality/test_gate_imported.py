@@ -11,7 +11,7 @@ import pytest
 
 from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import load_records
-from test_marts_common import fresh_con, mini_record, rows
+from support.records import fresh_con, mini_record, rows
 
 # A human game in which one mafioso killed the other on night 1 (c21a71b0..., ca142216... of the Dallinger
 # dataset): five seats, two of them mafia, Eve found dead in the morning; town then votes Alice out.

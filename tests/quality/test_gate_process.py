@@ -20,8 +20,7 @@ import pytest
 from mafiabench.quality import gate, validator
 from mafiabench.quality.gate import Suite, run_suites
 from mafiabench.quality.validator import ValidatorProcess, _Validator
-from test_gate_candidates import CHECKS, _con
-from test_gate_rules import declared_suites
+from support.gate import CHECKS, _con, declared_suites
 
 SUITES = [Suite(f"edge_case_{i}", "select * from t", (check,)) for i, check in enumerate(CHECKS)]
 SUITES.append(Suite("all_checks", "select * from t", CHECKS))
@@ -98,10 +97,10 @@ def test_a_build_process_never_imports_gx_itself(tmp_path: Path) -> None:
     it (it would, were the gate to validate in process), and the build still passes its gate."""
     code = f"""
 import sys
-sys.path.insert(0, {str(Path(__file__).parents[1] / "transform")!r})
+sys.path.insert(0, {str(Path(__file__).parents[1])!r})
 from mafiabench import publish
 from mafiabench.warehouse import raw
-from test_marts_common import mini_record
+from support.records import mini_record
 con = raw.connect({str(tmp_path / "w.duckdb")!r})
 raw.load_records(con, [mini_record(f"g{{i}}") for i in range(3)])
 result = publish.build_warehouse(con)
@@ -126,7 +125,7 @@ def test_the_gate_waits_for_the_python_models_it_reads(tmp_path: Path) -> None:
     read the new rows, not those of the published build (here made to fail that suite)."""
     from mafiabench import publish
     from mafiabench.warehouse import raw
-    from test_marts_common import mini_record
+    from support.records import mini_record
 
     con = raw.connect(tmp_path / "w.duckdb")
     raw.load_records(con, [mini_record(f"g{i}") for i in range(3)])

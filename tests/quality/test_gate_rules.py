@@ -6,7 +6,6 @@ its rules moved is `gate_verdicts`' golden comparison, run by every build of `te
 
 from __future__ import annotations
 
-import functools
 import re
 import shutil
 from pathlib import Path
@@ -16,19 +15,10 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 
 from mafiabench.quality.gate import gate_suites
-from mafiabench.quality.suites import RuleError, Suite, check_from_spec, suites_of
+from mafiabench.quality.suites import RuleError, check_from_spec, suites_of
 from mafiabench.transform.build.catalogue import model_docs
 from mafiabench.transform.build.dbt_runner import PACKAGED_PROJECT
-
-
-@functools.cache
-def _declared(max_unusable: float) -> tuple[Suite, ...]:
-    return gate_suites(model_docs(PACKAGED_PROJECT), max_unusable)
-
-
-def declared_suites(max_unusable: float = 0.5) -> tuple[Suite, ...]:
-    """The suites the packaged project declares (what a build runs), for the tests of the gate."""
-    return _declared(max_unusable)
+from support.gate import declared_suites
 
 
 def _relations_declaring(rule: str) -> set[str]:

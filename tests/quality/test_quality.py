@@ -9,12 +9,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import gate_verdicts
 from mafiabench.publish import build_warehouse
 from mafiabench.quality.gate import QualityGateError
 from mafiabench.warehouse.builds import gate_passed, latest_build
 from mafiabench.warehouse.raw import load_records
-from test_marts_common import cell_records, design, engine_records, fresh_con, mini_record, rows
+from support import gate_verdicts
+from support.records import cell_records, design, engine_records, fresh_con, mini_record, rows
 
 
 def clean_con() -> duckdb.DuckDBPyConnection:

@@ -10,14 +10,14 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import gate_verdicts
 from mafiabench.publish import dbt_test_results
 from mafiabench.quality.gate import run_suites
 from mafiabench.transform.build import dbt_runner
 from mafiabench.transform.build.marts import Staged, stage, staged_views
 from mafiabench.warehouse.raw import load_records
-from test_gate_rules import declared_suites
-from test_marts_common import cell_records, design, engine_records, fresh_con
+from support import gate_verdicts
+from support.gate import declared_suites
+from support.records import cell_records, design, engine_records, fresh_con
 
 TESTS = dbt_runner.PACKAGED_PROJECT / "tests"
 

@@ -7,7 +7,6 @@ import asyncio
 import json
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import numpy as np
@@ -17,6 +16,7 @@ from mafiabench.errors import UserError
 from mafiabench.study.run import run_study
 from mafiabench.study.spec import parse_experiment
 from mafiabench.study.stopping import Rule, clopper_pearson, simulate_coverage
+from support.stopping import stopping_experiment
 
 
 def test_clopper_pearson_and_the_looks_by_hand() -> None:
@@ -50,22 +50,6 @@ def test_plain_intervals_at_every_look_cover_less_than_the_rule() -> None:
     honest, _, _ = simulate_coverage(rule, 0.5, 3000, rng)
     plain, _, _ = simulate_coverage(rule, 0.5, 3000, rng, bonferroni=False)
     assert honest >= 0.95 and plain < honest
-
-
-def stopping_experiment(tmp_path: Path, **stopping: Any) -> Any:
-    return parse_experiment(
-        {
-            "name": "adaptive",
-            "shard_size": 40,
-            "cells": [
-                {"name": "random", "agents": {"default": "policy/random"}},  # mafia wins 2/3 (mafiabench baseline)
-                {"name": "informed", "agents": {"detective": "policy/informed", "default": "policy/random"}},  # 5/12
-            ],
-            "stopping": {"half_width": 0.08, "min_games": 60, "wave": 60, "max_games": 3000, **stopping},
-            "warehouse": str(tmp_path / "w.duckdb"),
-        },
-        "<test>",
-    )
 
 
 def test_a_study_stops_every_cell_at_the_asked_width_and_resumes_without_a_new_look(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 
 from mafiabench.backends.fake import estimate_tokens
 from mafiabench.testing.llama_server import LlamaServer
-from real_model_support import (
+from support.real_model import (
     SPEC,
     async_study,
     classic_study,

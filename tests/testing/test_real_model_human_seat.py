@@ -17,7 +17,7 @@ import pexpect
 import pytest
 
 from mafiabench.testing.llama_server import LlamaServer
-from real_model_support import SPEC, endpoint, start_server
+from support.real_model import SPEC, endpoint, start_server
 
 pytestmark = pytest.mark.real_model
 

@@ -16,7 +16,7 @@ import duckdb
 import pytest
 
 from mafiabench.testing.llama_server import LlamaServer
-from real_model_support import SPEC, cli, mini_mafia_game, mini_mafia_study, require_installed, start_server
+from support.real_model import SPEC, cli, mini_mafia_game, mini_mafia_study, require_installed, start_server
 
 pytestmark = pytest.mark.real_model
 

@@ -19,7 +19,7 @@ import pytest
 
 from mafiabench.testing import llama_server
 from mafiabench.testing.llama_server import LlamaServer, RealModelError
-from real_model_support import require_installed, start_server
+from support.real_model import require_installed, start_server
 
 
 def test_missing_cmake_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

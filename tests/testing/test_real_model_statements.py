@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from real_model_support import SPEC, cli, endpoint, models_table, start_server
+from support.real_model import SPEC, cli, endpoint, models_table, start_server
 
 pytestmark = pytest.mark.real_model
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from import_graph import parse_allowed
 from mafiabench.cli import main
 from mafiabench.transform.build import catalogue, dbt_runner
 from mafiabench.transform.models import PYTHON_MODELS
-from test_marts_common import landed, rows
+from support.import_graph import parse_allowed
+from support.records import landed, rows
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import pytest
 from scipy import stats
 
 from mafiabench.transform.models import coherence as coh
-from test_marts_common import engine_records, landed, rows
+from support.records import engine_records, landed, rows
 
 
 def test_coherence_is_the_mean_pairwise_cosine_similarity() -> None:

@@ -18,7 +18,7 @@ from mafiabench.detect.detectors import PolicyDetector
 from mafiabench.quality.gate import run_suites
 from mafiabench.transform.models.detector import baseline, detector_tables, transcript_tables, wilson
 from mafiabench.warehouse.raw import connect, load_detections
-from test_gate_rules import declared_suites
+from support.gate import declared_suites
 
 NAMES10 = tuple(f"P{i}" for i in range(10))
 

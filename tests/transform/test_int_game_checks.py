@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from mafiabench.transform.build.marts import build_models
-from test_marts_common import landed, mini_record, rows
+from support.records import landed, mini_record, rows
 
 # game id -> SQL that breaks its log (on raw_events, where game_id = the game)
 BREAKS = {

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_marts_common import MAFIA_WIN_VOTES, landed, mini_record, rows
+from support.records import MAFIA_WIN_VOTES, landed, mini_record, rows
 
 TWO_MAFIA = (("Alice", "mafioso"), ("Bob", "mafioso"), ("Charlie", "detective"), ("Diana", "villager"))
 

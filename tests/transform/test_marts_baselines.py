@@ -7,7 +7,7 @@ from fractions import Fraction
 import pytest
 
 from mafiabench.transform.models.baselines import baseline_table
-from test_marts_common import landed, rows
+from support.records import landed, rows
 
 
 def test_baselines_mart_matches_the_library() -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from mafiabench.engine import Event
 from mafiabench.record import GameRecord, PlayerRecord, Provenance
-from test_marts_common import landed, one, rows
+from support.records import landed, one, rows
 
 NAMES = ["Max", "Ann", "Ben", "Cat", "Dan", "Eve"]
 ROLES = {name: "mafioso" if name == "Max" else "villager" for name in NAMES}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_marts_common import MAFIA_WIN_VOTES, TOWN_WIN_VOTES, landed, mini_record, one, rows
+from support.records import MAFIA_WIN_VOTES, TOWN_WIN_VOTES, landed, mini_record, one, rows
 
 
 @pytest.fixture(scope="module")

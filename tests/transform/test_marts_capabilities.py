@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from test_marts_common import cell_records, design, landed, one, rows
+from support.records import cell_records, design, landed, one, rows
 
 
 def beta_sd(k: int, n: int) -> float:

@@ -8,18 +8,7 @@ import pytest
 
 from mafiabench.prices import DEFAULT_PRICES_PATH as PRICES_PATH
 from mafiabench.transform.build.marts import ref_prices as load_prices
-from test_marts_common import landed, mini_record, one, rows
-
-
-def call(i: int, provider: str, model: str, *, inp: int, out: int, cached: int = 0, prompt: int = 100,
-         reuse: int = 0, error: str | None = None, failed: bool = False, attempts: int = 1) -> dict:
-    return {
-        "index": i, "player": "Alice", "action": "speak", "phase": "day", "round": 1, "provider": provider,
-        "model": model, "started_at": "2026-01-01T00:00:00", "latency_ms": 100.0 * (i + 1), "attempts": attempts,
-        "input_tokens": inp, "output_tokens": out, "cached_tokens": cached, "error_class": error,
-        "finish_reason": "stop", "parse": {"format_failure": False}, "prompt_chars": prompt,
-        "prefix_reuse_chars": reuse, "response": None if failed else "ok", "request": {"messages": []},
-    }
+from support.records import call, landed, mini_record, one, rows
 
 
 @pytest.fixture(scope="module")

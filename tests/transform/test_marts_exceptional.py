@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from test_marts_common import MAFIA_WIN_VOTES, TOWN_WIN_VOTES, cell_records, landed, mini_record, rows
+from support.records import MAFIA_WIN_VOTES, TOWN_WIN_VOTES, cell_records, landed, mini_record, rows
 
 WEAK_MAFIA = {"mafioso": "weak", "detective": "strong", "villager": "strong"}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_marts_common import TOWN_WIN_VOTES, landed, mini_record, one, rows
+from support.records import TOWN_WIN_VOTES, landed, mini_record, one, rows
 
 MODELS = {"mafioso": "M", "detective": "D", "villager": "V"}
 # Bob (detective) knows Alice is the mafioso but votes Charlie: a Level-1 failure.

@@ -10,7 +10,7 @@ from scipy import optimize
 
 from mafiabench.transform.models.calibration import coverage
 from mafiabench.transform.models.latent import DEFAULT_RIDGE, PRIOR_SD_AB, cross_validated_brier, fit_latent
-from test_marts_common import cell_records, landed, one, rows
+from support.records import cell_records, landed, one, rows
 
 
 def logit(p: float) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_marts_common import landed, mini_record, one, rows
+from support.records import landed, mini_record, one, rows
 
 
 def test_profile_per_source() -> None:

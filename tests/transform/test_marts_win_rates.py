@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from test_marts_common import MAFIA_WIN_VOTES, TIE_VOTES, cell_records, landed, mini_record, one, rows
+from support.records import MAFIA_WIN_VOTES, TIE_VOTES, cell_records, landed, mini_record, one, rows
 
 
 def wilson(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:

@@ -24,7 +24,7 @@ import pytest
 from scipy import optimize
 
 from mafiabench.record import GameRecord
-from test_marts_common import design, landed, mini_record, one, rows
+from support.records import design, landed, mini_record, one, rows
 
 PUBLISHED = Path(__file__).parents[1] / "fixtures" / "published_mini_mafia"
 NAMES = ("Alice", "Bob", "Charlie", "Diana")

@@ -14,7 +14,7 @@ from mafiabench.transform.build import dbt_runner
 from mafiabench.transform.build import marts as transform
 from mafiabench.transform.build.marts import BuildError, build_models
 from mafiabench.warehouse.raw import connect, load_records
-from test_marts_common import cell_records, fresh_con, landed, mini_record, rows
+from support.records import cell_records, fresh_con, landed, mini_record, rows
 
 PROJECT = dbt_runner.PACKAGED_PROJECT
 PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
@@ -98,7 +98,7 @@ def test_staging_are_views_and_the_rest_tables() -> None:
 
 
 def test_a_published_view_reads_published_marts_and_only_the_built_games() -> None:
-    from test_marts_costs import call
+    from support.records import call
 
     def game(gid: str) -> object:
         return mini_record(gid, calls=[call(i, "fake", "m", inp=10, out=1) for i in range(3)])

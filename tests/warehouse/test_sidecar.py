@@ -19,7 +19,7 @@ from mafiabench.study.design import expand
 from mafiabench.study.spec import parse_experiment
 from mafiabench.warehouse import landing, sidecar
 from mafiabench.warehouse.raw import GRAIN_TABLES, FlatBatch, connect
-from test_marts_common import engine_records
+from support.records import engine_records
 
 EXPERIMENT = "side"
 

@@ -1,8 +1,5 @@
-"""Hand-built game records for the SQL and mart tests, shaped exactly like the engine's logs.
-
-Other test modules import these helpers (`from test_marts_common import ...`); the tests at the bottom check that
-a hand-built game lands like an engine game, so the expectations elsewhere are about real log shapes.
-"""
+"""Hand-built game records for the SQL and mart tests, shaped exactly like the engine's logs (their own checks are
+tests/transform/test_hand_built_records.py), and a fresh warehouse to land them in."""
 
 from __future__ import annotations
 
@@ -215,22 +212,12 @@ def engine_records(n: int, *, seed: int = 0, variant: str = "mini-mafia", rules:
     return out
 
 
-# -- the helpers' own checks ------------------------------------------------------------------------------------
-
-
-def test_hand_built_game_lands_like_an_engine_game() -> None:
-    hand = mini_record("h1", messages=[("Bob", "Alice is the mafioso"), ("Alice", None)])
-    engine = engine_records(1)[0]
-    c = landed([hand, engine])
-    # Same event types in the same phases, and both pass every per-game check.
-    types = rows(c, "select game_id, list(event_type order by seq) as t from stg_events group by game_id order by 1")
-    assert types[0]["t"][:8] == types[1]["t"][:8]
-    checks = rows(c, "select * from int_game_checks order by game_id")
-    for r in checks:
-        assert r["one_winner_ok"] and r["composition_ok"] and r["seq_defects"] == 0 and r["n_invalid_votes"] == 0
-
-
-def test_cell_records_counts() -> None:
-    recs = cell_records("c", n=5, mafia_wins=3, tie_wins=1, models="m")
-    assert [r.winner for r in recs] == ["mafia", "mafia", "mafia", "town", "town"]
-    assert [r.outcome["tie_decided"] for r in recs] == [True, False, False, False, False]
+def call(i: int, provider: str, model: str, *, inp: int, out: int, cached: int = 0, prompt: int = 100,
+         reuse: int = 0, error: str | None = None, failed: bool = False, attempts: int = 1) -> dict:
+    return {
+        "index": i, "player": "Alice", "action": "speak", "phase": "day", "round": 1, "provider": provider,
+        "model": model, "started_at": "2026-01-01T00:00:00", "latency_ms": 100.0 * (i + 1), "attempts": attempts,
+        "input_tokens": inp, "output_tokens": out, "cached_tokens": cached, "error_class": error,
+        "finish_reason": "stop", "parse": {"format_failure": False}, "prompt_chars": prompt,
+        "prefix_reuse_chars": reuse, "response": None if failed else "ok", "request": {"messages": []},
+    }

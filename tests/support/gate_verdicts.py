@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-GOLDEN = Path(__file__).parent / "golden" / "gate"
+GOLDEN = Path(__file__).parents[1] / "golden" / "gate"
 
 # Rules that were declared twice or more (issue 29: the same fact as a GX check and a dbt test, or on tables that
 # carry the same values) now exist once. A retired check's verdict must be its survivor's: (suite, rule[,
