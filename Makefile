@@ -34,8 +34,13 @@ lint: setup
 	$(BIN)/ruff check src tests flows benchmarks tools
 	$(BIN)/mypy
 
+# The 25 slowest tests are printed at the end and the whole output kept in test-artifacts/durations.txt (bash for
+# pipefail: the tests' exit code, not tee's, is the target's).
+test: SHELL := /bin/bash
+test: .SHELLFLAGS := -o pipefail -c
 test: setup browser lint
-	$(BIN)/python -m pytest -n 2 -p no:cacheprovider
+	mkdir -p test-artifacts
+	$(BIN)/python -m pytest -n 2 -p no:cacheprovider --durations=25 | tee test-artifacts/durations.txt
 
 # CMake, a C++ compiler and Ninja from Debian where missing and apt is usable; otherwise the install step below says
 # which one is missing (never a skip).
