@@ -14,7 +14,7 @@ from mafiabench.dashboards.html import render_page
 from mafiabench.dashboards.page_registry import Context
 from mafiabench.dashboards.pages import leaderboard
 from mafiabench.transform.models.ratings import rating_tables
-from rating_warehouse import warehouse
+from support.rating_warehouse import warehouse
 
 
 def _games() -> list[dict]:

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-import statement_games as hand
 from mafiabench.agents.llm import ModelSettings
 from mafiabench.agents.statements import StatementsConfig
 from mafiabench.backends.backend import Message
@@ -18,6 +17,7 @@ from mafiabench.backends.scripted_backend import ScriptedBackend
 from mafiabench.engine.claims import Claim
 from mafiabench.play.runner import BackendPool, GameSpec, LimitedBackend, play_game
 from mafiabench.record import GameRecord
+from support import statement_games as hand
 
 CLOCK = "2026-01-01T00:00:00.000+00:00"
 GAMES = {

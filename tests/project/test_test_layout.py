@@ -39,6 +39,6 @@ def test_a_planted_import_of_a_test_module_is_found(tmp_path: Path) -> None:
     assert imports_of_test_modules(tmp_path) == ["engine/test_b.py: test_a", "support/helpers.py: engine.test_a"]
 
 
-def test_every_test_file_is_in_a_stage_folder() -> None:
-    assert sorted(p.name for p in TESTS.glob("test_*.py")) == []
+def test_every_test_file_is_in_a_stage_folder_and_every_helper_in_support() -> None:
+    assert sorted(p.name for p in TESTS.glob("*.py")) == ["conftest.py"]
     assert not list((TESTS / "support").glob("test_*.py")), "tests/support/ holds helpers, not tests"

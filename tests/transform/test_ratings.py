@@ -15,7 +15,7 @@ from scipy import optimize, special, stats
 from mafiabench.study.design import expand_cells, game_seed
 from mafiabench.study.spec import parse_experiment
 from mafiabench.transform.models.ratings import fit, line_ups, rating_tables, summarise
-from rating_warehouse import warehouse
+from support.rating_warehouse import warehouse
 
 PUBLISHED = Path(__file__).parents[1] / "fixtures" / "published_mini_mafia"
 

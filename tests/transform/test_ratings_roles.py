@@ -7,7 +7,7 @@ import numpy as np
 from scipy import special, stats
 
 from mafiabench.transform.models.ratings import fit, line_ups, rating_tables, summarise
-from rating_warehouse import warehouse
+from support.rating_warehouse import warehouse
 
 
 def test_a_detective_and_a_villager_of_the_same_models_are_different_line_ups() -> None:
