@@ -18,8 +18,9 @@ SQL = PACKAGE / "transform" / "sql"
 def below_the_gate() -> set[str]:
     """Every raw source, staging model and intermediate model of the dbt project."""
     names = {p.stem for layer in ("staging", "intermediate") for p in (SQL / "models" / layer).glob("*.sql")}
-    sources = yaml.safe_load((SQL / "models" / "staging" / "_sources.yml").read_text())
-    names |= {t["name"] for s in sources["sources"] for t in s["tables"] if t["name"].startswith("raw_")}
+    for path in (SQL / "models").rglob("*.yml"):
+        sources = (yaml.safe_load(path.read_text()) or {}).get("sources") or []
+        names |= {t["name"] for s in sources for t in s["tables"] if t["name"].startswith("raw_")}
     return names
 
 

@@ -23,12 +23,12 @@ PROTOCOLS = PACKAGE / "protocols"
 
 
 def dbt_models() -> set[str]:
-    """Every model of the packaged dbt project: its SQL files and the tables its YAML describes (the Python
-    models' included), found by the project file wherever the transform package keeps it."""
+    """Every model of the packaged dbt project: its SQL files and the tables the YAML of the transform package
+    describes (the Python models' too, beside their modules), found by the project file wherever it is kept."""
     (project_file,) = PACKAGE.rglob("dbt_project.yml")
     project = project_file.parent
     names = {p.stem for p in (project / "models").rglob("*.sql")}
-    for path in project.rglob("*.yml"):
+    for path in project.parent.rglob("*.yml"):
         models = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("models")
         if isinstance(models, list):  # a properties file (dbt_project.yml's `models:` is configuration)
             names |= {m["name"] for m in models}

@@ -82,7 +82,7 @@ def test_the_build_setting_reaches_its_rule() -> None:
 def test_a_rule_added_to_a_models_yaml_is_run_by_the_gate(tmp_path: Path) -> None:
     project = tmp_path / "sql"
     shutil.copytree(PACKAGED_PROJECT, project)
-    path = project / "models" / "marts" / "_marts.yml"
+    path = project / "models" / "marts" / "fct_games.yml"
     doc = yaml.safe_load(path.read_text())
     fct = next(m for m in doc["models"] if m["name"] == "fct_games")
     fct.setdefault("meta", {})["gx"] = [{"select": ["game_id", "days"], "checks": [
@@ -112,8 +112,8 @@ PARAMS = {"max_unusable": 0.5}
 ])
 def test_a_badly_declared_check_is_refused_naming_where(spec: Any, message: str) -> None:
     with pytest.raises(RuleError, match=message) as err:
-        check_from_spec(spec, PARAMS, "models/marts/_marts.yml: fct_games: meta.gx[0].checks[1]")
-    assert str(err.value).startswith("models/marts/_marts.yml: fct_games: meta.gx[0].checks[1]: ")
+        check_from_spec(spec, PARAMS, "models/marts/fct_games.yml: fct_games: meta.gx[0].checks[1]")
+    assert str(err.value).startswith("models/marts/fct_games.yml: fct_games: meta.gx[0].checks[1]: ")
 
 
 @pytest.mark.parametrize(("meta", "message"), [
@@ -124,7 +124,7 @@ def test_a_badly_declared_check_is_refused_naming_where(spec: Any, message: str)
 ])
 def test_a_badly_declared_suite_is_refused(meta: dict[str, Any], message: str) -> None:
     with pytest.raises(RuleError, match=message):
-        suites_of("fct_games", meta, PARAMS, "models/marts/_marts.yml")
+        suites_of("fct_games", meta, PARAMS, "models/marts/fct_games.yml")
 
 
 def test_two_suites_of_one_name_are_refused() -> None:

@@ -217,8 +217,9 @@ def test_a_page_export_is_csv_with_formula_text_defused(tmp_path: Path) -> None:
 
 
 def test_the_gate_requires_a_rating_for_every_model_with_enough_games() -> None:
-    """The GX suites declared beside mart_ratings (python_models.yml): pass on the marts the ratings wrote, fail when
-    a model with 20 or more rated games has no rating (the row removed), and pass on a warehouse with no games."""
+    """The GX suites declared beside mart_ratings (transform/models/ratings.yml): pass on the marts the ratings wrote,
+    fail when a model with 20 or more rated games has no rating (the row removed), and pass on a warehouse with no
+    games."""
     from mafiabench.quality.gate import gate_suites, run_suites
     from mafiabench.transform.build.catalogue import model_docs
 

@@ -1,6 +1,7 @@
-"""Each raw table is declared once (`warehouse.raw.RAW_SCHEMA`), and the dbt project's sources (`_sources.yml`) say
-the same: every source table is a declared one (or `ref_prices`, which the build writes from the price table), with
-the same columns in the same order; a disagreement names the table and the columns."""
+"""Each raw table is declared once (`warehouse.raw.RAW_SCHEMA`), and the dbt project's sources (one YAML per table,
+`models/staging/sources/<table>.yml`) say the same: every source table is a declared one (or `ref_prices`, which the
+build writes from the price table), with the same columns in the same order; a disagreement names the table and the
+columns."""
 
 from __future__ import annotations
 
@@ -15,7 +16,11 @@ from mafiabench.transform.build.dbt_runner import PACKAGED_PROJECT
 from mafiabench.transform.build.marts import ref_prices
 from mafiabench.warehouse.raw import RAW_SCHEMA, column_names, ensure_schema
 
-SOURCES = PACKAGED_PROJECT / "models" / "staging" / "_sources.yml"
+
+def project_sources() -> dict[str, Any]:
+    """The `sources:` of every YAML of the packaged project, as one document."""
+    files = sorted((PACKAGED_PROJECT / "models").rglob("*.yml"))
+    return {"sources": [s for p in files for s in (yaml.safe_load(p.read_text()) or {}).get("sources") or []]}
 
 
 def declared_columns() -> dict[str, list[str]]:
@@ -35,13 +40,13 @@ def disagreements(sources: dict[str, Any], declared: dict[str, list[str]]) -> li
         if name not in declared:
             found.append(f"{name}: a source no writer declares")
         elif columns != declared[name]:
-            found.append(f"{name}: _sources.yml lists {columns}, the declaration {declared[name]}")
+            found.append(f"{name}: its source YAML lists {columns}, the declaration {declared[name]}")
     found += [f"{name}: declared but not a source" for name in declared if name not in tables]
     return found
 
 
 def test_the_sources_are_the_declared_tables() -> None:
-    assert disagreements(yaml.safe_load(SOURCES.read_text()), declared_columns()) == []
+    assert disagreements(project_sources(), declared_columns()) == []
 
 
 def test_the_declaration_is_what_ensure_schema_creates() -> None:
@@ -52,12 +57,12 @@ def test_the_declaration_is_what_ensure_schema_creates() -> None:
 
 @pytest.mark.parametrize("change", ["drop a column", "rename a table", "add a table", "reorder"])
 def test_a_disagreement_is_named(change: str, tmp_path: Path) -> None:
-    sources = yaml.safe_load(SOURCES.read_text())
+    sources = project_sources()
     tables = sources["sources"][0]["tables"]
-    games = next(t for t in tables if t["name"] == "raw_games")
+    games = next(t for s in sources["sources"] for t in s["tables"] if t["name"] == "raw_games")
     if change == "drop a column":
         games["columns"] = [c for c in games["columns"] if c["name"] != "batch_id"]
-        expected = "raw_games: _sources.yml lists"
+        expected = "raw_games: its source YAML lists"
     elif change == "rename a table":
         games["name"] = "raw_game"
         expected = "raw_game: a source no writer declares"
@@ -66,6 +71,6 @@ def test_a_disagreement_is_named(change: str, tmp_path: Path) -> None:
         expected = "raw_extra: a source no writer declares"
     else:
         games["columns"] = games["columns"][::-1]
-        expected = "raw_games: _sources.yml lists"
+        expected = "raw_games: its source YAML lists"
     found = disagreements(sources, declared_columns())
     assert found and any(f.startswith(expected) for f in found), found

@@ -1,8 +1,8 @@
 """The gate's Great Expectations suites, read from where each rule is declared: the YAML beside the model it guards.
 
 A model (or source table, or Python mart) lists its suites under `meta.gx` in its YAML (`transform/sql/models/
-<layer>/_<layer>.yml`, `_sources.yml`, `python_models.yml`); this module turns them into `Suite`s, so the gate holds
-no rule of its own and "what must hold of fct_games?" is answered in one file. A suite:
+<layer>/<model>.yml`, `models/staging/sources/<table>.yml`, `transform/models/<module>.yml`); this module turns them
+into `Suite`s, so the gate holds no rule of its own and "what must hold of fct_games?" is answered in one file. A suite:
 
     meta:
       gx:

@@ -48,8 +48,9 @@ _MODEL_CALLS = """
         reasoning_effort VARCHAR"""
 
 # Every table the warehouse's writers fill, declared once (name -> columns): `ensure_schema` creates them, landing
-# writes them, and they are the dbt project's sources (`transform/sql/models/staging/_sources.yml`, which
-# tests/test_raw_tables.py compares with these, column for column). The build's own tables are `warehouse.builds`'.
+# writes them, and they are the dbt project's sources (`transform/sql/models/staging/sources/<table>.yml`, which
+# tests/warehouse/test_raw_tables.py compares with these, column for column). The build's own tables are
+# `warehouse.builds`'.
 RAW_SCHEMA: dict[str, str] = {
     "raw_games": """
         game_id VARCHAR PRIMARY KEY, record_version INTEGER, variant VARCHAR, seed UBIGINT,

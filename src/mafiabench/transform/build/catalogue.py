@@ -1,12 +1,12 @@
 """A catalogue of every table and view in the warehouse, generated from the dbt project's own descriptions.
 
-Each model's description, grain and column meanings come from the YAML beside it (`models/<layer>/_<layer>.yml`,
-the sources in `_sources.yml`, the Python marts in `python_models.yml`); its lineage from dbt's parsed manifest; its
-column types from a build into a scratch warehouse. That build takes seconds, so its facts (types, lineage, data
-tests) are cached in the user's cache folder, keyed by everything that decides them (`cache_key`): a cached run
-prints the same bytes as a built one, and `--no-cache` builds afresh. `docs/catalogue.md` is this output; a test
-regenerates it and compares, and another requires every column of every mart to have a description, so neither can
-drift from the SQL.
+Each model's description, grain and column meanings come from the YAML beside it (`models/<layer>/<model>.yml`,
+a raw table's in `models/staging/sources/<table>.yml`, a Python mart's beside its module in `transform/models/`); its
+lineage from dbt's parsed manifest; its column types from a build into a scratch warehouse. That build takes
+seconds, so its facts (types, lineage, data tests) are cached in the user's cache folder, keyed by everything that
+decides them (`cache_key`): a cached run prints the same bytes as a built one, and `--no-cache` builds afresh.
+`docs/catalogue.md` is this output; a test regenerates it and compares, and another requires every column of every
+mart to have a description, so neither can drift from the SQL.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import yaml  # type: ignore[import-untyped]
 
 from mafiabench import scratch
 from mafiabench.transform import LAYERS
+from mafiabench.transform import models as python_models
 from mafiabench.transform.build import dbt_runner
 from mafiabench.transform.models import PYTHON_MODELS
 
@@ -41,6 +42,10 @@ BOOKKEEPING: dict[str, tuple[str, str]] = {
     "build_runs": ("one row per build", "each build: when, its gate status, and whether it was published"),
 }
 
+# The Python marts' YAML, one beside each module of `transform.models` that computes them (dbt never reads them).
+PYTHON_MODELS_DIR = Path(python_models.__file__).resolve().parent
+PYTHON_YAML = sorted(PYTHON_MODELS_DIR.glob("*.yml"))
+
 _LAYER_TITLES = {"staging": "Staging (views)", "intermediate": "Intermediate", "marts": "Marts"}
 
 
@@ -56,38 +61,42 @@ def _load(path: Path) -> dict[str, Any]:
 def model_docs(project: Path | None = None) -> dict[str, dict[str, Any]]:
     """Every documented relation: name -> {layer, description, grain, columns {name: description}, file, meta, yaml}.
 
-    Layers: `sources`, the three model layers, and `marts` again for the Python marts (file `python_models.yml`).
-    `meta` is the relation's own (its grain, the quality gate's suites: `quality.suites`); `yaml` the file that
-    declares it, relative to the project."""
+    Read from the YAML beside each model: every `*.yml` under the project's `models/` (a SQL model's
+    `models/<layer>/<model>.yml`, a raw table's `sources:` entry in `models/staging/sources/<table>.yml`), then the
+    Python marts' (`transform/models/<module>.yml`, beside the module that computes them; layer `marts`). In that
+    order: sources, the three model layers, the Python marts. `meta` is the relation's own (its grain, the quality
+    gate's suites: `quality.suites`); `yaml` the file that declares it, relative to the project (a Python mart's,
+    relative to the package's parent: `mafiabench/transform/models/...`)."""
     project = project or dbt_runner.resolve_project()
     out: dict[str, dict[str, Any]] = {}
-    sources = project / "models" / "staging" / "_sources.yml"
-    for src in _load(sources).get("sources", []):
-        for t in src.get("tables", []):
-            out[t["name"]] = {
-                "layer": "sources",
-                "description": t.get("description", ""),
-                "grain": "",
-                "columns": {c["name"]: c.get("description", "") for c in t.get("columns", [])},
-                "file": None,
-                "meta": t.get("meta") or {},
-                "yaml": sources.relative_to(project).as_posix(),
-            }
-    files = [(layer, p) for layer in LAYERS for p in sorted((project / "models" / layer).glob("_*.yml"))]
-    files.append(("marts", project / "python_models.yml"))
-    for layer, path in files:
-        if not path.is_file():
-            continue
-        for m in _load(path).get("models", []):
+    loaded = [(p, _load(p)) for p in sorted((project / "models").rglob("*.yml"))]
+    for path, doc in loaded:
+        for src in doc.get("sources") or []:
+            for t in src.get("tables", []):
+                out[t["name"]] = {
+                    "layer": "sources",
+                    "description": t.get("description", ""),
+                    "grain": "",
+                    "columns": {c["name"]: c.get("description", "") for c in t.get("columns", [])},
+                    "file": None,
+                    "meta": t.get("meta") or {},
+                    "yaml": path.relative_to(project).as_posix(),
+                }
+    files = [(layer, path, doc, path.relative_to(project).as_posix()) for layer in LAYERS for path, doc in loaded
+             if path.relative_to(project / "models").parts[0] == layer]
+    files += [("marts", path, _load(path), path.relative_to(_PACKAGE.parent).as_posix()) for path in PYTHON_YAML]
+    for layer, path, doc, where in files:
+        python = path.parent == PYTHON_MODELS_DIR
+        for m in doc.get("models") or []:
             out[m["name"]] = {
                 "layer": layer,
                 "description": m.get("description", ""),
                 "grain": (m.get("meta") or {}).get("grain", ""),
                 "step": (m.get("meta") or {}).get("step"),
                 "columns": {c["name"]: c.get("description", "") for c in m.get("columns", []) or []},
-                "file": None if path.name == "python_models.yml" else f"models/{layer}/{m['name']}.sql",
+                "file": None if python else f"models/{layer}/{m['name']}.sql",
                 "meta": m.get("meta") or {},
-                "yaml": path.relative_to(project).as_posix(),
+                "yaml": where,
             }
     return out
 
@@ -234,9 +243,10 @@ def generate(sql_dir: Path | None = None, *, cache: bool = True) -> str:
     lines = [
         "# Warehouse catalogue",
         "",
-        "Generated by `mafiabench catalogue` from the dbt project's YAML (`transform/sql/`: each layer's",
-        "`_<layer>.yml`, the sources in `_sources.yml`, the Python marts in `python_models.yml`); do not edit by hand",
-        "(a test regenerates it). Query any of these with `mafiabench query \"select ...\"`.",
+        "Generated by `mafiabench catalogue` from the YAML beside each model (`transform/sql/models/<layer>/",
+        "<model>.yml`, the raw tables' `models/staging/sources/<table>.yml`, the Python marts' `transform/models/",
+        "<module>.yml`); do not edit by hand (a test regenerates it). Query any of these with",
+        "`mafiabench query \"select ...\"`.",
         "",
         "## Sources",
         "",
