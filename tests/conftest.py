@@ -1,12 +1,25 @@
-"""Shared test setup. Prefect reads its settings at import, so its home and quiet settings are set here, before any
-test module imports it; each test session gets a fresh temporary PREFECT_HOME."""
+"""Shared test setup and the fixtures the tests share. Prefect reads its settings at import, so its home and quiet
+settings are set here, before any test module imports it; each test session gets a fresh temporary PREFECT_HOME.
+Helpers that are not fixtures are in tests/support/ (no test module imports another)."""
 
 from __future__ import annotations
 
 import atexit
 import os
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from mafiabench import scratch
+
+if TYPE_CHECKING:
+    import duckdb
+
+    from mafiabench.testing import FakeModelServer
+    from support.processes import Spawn
 
 # Temporary folders named after this process (mafiabench.scratch): removed when the session ends, interrupted
 # included, and swept by the next session if it was killed.
@@ -39,3 +52,78 @@ def _stop_prefect_server() -> None:
     from mafiabench.prefect_server import stop_server
 
     stop_server()
+
+
+# -- fixtures --------------------------------------------------------------------------------------------------------
+# (mafiabench is imported inside them: nothing is imported before the settings above are in place)
+
+
+@pytest.fixture
+def fresh_warehouse() -> Iterator[duckdb.DuckDBPyConnection]:
+    """A new, empty warehouse file with the raw tables (support.records.fresh_con), closed after the test."""
+    from support.records import fresh_con
+
+    con = fresh_con()
+    yield con
+    con.close()
+
+
+@pytest.fixture(scope="session")
+def datasets() -> Path:
+    """The fixture datasets in the real shapes of the imported sources (tests/fixtures/datasets/, each README names
+    the real files they follow), read by the importers and the detector."""
+    return Path(__file__).parent / "fixtures" / "datasets"
+
+
+@pytest.fixture(scope="session")
+def import_fixtures(datasets: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[..., None]:
+    """`import_fixtures(con, fmt, ...)`: the fixture dataset of each import format landed in `con` as a user imports
+    it (`run_import`; the Mini-Mafia SQLite database is made from its SQL dump first)."""
+    import sqlite3
+
+    from mafiabench.importers import run_import
+
+    folders = {"mini-mafia": "mini_mafia", "llmafia": "llmafia", "dallinger": "dallinger"}
+
+    def load(con: duckdb.DuckDBPyConnection, *formats: str) -> None:
+        for fmt in formats:
+            if fmt == "mini-mafia-sqlite":
+                path = tmp_path_factory.mktemp("sqlite") / "mini_mafia.db"
+                sqlite3.connect(path).executescript((datasets / "mini_mafia_sqlite" / "mini_mafia.sql").read_text())
+            else:
+                path = datasets / folders[fmt]
+            run_import(fmt, path, con)
+
+    return load
+
+
+@pytest.fixture(scope="module")
+def fake_server() -> Iterator[FakeModelServer]:
+    """The local fake OpenAI/Anthropic server on 127.0.0.1 (no latency, a 2 s hang when a hang is injected), one per
+    test module; a test that sets faults or reads requests clears it first."""
+    from mafiabench.testing import FakeModelServer
+
+    with FakeModelServer(latency_s=0.0, hang_s=2.0) as srv:
+        yield srv
+
+
+@pytest.fixture
+def spawn() -> Iterator[Spawn]:
+    """`spawn(argv, cwd=..., env=...)` starts a command as a terminal would: in its own process group (so
+    `support.processes.ctrl_c` is a Ctrl-C), with text pipes and `cli_env()` unless an env is given; `argv` is a list
+    (`[*CLI, "run", ...]` for mafiabench). Whatever is still running when the test ends, passed or failed, is killed
+    with its group and reaped."""
+    from support.processes import cli_env, end
+
+    started: list[subprocess.Popen[str]] = []
+
+    def start(argv: list[str], *, env: dict[str, str] | None = None, **popen: Any) -> subprocess.Popen[str]:
+        options: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True,
+                                   "start_new_session": True, **popen}
+        proc = subprocess.Popen(argv, env=cli_env() if env is None else env, **options)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        end(proc)

@@ -7,7 +7,7 @@ import asyncio
 import json
 import os
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, replace
 from pathlib import Path
 
@@ -44,17 +44,11 @@ VOTE = [
 PROVIDERS = ["srv-openai", "srv-anthropic"]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[FakeModelServer]:
-    with FakeModelServer(latency_s=0.0, hang_s=2.0) as srv:
-        yield srv
-
-
 @pytest.fixture
-def srv(server: FakeModelServer, monkeypatch: pytest.MonkeyPatch) -> FakeModelServer:
-    server.clear()
+def srv(fake_server: FakeModelServer, monkeypatch: pytest.MonkeyPatch) -> FakeModelServer:
+    fake_server.clear()
     monkeypatch.setenv(KEY_ENV, SECRET)
-    return server
+    return fake_server
 
 
 @pytest.fixture

@@ -6,27 +6,19 @@ unfinished, the overlap that was counted twice), imported and built as a user wo
 
 from __future__ import annotations
 
-import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from mafiabench.dashboards.data import Marts
 from mafiabench.dashboards.pages.index import GAME_OUTCOME_COUNTS, outcome_counts_text
-from mafiabench.importers import run_import
 from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import connect
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "datasets"
 
-
-def test_outcome_classes_add_up_to_the_games(tmp_path: Path) -> None:
-    db = tmp_path / "round.db"
-    sqlite3.connect(db).executescript((FIXTURES / "mini_mafia_sqlite" / "mini_mafia.sql").read_text())
+def test_outcome_classes_add_up_to_the_games(tmp_path: Path, import_fixtures: Callable[..., None]) -> None:
     con = connect(tmp_path / "w.duckdb")
     try:
-        run_import("mini-mafia", FIXTURES / "mini_mafia", con)
-        run_import("mini-mafia-sqlite", db, con)
-        run_import("llmafia", FIXTURES / "llmafia", con)
-        run_import("dallinger", FIXTURES / "dallinger", con)
+        import_fixtures(con, "mini-mafia", "mini-mafia-sqlite", "llmafia", "dallinger")
         build_warehouse(con, raise_on_failure=False)
         g = Marts(con).one(f"select count(*) as games, {GAME_OUTCOME_COUNTS} from fct_games")
         invalid = con.execute("select count(*) from fct_games where not valid").fetchone()[0]  # type: ignore[index]

@@ -5,36 +5,39 @@ fixtures (tests/fixtures/datasets: Mini-Mafia batches, Dallinger human games) im
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from mafiabench.detect.detection_runs import DetectorSpec, run_detection
-from mafiabench.importers import run_import
 from mafiabench.warehouse.raw import connect
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "datasets"
+
+@pytest.fixture
+def warehouse(tmp_path: Path, import_fixtures: Callable[..., None]) -> Callable[..., Path]:
+    """`warehouse(fmt, ...)`: a fresh warehouse file holding the fixture datasets of those import formats."""
+
+    def make(*formats: str) -> Path:
+        path = tmp_path / "w.duckdb"
+        con = connect(path)
+        try:
+            import_fixtures(con, *formats)
+        finally:
+            con.close()
+        return path
+
+    return make
 
 
-def warehouse(tmp_path: Path, *imports: tuple[str, str]) -> Path:
-    path = tmp_path / "w.duckdb"
-    con = connect(path)
-    try:
-        for fmt, folder in imports:
-            run_import(fmt, FIXTURES / folder, con)
-    finally:
-        con.close()
-    return path
-
-
-def test_an_empty_warehouse_says_so(tmp_path: Path) -> None:
-    report = run_detection(warehouse(tmp_path), DetectorSpec(models=("policy/random",)))
+def test_an_empty_warehouse_says_so(warehouse: Callable[..., Path]) -> None:
+    report = run_detection(warehouse(), DetectorSpec(models=("policy/random",)))
     assert report.games == 0
     assert "the warehouse holds no games: play a study or import games first" in report.to_text()
 
 
-def test_games_of_a_variant_the_detector_does_not_read_are_counted(tmp_path: Path) -> None:
-    report = run_detection(warehouse(tmp_path, ("mini-mafia", "mini_mafia")), DetectorSpec(models=("policy/random",)))
+def test_games_of_a_variant_the_detector_does_not_read_are_counted(warehouse: Callable[..., Path]) -> None:
+    report = run_detection(warehouse("mini-mafia"), DetectorSpec(models=("policy/random",)))
     assert report.games == 0 and report.planned == 0
     assert report.why_empty == ("0 of 7 games are of a variant the detector reads: async, classic (the warehouse "
                                 "holds 7 mini-mafia; [detector] variants chooses)")
@@ -46,14 +49,16 @@ def test_games_of_a_variant_the_detector_does_not_read_are_counted(tmp_path: Pat
     (DetectorSpec(models=("policy/random",), experiments=("other",), imported_games=()),
      "of those are simulated or pinned by imported_games"),
 ])
-def test_the_first_filter_that_leaves_nothing_is_named(tmp_path: Path, spec: DetectorSpec, said: str) -> None:
-    path = warehouse(tmp_path, ("mini-mafia", "mini_mafia"), ("dallinger", "dallinger"))
+def test_the_first_filter_that_leaves_nothing_is_named(
+    warehouse: Callable[..., Path], spec: DetectorSpec, said: str
+) -> None:
+    path = warehouse("mini-mafia", "dallinger")
     report = run_detection(path, spec)
     assert report.games == 0 and report.why_empty.startswith("0 of ") and report.why_empty.endswith(said)
     # the count is of the games that passed the earlier filters: the async human games, not all games
     assert not report.why_empty.startswith("0 of 7 ")
 
 
-def test_a_detection_with_games_explains_nothing(tmp_path: Path) -> None:
-    report = run_detection(warehouse(tmp_path, ("dallinger", "dallinger")), DetectorSpec(models=("policy/random",)))
+def test_a_detection_with_games_explains_nothing(warehouse: Callable[..., Path]) -> None:
+    report = run_detection(warehouse("dallinger"), DetectorSpec(models=("policy/random",)))
     assert report.games > 0 and report.why_empty == ""

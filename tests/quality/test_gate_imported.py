@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import duckdb
 import pytest
 
 from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import load_records
-from support.records import fresh_con, mini_record, rows
+from support.records import mini_record, rows
 
 # A human game in which one mafioso killed the other on night 1 (c21a71b0..., ca142216... of the Dallinger
 # dataset): five seats, two of them mafia, Eve found dead in the morning; town then votes Alice out.
@@ -28,8 +29,8 @@ def dead_voter(game_id: str, source: str) -> Any:
     return mini_record(game_id, votes={"Alice": "Bob", "Bob": "Alice", "Diana": "Alice"}, source=source)
 
 
-def test_an_imported_teammate_kill_is_published_and_counted() -> None:
-    con = fresh_con()
+def test_an_imported_teammate_kill_is_published_and_counted(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
+    con = fresh_warehouse
     load_records(con, [teammate_killed("human-1", "dallinger"), dead_voter("human-2", "dallinger"),
                        *(mini_record(f"human-{i}", source="dallinger") for i in range(3, 6))])
     result = build_warehouse(con)
@@ -56,8 +57,10 @@ def test_an_imported_teammate_kill_is_published_and_counted() -> None:
     (teammate_killed, {"mafia_kills", "mini_mafia_composition"}, "Eve (mafioso) killed at night"),
     (dead_voter, {"vote_violations"}, "Diana->Alice at seq "),
 ])
-def test_the_same_fact_in_a_simulated_game_fails_the_gate(make: Any, suites: set[str], shown: str) -> None:
-    con = fresh_con()
+def test_the_same_fact_in_a_simulated_game_fails_the_gate(
+    make: Any, suites: set[str], shown: str, fresh_warehouse: duckdb.DuckDBPyConnection
+) -> None:
+    con = fresh_warehouse
     load_records(con, [make("sim-1", "simulation"), make("human-1", "dallinger"),
                        *(mini_record(f"sim-{i}") for i in range(2, 5))])
     result = build_warehouse(con, raise_on_failure=False)
@@ -71,8 +74,10 @@ def test_the_same_fact_in_a_simulated_game_fails_the_gate(make: Any, suites: set
         assert failed["vote_violations"].failing_rows[0]["detail"].endswith("(voter not active)")
 
 
-def test_an_imported_datasets_invalid_games_do_not_keep_its_valid_games_from_publishing() -> None:
-    con = fresh_con()
+def test_an_imported_datasets_invalid_games_do_not_keep_its_valid_games_from_publishing(
+    fresh_warehouse: duckdb.DuckDBPyConnection
+) -> None:
+    con = fresh_warehouse
     recs = [mini_record(f"ok-{i}", source="dallinger") for i in range(2)]
     recs += [mini_record(f"bad-{i}", source="dallinger", valid=False, invalid_reason="technical failure")
              for i in range(3)]
@@ -86,8 +91,10 @@ def test_an_imported_datasets_invalid_games_do_not_keep_its_valid_games_from_pub
         {"source": "dallinger", "invalid_reason": "technical failure", "games": 3}]
 
 
-def test_simulated_games_keep_the_threshold_beside_an_imported_dataset() -> None:
-    con = fresh_con()
+def test_simulated_games_keep_the_threshold_beside_an_imported_dataset(
+    fresh_warehouse: duckdb.DuckDBPyConnection
+) -> None:
+    con = fresh_warehouse
     recs = [mini_record(f"h-{i}", source="dallinger") for i in range(10)]  # 10 valid imported games
     recs += [mini_record("sim-ok")] + [mini_record(f"sim-bad-{i}", valid=False, invalid_reason="no votes cast")
                                        for i in range(2)]

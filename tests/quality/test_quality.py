@@ -52,9 +52,9 @@ def test_clean_data_passes_and_is_published() -> None:
     assert gate_passed(con)
 
 
-def test_empty_warehouse_is_refused() -> None:
+def test_empty_warehouse_is_refused(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
     """A gate over no games proves nothing: the build names the expectation instead of publishing empty marts."""
-    con = fresh_con()
+    con = fresh_warehouse
     result = build_warehouse(con, raise_on_failure=False)
     assert not result.published and not gate_passed(con)
     gate_verdicts.check("empty warehouse", result.validation)
@@ -69,8 +69,8 @@ def _failures(con: duckdb.DuckDBPyConnection, case: str, **build: object) -> dic
     return {f.rule: f.failing_rows for f in result.failures}
 
 
-def test_all_games_invalid_fails_the_build_naming_why() -> None:
-    con = fresh_con()
+def test_all_games_invalid_fails_the_build_naming_why(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
+    con = fresh_warehouse
     load_records(con, cell_records("x", n=5, mafia_wins=2, models="X", valid=False,
                                    invalid_reason="inconsistent memories"))
     failed = _failures(con, "all games invalid")
@@ -82,8 +82,8 @@ def test_all_games_invalid_fails_the_build_naming_why() -> None:
         build_warehouse(con)
 
 
-def test_the_unusable_share_is_a_setting() -> None:
-    con = fresh_con()
+def test_the_unusable_share_is_a_setting(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
+    con = fresh_warehouse
     recs = cell_records("ok", n=4, mafia_wins=2, models="X")
     recs += [mini_record(f"bad-{i}", models="X", valid=False, invalid_reason="no votes cast") for i in range(6)]
     load_records(con, recs)
@@ -96,8 +96,8 @@ def test_the_unusable_share_is_a_setting() -> None:
     gate_verdicts.check("unusable share under a higher threshold", result.validation)
 
 
-def test_a_capability_cell_with_games_but_none_scored_fails() -> None:
-    con = fresh_con()
+def test_a_capability_cell_with_games_but_none_scored_fails(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
+    con = fresh_warehouse
     recs = cell_records("h", n=6, mafia_wins=2, models="X", design=design("homogeneous|X", None, "X", "X"))
     recs += cell_records("h2", n=6, mafia_wins=3, models="Y", design=design("homogeneous|Y", None, "Y", "Y"))
     # one deceive cell whose games were all flagged invalid: 2 of 14 games, far under the share threshold
@@ -112,10 +112,10 @@ def test_a_capability_cell_with_games_but_none_scored_fails() -> None:
          "n": 0, "n_unscored": 2}]
 
 
-def test_the_homogeneous_invariant_over_no_scored_game_fails() -> None:
+def test_the_homogeneous_invariant_over_no_scored_game_fails(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
     """Over n = 0 every posterior mean is 1/2, so deceive + detect = 1 and detect = disclose hold for nothing: the
     invariant's own checks (GX suite and SQL assert) refuse it, not only the empty-cell rule."""
-    con = fresh_con()
+    con = fresh_warehouse
     recs = cell_records("ok", n=8, mafia_wins=3, models="X", design=design("homogeneous|X", None, "X", "X"))
     recs += cell_records("z", n=2, mafia_wins=1, models="Z", design=design("homogeneous|Z", None, "Z", "Z"),
                          valid=False, invalid_reason="technical failure")
@@ -241,17 +241,17 @@ def test_failure_can_be_returned_instead_of_raised() -> None:
     assert failing.failing_rows[0]["game_id"] == "h-3" and failing.unexpected_count == 1
 
 
-def test_unvalidated_build_is_not_published() -> None:
-    con = fresh_con()
+def test_unvalidated_build_is_not_published(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
+    con = fresh_warehouse
     result = build_warehouse(con, validate=False)
     assert not result.published and not gate_passed(con)
     assert "skipped" in result.summary()
 
 
-def test_games_flagged_invalid_do_not_block_publishing() -> None:
+def test_games_flagged_invalid_do_not_block_publishing(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
     # An imported game the importer flagged invalid (here: a vote by the night victim, no winner) is excluded
     # from every rate; the gate's rules about play skip it, its structural checks still apply.
-    con = fresh_con()
+    con = fresh_warehouse
     bad = mini_record("bad", models="X", votes={"Alice": "Bob", "Bob": "Alice", "Diana": "Alice"}, valid=False,
                       invalid_reason="technical failure", source="naacl")
     load_records(con, [bad, *cell_records("ok", n=2, mafia_wins=1, models="X", source="naacl")])

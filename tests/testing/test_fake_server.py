@@ -46,14 +46,9 @@ def messages_body(prompt: str = VOTE, model: str = "claude") -> dict[str, Any]:
     return {"model": model, "max_tokens": 16, "messages": [{"role": "user", "content": prompt}]}
 
 
-@pytest.fixture(scope="module")
-def server() -> Any:
-    with FakeModelServer(latency_s=0.0, hang_s=2.0) as srv:
-        yield srv
-
-
 @pytest.fixture
-def srv(server: FakeModelServer) -> FakeModelServer:
+def srv(fake_server: FakeModelServer) -> FakeModelServer:
+    server = fake_server
     server.clear()
     server.latency_s = 0.0
     return server

@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import duckdb
 import pytest
 import yaml
 
@@ -54,8 +55,8 @@ def test_every_yaml_model_has_a_file() -> None:
         assert set(_yaml_models(layer)) == files, layer
 
 
-def test_lineage_comes_from_ref_and_source(tmp_path: Path) -> None:
-    con = fresh_con()
+def test_lineage_comes_from_ref_and_source(tmp_path: Path, fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
+    con = fresh_warehouse
     parsed = dbt_runner.manifest(PROJECT, dbt_runner.warehouse_file(con))
     nodes = {n.name: n for n in parsed.nodes.values() if n.resource_type == "model"}
     deps = {name: {d.split(".")[-1] for d in n.depends_on.nodes} for name, n in nodes.items()}
@@ -119,8 +120,10 @@ def test_a_published_view_reads_published_marts_and_only_the_built_games() -> No
     assert not rows(con, "select view_name from duckdb_views() where starts_with(view_name, '__staged_')")
 
 
-def test_rebuild_is_idempotent_and_a_failed_model_changes_nothing(tmp_path: Path) -> None:
-    con = fresh_con()
+def test_rebuild_is_idempotent_and_a_failed_model_changes_nothing(
+    tmp_path: Path, fresh_warehouse: duckdb.DuckDBPyConnection
+) -> None:
+    con = fresh_warehouse
     load_records(con, cell_records("a", n=6, mafia_wins=2, models="X"))
     build_models(con)
     first = rows(con, "select * from mart_win_rates order by all")
@@ -139,11 +142,11 @@ def test_rebuild_is_idempotent_and_a_failed_model_changes_nothing(tmp_path: Path
 
 
 def test_the_build_settings_hold_while_dbt_runs_and_are_restored_after_a_build_or_a_failed_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_warehouse: duckdb.DuckDBPyConnection
 ) -> None:
     """No checkpoint per model while dbt builds (a global setting, so dbt's own connection has it) and unordered
     inserts; the caller's settings come back whether the build passed or raised."""
-    con = fresh_con()
+    con = fresh_warehouse
     load_records(con, cell_records("a", n=4, mafia_wins=2, models="X"))
     settings = "select current_setting('checkpoint_threshold'), current_setting('preserve_insertion_order')"
     before = con.execute(settings).fetchall()
@@ -169,8 +172,8 @@ def test_the_build_settings_hold_while_dbt_runs_and_are_restored_after_a_build_o
     assert con.execute(settings).fetchall() == before
 
 
-def test_only_builds_what_is_asked_and_upstream() -> None:
-    con = fresh_con()
+def test_only_builds_what_is_asked_and_upstream(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
+    con = fresh_warehouse
     runs = build_models(con, only=["mart_capability_scores"])
     names = {r.name for r in runs}
     assert "mart_capability_scores" in names and "int_capability_games" in names and "stg_games" in names
