@@ -4,16 +4,15 @@ command said "error: dbt run failed in ..." with exit 2. Now: exit 130, the hint
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from mafiabench.commands.build import BUILD_HINT
+from support.processes import CLI, Spawn, cli_env, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -28,18 +27,21 @@ agents = { default = "scripted/naive" }
 """
 
 
-def cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
-    env = {**os.environ, "NO_COLOR": "1", "MAFIABENCH_LATENT_METHOD": "map"}
-    return subprocess.Popen([sys.executable, "-m", "mafiabench.cli", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+def test_one_ctrl_c_stops_a_build_with_the_hint_and_exit_130(tmp_path: Path, spawn: Spawn) -> None:
+    tmp = tmp_path / "tmp"  # the build's scratch folders (mafiabench.scratch), watched below
+    tmp.mkdir()
+    env = cli_env(NO_COLOR="1", MAFIABENCH_LATENT_METHOD="map", TMPDIR=str(tmp))
 
+    def cli(*args: str) -> subprocess.Popen[str]:
+        return spawn([*CLI, *args], cwd=tmp_path, env=env)
 
-def test_one_ctrl_c_stops_a_build_with_the_hint_and_exit_130(tmp_path: Path) -> None:
     (tmp_path / "e.toml").write_text(EXPERIMENT)
-    played = cli("run", "e.toml", "--no-prefect", "--no-progress", cwd=tmp_path)
-    assert played.wait(timeout=300) == 0, played.communicate()
-    build = cli("build", "--warehouse", "w.duckdb", cwd=tmp_path)
-    time.sleep(6)  # imports done, dbt staging the models (a build of these games takes 20 s or more)
+    played = cli("run", "e.toml", "--no-prefect", "--no-progress")
+    assert played.wait(timeout=600) == 0, played.communicate()
+    build = cli("build", "--warehouse", "w.duckdb")
+    # dbt has started (its work folder, named after the build's pid, is made when dbt first runs): a build of these
+    # games takes 20 s or more from here
+    wait_for(lambda: build.poll() is not None or any(tmp.glob(f"mafiabench-dbt-{build.pid}-*")), timeout=600)
     assert build.poll() is None, "the build ended before it could be interrupted"
     sent = time.monotonic()
     build.send_signal(signal.SIGINT)
@@ -49,6 +51,6 @@ def test_one_ctrl_c_stops_a_build_with_the_hint_and_exit_130(tmp_path: Path) -> 
     assert took < 5, took
     assert err.strip() == BUILD_HINT, err[-4000:]
     assert "Traceback" not in out + err and "dbt run failed" not in out + err
-    again = cli("build", "--warehouse", "w.duckdb", cwd=tmp_path)
+    again = cli("build", "--warehouse", "w.duckdb")
     out, err = again.communicate(timeout=600)
     assert again.returncode == 0, err[-3000:]

@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import duckdb
@@ -17,6 +16,8 @@ import pytest
 from mafiabench.study.design import expand
 from mafiabench.study.spec import load_experiment
 from mafiabench.warehouse import landing
+from support.processes import CLI, Spawn
+from support.processes import wait_for as waited_for
 
 pytestmark = pytest.mark.slow
 
@@ -47,24 +48,7 @@ games = 8
 """
 
 
-def start(exp: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "mafiabench.cli", "run", str(exp), "--no-prefect", "--no-progress"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-def wait_for(predicate: object, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.02)
-
-
-def test_kill_9_twice_then_resume(tmp_path: Path) -> None:
+def test_kill_9_twice_then_resume(tmp_path: Path, spawn: Spawn) -> None:
     warehouse = tmp_path / "wh" / "w.duckdb"
     exp_path = tmp_path / "killme.toml"
     exp_path.write_text(EXPERIMENT.format(warehouse=warehouse))
@@ -75,17 +59,27 @@ def test_kill_9_twice_then_resume(tmp_path: Path) -> None:
     def landed_files() -> int:
         return len(landing.raw_records(folder))
 
+    def start(exp: Path) -> subprocess.Popen[str]:
+        return spawn([*CLI, "run", str(exp), "--no-prefect", "--no-progress"])
+
+    def wait_for(predicate: object) -> None:  # events; the cap only ends a test that hangs
+        waited_for(predicate, timeout=600)
+
     first = start(exp_path)
     try:
         wait_for(lambda: lock.exists() and lock.read_text().strip() and landed_files() >= 5)
+        # Stopped, the first run holds its lock and plays nothing while the second starts, however long that takes
+        # on a loaded machine (running, it could finish every game before the second run is up).
+        os.kill(first.pid, signal.SIGSTOP)
         second = subprocess.run(
             [sys.executable, "-m", "mafiabench.cli", "run", str(exp_path), "--no-prefect", "--no-progress"],
             capture_output=True,
             text=True,
-            timeout=60,
+            timeout=600,
         )
         assert second.returncode == 2
         assert "in use by another run" in second.stderr and f"pid {first.pid}" in second.stderr
+        os.kill(first.pid, signal.SIGCONT)
         wait_for(lambda: landed_files() >= 40)
         os.kill(first.pid, signal.SIGKILL)
     finally:
@@ -103,7 +97,7 @@ def test_kill_9_twice_then_resume(tmp_path: Path) -> None:
         resumed.wait()
 
     final = start(exp_path)
-    out, err = final.communicate(timeout=90)
+    out, err = final.communicate(timeout=900)
     assert final.returncode == 0, err
     assert "status                    completed" in out
 

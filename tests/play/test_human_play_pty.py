@@ -22,7 +22,7 @@ def spawn(tmp_path: Path, *extra: str, quiet: bool = True) -> tuple[pexpect.spaw
     args = ["-m", "mafiabench.cli", "play", "--detective", "human/terminal", "--seed", "3", "--out", str(out),
             *(["--quiet"] if quiet else []), *extra]
     child = pexpect.spawn(sys.executable, args, env={**os.environ, "COLUMNS": "200"}, encoding="utf-8",
-                          timeout=60, dimensions=(50, 200))
+                          timeout=600, dimensions=(50, 200))  # a cap: each expect ends at its text
     return child, out
 
 
