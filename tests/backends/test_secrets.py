@@ -129,7 +129,7 @@ def test_an_echoed_custom_key_is_nowhere_after_a_run(tmp_path: Path, kind: str, 
                "--dashboards", str(dashboards)]
         if not prefect:
             cmd.append("--no-prefect")
-        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
         echoed = [r for r in srv.requests if SECRET in str(r["response"])]
         statuses = {r["status"] for r in srv.requests}
     assert proc.returncode in (0, 3), proc.stderr[-3000:]

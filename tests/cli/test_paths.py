@@ -40,7 +40,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, str]]:
 
 def mafiabench(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "mafiabench.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, check=False)
+                          timeout=900, check=False)  # a cap: a loaded machine took over 300 s
 
 
 def small_demo(folder: Path) -> Path:
