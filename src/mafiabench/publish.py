@@ -2,10 +2,10 @@
 
 Shared by the study flow and `mafiabench build` / `mafiabench run --publish`, so all end the same way. The build
 never imports the gate: this module calls both. Models are staged (`transform.build.marts.stage`), the dbt data tests
-and the Great Expectations suites validate the staged build, and only a build that passed is published (renamed over the
-marts readers query, in one transaction); a refused build is discarded and the previously published marts stay as
-they were. A failed gate raises `QualityGateError` naming the expectation and failing rows; the dashboards are then
-left as they were (render refuses unless the latest build passed).
+and the expectation suites (queries in DuckDB) validate the staged build, and only a build that passed is published
+(renamed over the marts readers query, in one transaction); a refused build is discarded and the previously published
+marts stay as they were. A failed gate raises `QualityGateError` naming the expectation and failing rows; the
+dashboards are then left as they were (render refuses unless the latest build passed).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ import duckdb
 
 from mafiabench.errors import UserError
 from mafiabench.quality import gate as quality
-from mafiabench.quality.validator import start_validator
 from mafiabench.transform.build.catalogue import model_docs
 from mafiabench.transform.build.marts import (
     BuildResult,
@@ -92,11 +91,10 @@ def dbt_test_results(con: duckdb.DuckDBPyConnection, staged: Staged) -> list[qua
 def _gate(
     con: duckdb.DuckDBPyConnection,
     staged: Staged,
-    validator: quality.ValidatorProcess | None,
     max_unusable: float | None,
 ) -> list[quality.ExpectationResult]:
     """Run the staged build's Python models and its gate, side by side where nothing waits on them: the Python models
-    (mostly single-threaded numpy) and the dbt data tests (dbt's Python) each on a thread, the GX suites that read
+    (mostly single-threaded numpy) and the dbt data tests (dbt's Python) each on a thread, the suites that read
     no Python model's table meanwhile; then the suites that do. Each stream has its own connection; the results
     come in the order of a sequential gate (1M games: about 1 s less, BENCHMARKS.md). The suites are those the
     staged project's YAML declares (`meta.gx` beside each model)."""
@@ -108,10 +106,10 @@ def _gate(
         with staged_views(con, staged) as cur:
             python = beside.submit(stage_python, con, staged)
             dbt_tests = beside.submit(dbt_test_results, con, staged)
-            first = quality.run_suites(cur, suites=[s for s in suites if s not in waits], validator=validator)
+            first = quality.run_suites(cur, suites=[s for s in suites if s not in waits])
         python.result()
         with staged_views(con, staged) as cur:
-            then = quality.run_suites(cur, suites=waits, validator=validator)
+            then = quality.run_suites(cur, suites=waits)
         order = {s.name: i for i, s in enumerate(suites)}
         return dbt_tests.result() + sorted(first + then, key=lambda r: order[r.suite])
 
@@ -134,12 +132,11 @@ def build_warehouse(
     t0 = time.perf_counter()
     result = BuildResult(build_id=_new_build_id(), started_at=_now())
     ensure_build_tables(con)
-    validator = start_validator() if validate else None  # GX loads in its helper while the models build
     staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate)
     result.models = staged.models
     if validate:
         t1 = time.perf_counter()
-        result.validation = _gate(con, staged, validator, max_unusable)
+        result.validation = _gate(con, staged, max_unusable)
         result.validation_seconds = time.perf_counter() - t1
         result.validated = True
         result.passed = all(r.success for r in result.validation)

@@ -19,10 +19,11 @@ def register(app: typer.Typer) -> None:
         "build",
         short_help="build the marts (dbt), run the quality gate, publish what passed",
         help="Build every model of the dbt project (./sql if it holds a dbt_project.yml, else the one shipped "
-        "with mafiabench) and the Python marts under staged names, run the dbt data tests and the Great "
-        "Expectations suites on them, store the results in validation_results, and publish the build (rename it "
-        "over the marts readers query) only if every expectation passed; otherwise the published marts stay as "
-        "they were. Exits 2 with the failing expectations and sample rows when the gate fails.",
+        "with mafiabench) and the Python marts under staged names, run the dbt data tests and the expectation "
+        "suites (Great Expectations' checks, as queries in DuckDB) on them, store the results in "
+        "validation_results, and publish the build (rename it over the marts readers query) only if every "
+        "expectation passed; otherwise the published marts stay as they were. Exits 2 with the failing "
+        "expectations and sample rows when the gate fails.",
     )(run)
 
 
@@ -68,7 +69,7 @@ def run(
                     raise KeyboardInterrupt from None
                 raise
     except KeyboardInterrupt:
-        # Out at once (children reaped, scratch folders removed, the hint, exit 130): the gate's worker process and
+        # Out at once (children reaped, scratch folders removed, the hint, exit 130): worker processes and
         # dbt's threads otherwise leave multiprocessing finalizers printing tracebacks during the interpreter's exit.
         interrupt.exit_now()
         return 130

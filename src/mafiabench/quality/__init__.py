@@ -1,6 +1,7 @@
-"""The quality gate: Great Expectations suites over raw tables and marts; a failed expectation blocks publishing.
+"""The quality gate: expectation suites over raw tables and marts, run in DuckDB; a failed one blocks publishing.
 
-`suites` reads the rules declared in the models' YAML (`meta.gx`), `gate` runs them, `validator` is GX (in a helper
-process during a build). May import warehouse (where its results table is defined) and errors; it reads tables
-through the connection it is given, and the YAML as the pipeline passes it.
+`suites` reads the rules declared in the models' YAML (`meta.gx`, Great Expectations' expectations by name), `gate`
+runs them as queries (`expectations` compiles each to SQL), `validator` is GX on a frame, the reference the SQL is
+tested against. May import warehouse (where its results table is defined) and errors; it reads tables through the
+connection it is given, and the YAML as the pipeline passes it.
 """

@@ -1,33 +1,33 @@
-"""The data-quality gate: a runner of the Great Expectations suites declared beside the models (the dbt data tests run
+"""The data-quality gate: a runner of the expectation suites declared beside the models (the dbt data tests run
 beside it, in `mafiabench.publish`).
 
 The gate holds no rule of its own: each suite is declared in the YAML of the model (or raw table) it guards, under
-`meta.gx` (`quality.suites`), and read from there with the build's settings (`gate_suites`). Each suite pulls a
-DataFrame with `con.sql(...).df()` and GX validates it (`quality.validator`, in a helper process during a build).
-Only the rows a check could flag are pulled (`candidate_sql`: a SQL superset of each expectation's failing rows, GX
-decides on them), with the suite's full row count beside them: pulling every row of a million games into pandas cost
-minutes. Checks that need the event order (a vote by a player already dead) are computed in SQL first
-(`int_game_checks`, `int_votes`) and the suite expects zero violations. Every expectation's outcome is stored in
-`validation_results`; any failure fails the build, which then is not published (`warehouse.builds.gate_passed`).
+`meta.gx` (`quality.suites`: Great Expectations' expectations by name), and read from there with the build's
+settings (`gate_suites`). Each suite runs in DuckDB as set-based queries with the meaning its GX expectations have
+(`quality.expectations`): its rows are counted where they are, and only a failing check's first rows are fetched, so
+a million games' tables never reach Python (the gate pulled frames into GX until issue 37; GX on a frame remains the
+reference the SQL is tested against, `quality.validator`). Checks that need the event order (a vote by a player
+already dead) are computed in SQL first (`int_game_checks`, `int_votes`) and the suite expects zero violations.
+Every expectation's outcome is stored in `validation_results`; any failure fails the build, which then is not
+published (`warehouse.builds.gate_passed`).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 import duckdb
 
 from mafiabench.errors import UserError
-from mafiabench.quality.suites import Check, Suite, declared_suites, ident
-from mafiabench.quality.validator import ExpectationResult, ValidatorProcess, _Validator, json_safe_rows
+from mafiabench.quality.expectations import ExpectationResult, json_safe_rows, run_suite
+from mafiabench.quality.suites import Check, Suite, declared_suites
 from mafiabench.warehouse.builds import ensure_build_tables
 
-__all__ = ["DEFAULT_MAX_UNUSABLE", "Check", "ExpectationResult", "QualityGateError", "Suite", "ValidatorProcess",
-           "candidate_sql", "failure_message", "gate_suites", "json_safe_rows", "run_suites", "store_results"]
+__all__ = ["DEFAULT_MAX_UNUSABLE", "Check", "ExpectationResult", "QualityGateError", "Suite", "failure_message",
+           "gate_suites", "json_safe_rows", "run_suites", "store_results"]
 
 # The largest share of landed games that may be invalid or unscored before the build is refused (`mafiabench build
 # --max-unusable`): marts over a few survivors of a broken import are not results.
@@ -53,95 +53,11 @@ def gate_suites(docs: Mapping[str, Mapping[str, Any]], max_unusable: float = DEF
 # -- running -----------------------------------------------------------------------------------------------------
 
 
-def _literal(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(float(value)) if isinstance(value, float) else str(value)
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _candidates(check: Check) -> str | None:
-    """A SQL predicate over the suite's rows that holds for every row `check` could flag (a superset: nulls and NaN
-    included wherever in doubt), or None when the check is not about single rows (it then needs every row)."""
-    if check.candidates is not None:
-        return check.candidates
-    kw = check.kwargs
-    kind = check.expectation
-    if kind == "ExpectColumnValuesToBeInSet":
-        values = ", ".join(_literal(v) for v in kw["value_set"])
-        return f"not coalesce({ident(kw['column'])} in ({values}), false)" if values else "true"
-    if kind == "ExpectColumnValuesToBeBetween":
-        col = ident(kw["column"])
-        bounds = []
-        if kw.get("min_value") is not None:
-            bounds.append(f"{col} >= {_literal(kw['min_value'])}")
-        if kw.get("max_value") is not None:
-            bounds.append(f"{col} <= {_literal(kw['max_value'])}")
-        # DuckDB orders NaN above every number; pandas treats it as missing: either way GX decides on the row.
-        return f"not coalesce({' and '.join(bounds)}, false)" if bounds else None
-    if kind == "ExpectColumnValuesToNotBeNull":
-        col = ident(kw["column"])
-        return f"{col} is null or try_cast({col} as double) is not distinct from 'nan'::double"
-    return None
-
-
-def _unique_columns(check: Check) -> list[str] | None:
-    if check.expectation == "ExpectColumnValuesToBeUnique":
-        return [check.kwargs["column"]]
-    if check.expectation == "ExpectCompoundColumnsToBeUnique":
-        return list(check.kwargs["column_list"])
-    return None
-
-
-def candidate_sql(suite: Suite) -> str | None:
-    """The suite's query narrowed to the rows some check could flag, or None when a check needs every row
-    (a table-level expectation). GX still validates what this returns, so it decides each row and names it;
-    a clean million-game warehouse yields empty frames instead of tens of millions of rows pulled into pandas.
-    Duplicates for the uniqueness checks are every row whose key occurs more than once."""
-    parts: list[str] = []
-    dups: list[str] = []
-    for i, check in enumerate(suite.checks):
-        key = _unique_columns(check)
-        if key is not None:
-            cols = ", ".join(ident(c) for c in key)
-            dups.append(f"__dup{i} as (select {cols} from __suite group by all having count(*) > 1)")
-            match = " and ".join(f"__dup{i}.{ident(c)} is not distinct from __suite.{ident(c)}" for c in key)
-            parts.append(f"exists (select 1 from __dup{i} where {match})")
-            continue
-        predicate = _candidates(check)
-        if predicate is None:
-            return None
-        parts.append(f"({predicate})")
-    if not parts:
-        return None
-    # Not materialised: the uniqueness checks read the suite twice, and scanning a raw table twice costs less than
-    # storing its rows once (raw_players at 1M games: 0.9 -> 0.5 s).
-    ctes = ",\n".join([f"__suite as not materialized ({suite.query})", *dups])
-    return f"with {ctes}\nselect * from __suite where {' or '.join(parts)}"
-
-
-def run_suites(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    suites: Sequence[Suite],
-    pull: Callable[[duckdb.DuckDBPyConnection, str], Any] | None = None,
-    validator: _Validator | ValidatorProcess | None = None,
-) -> list[ExpectationResult]:
-    """Run the GX suites (a build's: `gate_suites`); return one result per expectation. (The dbt project's data tests
-    run in the pipeline beside these: `mafiabench.publish`.) `validator`: where GX runs, by default in this process;
-    a build passes its helper (`validator.start_validator`)."""
-    validator = validator or _Validator()
-    fetch = pull or (lambda c, q: c.sql(q).df())
-    pending: list[Future[list[ExpectationResult]]] = []
-    for suite in suites:
-        narrowed = candidate_sql(suite)
-        if narrowed is None:
-            pending.append(validator.submit(suite, fetch(con, suite.query)))
-            continue
-        total = int(con.sql(f"select count(*) from ({suite.query})").fetchall()[0][0])
-        pending.append(validator.submit(suite, fetch(con, narrowed), element_count=total))
-    return [r for future in pending for r in future.result()]
+def run_suites(con: duckdb.DuckDBPyConnection, *, suites: Sequence[Suite]) -> list[ExpectationResult]:
+    """Run the suites (a build's: `gate_suites`) as queries in DuckDB (`quality.expectations`); return one result
+    per expectation, in the suites' order. (The dbt project's data tests run in the pipeline beside these:
+    `mafiabench.publish`.)"""
+    return [r for suite in suites for r in run_suite(con, suite)]
 
 
 def store_results(con: duckdb.DuckDBPyConnection, build_id: str, results: Sequence[ExpectationResult]) -> None:

@@ -32,15 +32,12 @@ GX_META_KEY = "gx"
 
 @dataclass(frozen=True)
 class Check:
-    """One expectation of a suite: a GX expectation class name, its kwargs, and the rule it enforces.
-
-    `candidates` overrides the SQL predicate that selects the rows GX must see for this check (see
-    `gate.candidate_sql`); it must hold for every row the expectation could flag."""
+    """One expectation of a suite: a GX expectation class name, its kwargs, and the rule it enforces (run as SQL
+    with that expectation's meaning: `quality.expectations`)."""
 
     expectation: str
     kwargs: dict[str, Any]
     rule: str
-    candidates: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,10 +55,8 @@ def ident(column: str) -> str:
 
 
 def not_blank(column: str, rule: str) -> Check:
-    # RE2 (DuckDB) and Python disagree on what `\s` matches (Python's includes U+00A0, U+001C-U+001F, ...), so the
-    # SQL pre-filter keeps every value without a printable non-space ASCII character, and GX's regex decides.
-    return Check("ExpectColumnValuesToNotMatchRegex", {"column": column, "regex": r"^\s*$"}, rule,
-                 candidates=f"not coalesce(regexp_matches({ident(column)}, '[!-~]'), false)")
+    # `\s` as Python (GX) reads it, U+00A0 and U+001C-U+001F among others: `quality.expectations` compiles it so.
+    return Check("ExpectColumnValuesToNotMatchRegex", {"column": column, "regex": r"^\s*$"}, rule)
 
 
 KINDS = ("unique", "not_null", "not_blank", "in_set", "between", "no_rows")
