@@ -23,6 +23,7 @@ import orjson
 from pydantic import BaseModel
 
 from mafiabench import __version__
+from mafiabench.engine.claims import Claim
 from mafiabench.engine.core import ROLE_TEAM, GameEngine, Outcome
 from mafiabench.engine.events import Event
 from mafiabench.redact import known_secrets, scrub_json
@@ -191,6 +192,29 @@ class GameRecord:
     @property
     def winner(self) -> str | None:
         return self.outcome.get("winner")
+
+
+def statement_truth(entry: dict[str, Any], roles: dict[str, str]) -> dict[str, Any]:
+    """What the game says of one entry of a record's `statements`: its checkable claims (unhedged ones) and how
+    many are false by the players' roles, the role or team the speaker claims for itself (and whether it is so), the
+    players it says are mafia (and whether all are). `false_claim`: at least one checkable claim is false."""
+    claims = [Claim.from_dict(c) for c in entry.get("claims") or ()]
+    firm = [c for c in claims if not c.hedged]
+    held = [c.holds(roles) for c in firm]
+    own = next((c for c in firm if c.player == entry.get("speaker")), None)
+    accused = [c.player for c in firm if (c.value == "mafia" and c.said == "team" and not c.negated)
+               or (c.value == "mafioso" and c.said == "role" and not c.negated)]
+    own_claim = None if own is None else ("not " if own.negated else "") + own.value
+    return {
+        "n_claims": len(claims),
+        "n_checkable_claims": len(firm),
+        "n_false_claims": sum(1 for h in held if h is False),
+        "false_claim": any(h is False for h in held),
+        "self_claim": own_claim,
+        "self_claim_true": None if own is None else own.holds(roles),
+        "accused": accused,
+        "accusations_true": all(roles.get(p) == "mafioso" for p in accused) if accused else None,
+    }
 
 
 def dumps(obj: Any) -> str:

@@ -26,7 +26,8 @@ EXPERIMENT = "side"
 
 def scripted(n: int) -> list[GameRecord]:
     exp = parse_experiment(
-        {"name": EXPERIMENT, "games_per_cell": n, "cells": [{"name": "c", "agents": {"default": "scripted/naive"}}]}
+        {"name": EXPERIMENT, "games_per_cell": n, "cells": [{"name": "c", "agents": {"default": "scripted/naive"}}],
+         "statements": {}}  # statement labels on: raw_statements and raw_statement_labels get rows too
     )
 
     async def play() -> list[GameRecord]:
@@ -91,7 +92,8 @@ def lines_only(folder: Path, dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def games() -> list[GameRecord]:
-    """Games filling every raw table: scripted games (model calls) and classic games in belief mode (beliefs)."""
+    """Games filling every raw table: scripted games (model calls, statement labels) and classic games in belief mode
+    (beliefs)."""
     beliefs = engine_records(4, seed=3, variant="classic", rules={"n_players": 6, "n_mafia": 1, "decision": "belief"})
     return scripted(8) + beliefs
 

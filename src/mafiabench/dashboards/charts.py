@@ -800,3 +800,43 @@ def deceiver_detector_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, 
         .add_params(study)
     )
     return _spec(chart, rows)
+
+
+def statement_rates_chart(rows: Rows) -> dict[str, Any]:
+    """Per (study, model, role): how often its statements are deceptive by its own labels, its listeners' and the
+    game's claims, side by side; a bar links to the list of those statements (`href`)."""
+    chart = (
+        alt.Chart(DATA)
+        .mark_bar()
+        .encode(
+            x=alt.X("rate:Q", title="share of statements", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("measure:N", title=None),
+            color=alt.Color("measure:N", legend=None),
+            row=alt.Row("who:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
+            href="href:N",
+            tooltip=[alt.Tooltip("who:N", title="model · role"), alt.Tooltip("measure:N"),
+                     alt.Tooltip("rate:Q", format=".0%"), alt.Tooltip("n:Q", title="labels or statements")],
+        )
+        .properties(width=WIDTH - 200, height=alt.Step(16))
+    )
+    return _spec(chart, rows)
+
+
+def statement_detection_chart(rows: Rows) -> dict[str, Any]:
+    """Per (listener model and team, truth): precision, recall and AUROC of its verdicts; a point links to the
+    statements it judged (`href`)."""
+    chart = (
+        alt.Chart(DATA)
+        .mark_point(filled=True, size=80)
+        .encode(
+            x=alt.X("value:Q", title="value", scale=alt.Scale(domain=[0, 1])),
+            y=alt.Y("metric:N", title=None),
+            color=alt.Color("truth:N", title="scored against"),
+            row=alt.Row("who:N", title=None, header=alt.Header(labelAngle=0, labelAlign="left")),
+            href="href:N",
+            tooltip=[alt.Tooltip("who:N", title="listener model · team"), alt.Tooltip("truth:N"),
+                     alt.Tooltip("metric:N"), alt.Tooltip("value:Q", format=".2f"), alt.Tooltip("labels:Q")],
+        )
+        .properties(width=WIDTH - 200, height=alt.Step(16))
+    )
+    return _spec(chart, rows)

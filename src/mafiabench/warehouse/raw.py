@@ -21,7 +21,7 @@ import duckdb
 import orjson
 
 from mafiabench.errors import UserError
-from mafiabench.record import GameRecord, dumps, encode_record
+from mafiabench.record import GameRecord, dumps, encode_record, statement_truth
 from mafiabench.redact import scrub_json, scrub_obj
 
 if TYPE_CHECKING:
@@ -71,6 +71,18 @@ RAW_SCHEMA: dict[str, str] = {
     "raw_beliefs": """
         game_id VARCHAR, seq INTEGER, player VARCHAR, phase VARCHAR, round INTEGER, action VARCHAR,
         candidate VARCHAR, probability DOUBLE, uniform_fallback BOOLEAN, mafia_probability DOUBLE""",
+    # Statement labels (`[statements]`, agents/statements.py): one row per public message of a game played with
+    # them, with the truth the game gives (the speaker's role and team, the claims it makes that the roles check)...
+    "raw_statements": """
+        game_id VARCHAR, seq INTEGER, phase VARCHAR, round INTEGER, speaker VARCHAR, speaker_role VARCHAR,
+        speaker_team VARCHAR, text VARCHAR, listeners VARCHAR[], n_claims INTEGER, n_checkable_claims INTEGER,
+        n_false_claims INTEGER, false_claim BOOLEAN, self_claim VARCHAR, self_claim_true BOOLEAN, accused VARCHAR[],
+        accusations_true BOOLEAN, claims_json VARCHAR""",
+    # ... and one row per (message, assessor): the speaker's own label and each living listener's.
+    "raw_statement_labels": """
+        game_id VARCHAR, seq INTEGER, assessor VARCHAR, kind VARCHAR, call_index INTEGER, is_deceptive BOOLEAN,
+        confidence DOUBLE, deception_type VARCHAR, suspicion_level DOUBLE, reasoning VARCHAR,
+        chain_of_thought VARCHAR, format_failure BOOLEAN, parse_error VARCHAR""",
     # The Mafia Detector's answers (mafiabench.detect): one row per (game, day cut, detector, prompt sha256).
     "raw_detections": """
         game_id VARCHAR, cut INTEGER, detector VARCHAR, prompt_sha256 VARCHAR, prompt_version VARCHAR,
@@ -119,7 +131,10 @@ def column_names(table: str) -> list[str]:
 DETECTION_KEY = ("game_id", "cut", "detector", "prompt_sha256")
 
 # The tables a game record lands in (and a shard's sidecar holds).
-GRAIN_TABLES = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")
+GRAIN_TABLES = (
+    "raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs", "raw_statements",
+    "raw_statement_labels",
+)
 
 
 
@@ -566,7 +581,7 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
     the lines' `line_sha256`, when the caller has them already."""
     now = datetime.now(UTC).replace(tzinfo=None)
     rows: dict[str, list[tuple[Any, ...]]] = {t: [] for t in GRAIN_TABLES}
-    g, pl_, _, ca, be = (rows[t] for t in GRAIN_TABLES)  # events: column-wise, below
+    g, pl_, _, ca, be, st, sl = (rows[t] for t in GRAIN_TABLES)  # events: column-wise, below
     dumps_sorted = _SORTED.encode
     records: dict[str, list[int]] = {t: [] for t in GRAIN_TABLES}
     evs: list[dict[str, Any]] = []  # every event of the batch, and the record each came from: taken column-wise
@@ -651,6 +666,8 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
                 sent.get("max_tokens"),
                 sent.get("reasoning_effort"),
             ))
+        if d.get("statements"):
+            _statement_rows(gid, d, events, st, sl)
         for t in GRAIN_TABLES:
             rec = records[t]
             rec.extend([i] * (len(rows[t]) - len(rec)))
@@ -677,6 +694,31 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
             {**dict(zip(names, cols, strict=True)), RECORD_COLUMN: records[t]}, schema=_arrow_schema(t)
         )
     return out
+
+
+def _statement_rows(
+    gid: str, d: dict[str, Any], events: list[dict[str, Any]], st: list[tuple[Any, ...]], sl: list[tuple[Any, ...]]
+) -> None:
+    """`raw_statements` and `raw_statement_labels` rows of a record played with `[statements]`."""
+    roles = {p["name"]: p["role"] for p in d["players"]}
+    teams = {p["name"]: p["team"] for p in d["players"]}
+    texts = {e["seq"]: e.get("text") for e in events if e["type"] == "message"}
+    for entry in d["statements"]:
+        truth = statement_truth(entry, roles)
+        speaker = entry.get("speaker")
+        st.append((  # in RAW_SCHEMA["raw_statements"]'s order
+            gid, entry["seq"], entry.get("phase"), entry.get("round"), speaker, roles.get(speaker),
+            teams.get(speaker), texts.get(entry["seq"]), list(entry.get("listeners") or []), truth["n_claims"],
+            truth["n_checkable_claims"], truth["n_false_claims"], truth["false_claim"], truth["self_claim"],
+            truth["self_claim_true"], truth["accused"], truth["accusations_true"],
+            _sorted_json(entry.get("claims") or []),
+        ))
+        for lb in entry.get("labels") or ():
+            sl.append((
+                gid, entry["seq"], lb.get("assessor"), lb.get("kind"), lb.get("call"), lb.get("is_deceptive"),
+                lb.get("confidence"), lb.get("deception_type"), lb.get("suspicion_level"), lb.get("reasoning"),
+                lb.get("chain_of_thought"), bool(lb.get("format_failure")), lb.get("error"),
+            ))
 
 
 def _event_columns(

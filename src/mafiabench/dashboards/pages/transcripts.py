@@ -198,6 +198,19 @@ def transcript_pages(m: Marts, game_ids: Sequence[str], *, rendered: Mapping[str
             if m.has("mart_model_answers")
             else {}
         )
+        labels = (
+            _by_game(
+                m.rows(
+                    """select game_id, seq, assessor, kind, is_deceptive, confidence, deception_type,
+                          suspicion_level, reasoning, format_failure
+                   from mart_statement_labels where game_id in (select unnest($ids))
+                   order by game_id, seq, kind desc, assessor""",
+                    params,
+                )
+            )
+            if m.has("mart_statement_labels")
+            else {}
+        )
         for gid in chunk:
             game = games.get(gid, {"game_id": gid})
             game = {**game, "error": errors.get(gid), "seed": seeds.get(gid)}
@@ -209,6 +222,7 @@ def transcript_pages(m: Marts, game_ids: Sequence[str], *, rendered: Mapping[str
                 cost=cost.get(gid),
                 path=rendered.get(gid) or transcript_path(gid),
                 calls=calls.get(gid, []),
+                labels=labels.get(gid, []),
             )
 
 
@@ -221,9 +235,16 @@ def transcript_page(
     cost: Mapping[str, Any] | None = None,
     path: str | None = None,
     calls: Sequence[Mapping[str, Any]] = (),
+    labels: Sequence[Mapping[str, Any]] = (),
 ) -> Page:
     gid = str(game["game_id"])
     views = [v for v in (event_view(e) for e in events) if v is not None]
+    by_seq: dict[Any, list[dict[str, Any]]] = {}
+    for lb in labels:  # statement labels ([statements]) shown beside the message they judge
+        by_seq.setdefault(lb["seq"], []).append(dict(lb))
+    for v in views:
+        if v["kind"] == "message" and v.get("seq") in by_seq:
+            v["labels"] = by_seq[v["seq"]]
     attach_raw_answers(views, [c for c in calls if c.get("format_failure")])
     attach_full_answers(views, [c for c in calls if not c.get("format_failure") and c.get("response_text")])
     failure = failure_text(game, [c for c in calls if c.get("response_text") is None and c.get("error_class")])
