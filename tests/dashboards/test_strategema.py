@@ -96,32 +96,34 @@ def test_the_offline_study_produces_every_table(study: tuple[Path, Path, float])
           f"{seconds:.1f} s")
 
 
-def test_deception_comes_from_p_mafia_on_the_offline_study(study: tuple[Path, Path, float]) -> None:
-    """Every voting villager of classic/v3 answers P(mafia) beside its vote: D_i exists for the mafiosos."""
+def test_deception_comes_from_the_vote_distributions_on_the_offline_study(study: tuple[Path, Path, float]) -> None:
+    """classic/v4 asks what the appendix asks, the vote distribution only; D_i is computed from it (section 3.2),
+    and the P(mafia) extension's D is empty (issue 35 item 3)."""
     import duckdb
 
     con = duckdb.connect(str(study[0]), read_only=True)
-    got = rows(con, """select count(*) as n, min(deception_score) as lo, max(deception_score) as hi
+    got = rows(con, """select count(*) as n, min(deception_score) as lo, max(deception_score) as hi,
+                              count(deception_score_mafia_probability) as suspected
                        from mart_deception_scores where study = 'strategema-offline'""")[0]
-    assert got["n"] > 20 and 0 <= got["lo"] < got["hi"] <= 1
-    missing = rows(con, """select count(*) as n from stg_beliefs as b
-                           inner join fct_player_games as p on p.game_id = b.game_id and p.name = b.player
-                           where b.action = 'vote' and p.team = 'town' and b.mafia_probability is null""")[0]
-    assert missing["n"] == 0  # every town vote carried P(mafia) for every candidate
+    assert got["n"] > 20 and 0 <= got["lo"] < got["hi"] <= 1 and got["suspected"] == 0
+    asked = rows(con, """select count(*) as n from stg_beliefs as b inner join mart_classic_games as g using (game_id)
+                         where g.study = 'strategema-offline' and b.mafia_probability is not null""")[0]
+    assert asked["n"] == 0  # no prompt of the study asked P(mafia)
 
 
 def test_uniform_beliefs_give_the_value_the_definition_implies_at_every_size(
     study: tuple[Path, Path, float]
 ) -> None:
-    """Villagers who ignore all evidence, P(mafia) = M / (N - 1) for every other player on every day, give every
-    mafioso D_i = 1 - M / (N - 1): 0.6, 0.714, 0.667, 0.727 for (6, 2) (8, 2) (10, 3) (12, 3). It follows the mafia
-    ratio, not N: at (10, 3) it is lower than at (8, 2). The vote distribution's uniform answer, 1 - 1/(alive - 1),
-    would rise with N by construction (0.75 to 0.9 on day 1)."""
+    """The P(mafia) extension's D: villagers who ignore all evidence, P(mafia) = M / (N - 1) for every other player on
+    every day, give every mafioso 1 - M / (N - 1): 0.6, 0.714, 0.667, 0.727 for (6, 2) (8, 2) (10, 3) (12, 3). It
+    follows the mafia ratio, not N: at (10, 3) it is lower than at (8, 2). The published D_i, from the vote
+    distribution's uniform answer, is 1 - 1/(alive - 1) on each day: it rises with N by construction."""
     import duckdb
 
     con = duckdb.connect(str(study[0]), read_only=True)
-    got = rows(con, """select g.n_players, g.n_mafia, min(d.deception_score) as lo, max(d.deception_score) as hi,
-                              count(*) as mafiosos
+    got = rows(con, """select g.n_players, g.n_mafia, min(d.deception_score_mafia_probability) as lo,
+                              max(d.deception_score_mafia_probability) as hi, count(*) as mafiosos,
+                              min(d.deception_score) as vote_lo
                        from mart_deception_scores as d inner join mart_classic_games as g on g.game_id = d.game_id
                        where d.study = ? group by all order by g.n_players""", [UNIFORM])
     assert [(r["n_players"], r["n_mafia"]) for r in got] == [(6, 2), (8, 2), (10, 3), (12, 3)]
@@ -130,10 +132,15 @@ def test_uniform_beliefs_give_the_value_the_definition_implies_at_every_size(
         assert r["lo"] == pytest.approx(expected, abs=1e-6) and r["hi"] == pytest.approx(expected, abs=1e-6), r
     values = [r["lo"] for r in got]
     assert values[2] < values[1]  # not monotone in N
+    # the published D_i, from the vote distributions, is there beside it, and is what the configuration table averages
+    assert all(0 < r["vote_lo"] < 1 for r in got)
     tables = {r["n_players"]: r["mean_deception_score"] for r in rows(
         con, "select n_players, mean_deception_score from mart_classic_configurations where study = ?", [UNIFORM])}
-    assert tables == {6: pytest.approx(3 / 5), 8: pytest.approx(5 / 7), 10: pytest.approx(2 / 3),
-                      12: pytest.approx(8 / 11)}
+    means = {r["n_players"]: r["d"] for r in rows(
+        con, """select g.n_players, avg(d.deception_score) as d from mart_deception_scores as d
+                inner join mart_classic_games as g on g.game_id = d.game_id where d.study = ? group by all""",
+        [UNIFORM])}
+    assert tables == {n: pytest.approx(d) for n, d in means.items()}
 
 
 def test_two_studies_in_one_warehouse_give_two_sets_of_tables(study: tuple[Path, Path, float]) -> None:

@@ -27,7 +27,7 @@ SHIPPED = sorted(p for p in (ROOT / "experiments").glob("*.toml")
                  if "reference" in tomllib.loads(p.read_text(encoding="utf-8")))
 # (experiment, the version folder it plays, a template of it)
 PLAYED = [("mini_mafia_backgrounds.toml", "mini-mafia/v4.1-full", "vote.txt"),
-          ("strategema.toml", "classic/v3", "vote.txt"),
+          ("strategema.toml", "classic/v4", "vote.txt"),
           ("hidden_in_plain_text.toml", "async/v2", "vote.txt")]
 SENTENCE = "Remember that the quietest player is often the guilty one."
 

@@ -27,10 +27,10 @@ ROOT = Path(__file__).resolve().parents[2]
 STUDY = ROOT / "experiments" / "strategema.toml"
 # The deviations the study keeps: the no-speaking condition on every configuration, which measures Table 2's
 # "without speaking" column (the paper took it from outside benchmarks); rules, caps and who-sees-what the paper does
-# not state; the limited-memory prompt's claim to the whole record; what classic/v3 says that the appendix does not.
+# not state; what classic/v4 says that the appendix does not.
 KEPT = {"design.no_speaking", "rules.night", "rules.reveal_role", "rules.max_days", "visibility.night_proposals",
-        "caps.statement_chars", "caps.statement_tokens", "caps.belief_tokens", "design.limited_memory_prompt",
-        "added.belief_state", "added.composition", "added.json_only", "added.quoted_statement", "added.reveal"}
+        "caps.statement_chars", "caps.statement_tokens", "caps.belief_tokens",
+        "added.composition", "added.json_only", "added.quoted_statement", "added.reveal"}
 
 
 def edited(edit: Any) -> Experiment:
@@ -79,6 +79,8 @@ def _set(*path: str, value: Any) -> Any:
     [
         (_model("openai/gpt-4.1-mini"), "models.main"),  # what the study played before issue 26
         (_set("prompt_version", value="v2"), "prompt.words"),  # the condensed prompt: no word map
+        (_set("prompt_version", value="v4-belief"), "added.belief_state"),  # the P(mafia) extension: counted
+        (_set("prompt_version", value="v3"), "design.limited_memory_prompt"),  # v3 tells it the whole record
         (_set("models", "openai/gpt-4.1", "response_format", value="text"), "models.structured_output"),
         (_set("models", "openai/gpt-4.1", "temperature", value=1.0), "models.temperature.main"),
         (_set("rules", "memory_k", value=5), "rules.memory_k"),

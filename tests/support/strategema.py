@@ -24,7 +24,8 @@ UNIFORM = "strategema-uniform"
 def offline_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, float]:
     """(warehouse, dashboards, seconds): experiments/strategema_offline.toml with 2 games per cell (every cell, so
     every table), and in the same warehouse a second study, `strategema-uniform`, whose villagers answer uniform
-    beliefs (`fake/uniform`: P(mafia) = M / (N - 1) for everyone, never updated) on the four configurations; played,
+    beliefs (`fake/uniform`: P(mafia) = M / (N - 1) for everyone, never updated; prompts classic/v4-belief, the
+    P(mafia) extension) on the four configurations; played,
     built behind the quality gate and rendered; shared by the xdist workers."""
     folder, lock = _shared(tmp_path_factory, "strategema-offline")
     try:
@@ -39,7 +40,8 @@ def offline_study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
             assert summary.status == "completed", summary.text()
             baseline = [c.model_copy(update={"agents": {"default": "fake/uniform"}})
                         for c in exp.cells if not c.rules.keys() - {"n_players", "n_mafia"} and c.games is None]
-            uniform = exp.model_copy(update={"name": UNIFORM, "cells": baseline, "games_per_cell": 1})
+            uniform = exp.model_copy(update={"name": UNIFORM, "cells": baseline, "games_per_cell": 1,
+                                             "prompt_version": "v4-belief"})  # the P(mafia) extension
             summary = asyncio.run(run_study(uniform, warehouse=db, progress=False))
             assert summary.status == "completed", summary.text()
             assert publish.build(db).passed
