@@ -459,7 +459,7 @@ def _rate_interval_chart(
     if column:
         chart = layer.facet(
             column=alt.Column(f"{column}:N", title=None, header=alt.Header(labelFontWeight="bold"),
-                              **({"sort": list(column_sort)} if column_sort else {}))
+                              sort=list(column_sort) if column_sort else alt.Undefined)
         ).resolve_scale(y="independent")
     else:
         chart = layer
