@@ -28,8 +28,11 @@ def sql_files() -> list[Path]:
 
 
 def _yaml_models(layer: str) -> dict[str, dict]:
-    docs = yaml.safe_load((PROJECT / "models" / layer / f"_{layer}.yml").read_text())
-    return {m["name"]: m for m in docs["models"]}
+    """Every model described in the layer's YAML files (one beside each model since the split)."""
+    models: dict[str, dict] = {}
+    for path in sorted((PROJECT / "models" / layer).glob("*.yml")):
+        models.update({m["name"]: m for m in yaml.safe_load(path.read_text()).get("models", [])})
+    return models
 
 
 @pytest.mark.parametrize("path", sql_files(), ids=lambda p: p.stem)
@@ -46,7 +49,7 @@ def test_model_file_style(path: Path) -> None:
         assert not name.startswith(("stg_", "int_", "fct_", "dim_", "mart_", "raw_", "ref_")), (
             f"{path.name}: `{name}` must be a ref() or source()")
     doc = _yaml_models(layer).get(path.stem)
-    assert doc and doc.get("description") and doc["meta"].get("grain"), f"{path.stem}: describe it in _{layer}.yml"
+    assert doc and doc.get("description") and doc["meta"].get("grain"), f"{path.stem}: describe it in {path.stem}.yml beside it"
 
 
 def test_every_yaml_model_has_a_file() -> None:
