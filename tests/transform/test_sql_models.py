@@ -49,7 +49,7 @@ def test_model_file_style(path: Path) -> None:
         assert not name.startswith(("stg_", "int_", "fct_", "dim_", "mart_", "raw_", "ref_")), (
             f"{path.name}: `{name}` must be a ref() or source()")
     doc = _yaml_models(layer).get(path.stem)
-    assert doc and doc.get("description") and doc["meta"].get("grain"), f"{path.stem}: describe it in {path.stem}.yml beside it"
+    assert doc and doc.get("description") and doc["meta"].get("grain"), f"{path.stem}: describe it beside it"
 
 
 def test_every_yaml_model_has_a_file() -> None:
