@@ -54,11 +54,15 @@ a million games would overflow float32's resolution).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
+import pickle
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -616,7 +620,9 @@ _SAMPLERS: dict[tuple[int, int, int, int, int, float], Any] = {}
 
 
 def _jax() -> Any:
-    """Import JAX on the CPU in double precision, with one host device per chain so the chains run in parallel."""
+    """Import JAX on the CPU in double precision, with one host device per chain so the chains run in parallel, and
+    XLA's compiled sampler kept on disk between processes (JAX's persistent compilation cache), so the NUTS compile
+    is paid once per machine and sampler shape, not once per build (issue 37 item 1)."""
     if "jax" not in sys.modules:  # the device count and platform are read once, when JAX starts
         flags = os.environ.get("XLA_FLAGS", "")
         if "xla_force_host_platform_device_count" not in flags:
@@ -625,7 +631,54 @@ def _jax() -> Any:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_compilation_cache_dir", str(_cache_dir("jax-compilation")))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
     return jax
+
+
+def _cache_dir(name: str) -> Path:
+    from mafiabench.transform.build.dbt_runner import cache_dir  # the one home of the cache folder's rule
+
+    return cache_dir(name)
+
+
+# What changes a NUTS fit besides its cells and settings: this module's code (the model and its normalisation) and
+# the libraries that sample and summarise it. Part of every fit's cache key.
+def _fit_code_key() -> dict[str, str]:
+    from importlib.metadata import version
+
+    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    return {"module": source, **{lib: version(lib) for lib in ("jax", "jaxlib", "numpyro", "numpy")}}
+
+
+def fit_cache_key(cells: Sequence[tuple[str, str, str, int, int]], **settings: Any) -> str:
+    """The NUTS fit's identity: its input rows in order, the sampler settings and seed, the model's code and the
+    sampling libraries' versions. Two builds with the same key get byte-identical fits, so the second reuses the
+    first's (`fit_latent_nuts`)."""
+    payload = {"cells": [list(c) for c in cells], "settings": settings, "code": _fit_code_key()}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _cached_fit(key: str) -> NutsFit | None:
+    path = _cache_dir("latent-fits") / f"{key}.pickle"
+    try:
+        with path.open("rb") as f:
+            fit = pickle.load(f)  # our own file in the user's cache, named by its content's key
+    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
+        return None
+    return fit if isinstance(fit, NutsFit) else None
+
+
+def _store_fit(key: str, fit: NutsFit) -> None:
+    folder = _cache_dir("latent-fits")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f".{key}.{os.getpid()}.tmp"
+        tmp.write_bytes(pickle.dumps(fit, protocol=pickle.HIGHEST_PROTOCOL))
+        tmp.replace(folder / f"{key}.pickle")  # whole or absent: a killed build never leaves half a fit
+    except OSError:
+        pass  # a cache that cannot be written costs a refit next time, never the build
 
 
 def _pad(size: int, floor: int) -> int:
@@ -668,7 +721,9 @@ def fit_latent_nuts(
     seed: int = SEED,
 ) -> NutsFit:
     """Sample the reference's model on (mafioso, villager, detective, games, mafia wins) cells; see the module.
-    Settings left out are the module's (`CHAINS`, `WARMUP`, `DRAWS`, `TARGET_ACCEPT`), read at each call."""
+    Settings left out are the module's (`CHAINS`, `WARMUP`, `DRAWS`, `TARGET_ACCEPT`), read at each call. A fit
+    whose cells, settings, seed and code equal an earlier one's is read from the cache (`fit_cache_key`): the same
+    bytes, without sampling again (a scheduled build whose Mini-Mafia games did not change pays nothing)."""
     chains = chains or CHAINS
     warmup = warmup or WARMUP
     draws = draws or DRAWS
@@ -676,6 +731,19 @@ def fit_latent_nuts(
     cells = [c for c in cells if c[3] > 0]
     if not cells:
         raise ValueError("no games to fit")
+    key = fit_cache_key(cells, chains=chains, warmup=warmup, draws=draws, target_accept=target_accept, seed=seed)
+    cached = _cached_fit(key)
+    if cached is not None:
+        return cached
+    fit = _sample(cells, chains=chains, warmup=warmup, draws=draws, target_accept=target_accept, seed=seed)
+    _store_fit(key, fit)
+    return fit
+
+
+def _sample(
+    cells: list[tuple[str, str, str, int, int]], *, chains: int, warmup: int, draws: int, target_accept: float,
+    seed: int,
+) -> NutsFit:
     # Each role's models get that role's parameter (a model that never played a role has none): on the published
     # design, where every model plays every role, this is the reference's model exactly; on a partial one a
     # prior-only parameter would take part in sum(c) > 0, mean(a) and mean(c), and let the sign flip back in.
