@@ -114,3 +114,24 @@ def test_every_bar_of_the_exceptional_games_chart_has_its_label(tmp_path: Path, 
     labels = tab.eval(HIDDEN_Y_LABELS)
     assert len(labels) == 11, labels
     assert [name for name, hidden in labels if hidden] == [], labels
+
+
+WIN_RATE_ROWS = """(() => { const table = Array.from(document.querySelectorAll('table')).find(t =>
+    Array.from(t.querySelectorAll('th')).some(th => th.textContent.trim() === 'grouping'));
+  return table ? Array.from(table.querySelectorAll('tbody tr')).map(r =>
+    Array.from(r.children).slice(0, 4).map(c => c.textContent.trim())) : []; })()"""
+
+
+def test_the_win_rates_table_shows_no_grouping_that_repeats_the_overall_row(site: Path, tab: Page) -> None:
+    """With one study the table listed the same row five times (all, experiment, study, prompt_version, source):
+    a grouping with one value in a variant is left out, and the page says which."""
+    tab.goto((site / "win-rates.html").as_uri())
+    rows = tab.eval(WIN_RATE_ROWS)
+    assert rows, "the table has no rows"
+    values: dict[tuple[str, str], set[str]] = {}
+    for variant, grouping, value, _team in rows:
+        values.setdefault((variant, grouping), set()).add(value)
+    single = {key for key, seen in values.items() if key[1] != "all" and len(seen) == 1}
+    assert not single, f"groupings with one value repeat the overall row: {sorted(single)}"
+    note = tab.eval("(document.querySelector('p.same-as-overall') || {}).textContent || ''")
+    assert "equal the overall row" in note, note

@@ -35,9 +35,22 @@ def build(ctx: Context) -> Page:
             charts.win_rate_chart(rows, dimensions=dims, variants=variants),
             "Win rates by the chosen grouping.",
         )
-    page.data["rows"] = [r for r in rows if r["dimension"] in TABLE_DIMENSIONS]
+    page.data["rows"], page.data["same_as_overall"] = overall_table(rows)
     page.data["stopping"] = stopping_rules(ctx)
     return page
+
+
+def overall_table(rows: list[dict[str, object]]) -> tuple[list[dict[str, object]], list[str]]:
+    """The table's rows, and the groupings left out of it: a grouping with one value in a variant (one experiment,
+    one study, one prompt version or one source) repeats the variant's overall row figure for figure, so its rows
+    say nothing the overall row does not (a study's page listed the same row five times)."""
+    table = [r for r in rows if r["dimension"] in TABLE_DIMENSIONS]
+    values: dict[tuple[object, object], set[object]] = {}
+    for r in table:
+        values.setdefault((r["variant"], r["dimension"]), set()).add(r["value"])
+    kept = [r for r in table if r["dimension"] == "all" or len(values[(r["variant"], r["dimension"])]) > 1]
+    left_out = sorted({str(d) for (_, d), v in values.items() if d != "all" and len(v) == 1})
+    return kept, left_out
 
 
 def stopping_rules(ctx: Context) -> list[dict[str, object]]:
