@@ -1,5 +1,5 @@
 """Quiet, honest runs (issue 14, item 6), from a real `mafiabench run` through Prefect: without --verbose the
-terminal gets no task-completion lines or server notices; with --verbose they come back, each printed whole above the
+terminal gets no task completion lines or server notices; with --verbose they come back, each printed whole above the
 progress bar (a pty, so the bar is live); the bar ends on the summary's counts; numbers have thousands separators."""
 
 from __future__ import annotations

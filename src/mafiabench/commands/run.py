@@ -29,7 +29,7 @@ PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
     "PREFECT_TASKS_DEFAULT_NO_CACHE": "true",
 }
-# Without --verbose the terminal gets warnings and errors only: no task-completion lines, no server notices. The
+# Without --verbose the terminal gets warnings and errors only: no task completion lines, no server notices. The
 # INFO lines still reach Prefect's API (its UI and the flow run's logs); only the console handler is raised.
 QUIET_PREFECT = {"PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "WARNING"}
 
