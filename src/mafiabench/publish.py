@@ -24,6 +24,7 @@ from mafiabench.errors import UserError
 from mafiabench.quality import gate as quality
 from mafiabench.transform.build.catalogue import model_docs
 from mafiabench.transform.build.marts import (
+    BuildProgress,
     BuildResult,
     Staged,
     data_tests,
@@ -122,9 +123,11 @@ def build_warehouse(
     raise_on_failure: bool = True,
     upset_threshold: float = 0.05,
     max_unusable: float | None = None,
+    progress: BuildProgress | None = None,
 ) -> BuildResult:
     """Stage every model, run the quality gate on the staged build, store its results, and publish the build only
-    if it passed (a refused build is discarded; without `validate` it stays staged, unpublished).
+    if it passed (a refused build is discarded; without `validate` it stays staged, unpublished). `progress` hears of
+    each model as it is built.
 
     Raises `quality.QualityGateError` (after storing the results) when an expectation fails and
     `raise_on_failure` is set; the error names each failing expectation and shows failing rows.
@@ -132,7 +135,7 @@ def build_warehouse(
     t0 = time.perf_counter()
     result = BuildResult(build_id=_new_build_id(), started_at=_now())
     ensure_build_tables(con)
-    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate)
+    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate, progress=progress)
     result.models = staged.models
     if validate:
         t1 = time.perf_counter()

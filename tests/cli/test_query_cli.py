@@ -24,11 +24,18 @@ def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_build_prints_a_summary(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """One line by default (models, time, the slowest three, the gate's verdict); the per-model table with -v. Not a
+    terminal, so no bar either: the output is the line alone."""
     assert main(["build", "--warehouse", str(warehouse), "--no-validate"]) == 0
     out = capsys.readouterr()
-    assert "NOT PUBLISHED" in out.out and "mart_win_rates" in out.err
+    assert out.out.count("\n") == 1 and "NOT PUBLISHED" in out.out and "slowest: " in out.out
+    assert out.err == ""
     assert main(["build", "--warehouse", str(warehouse)]) == 0
-    assert "PUBLISHED" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert out.out.count("\n") == 1 and "-> PUBLISHED" in out.out and out.err == ""
+    assert main(["build", "--warehouse", str(warehouse), "-v"]) == 0
+    out = capsys.readouterr()
+    assert "PUBLISHED" in out.out and "mart_win_rates" in out.err and out.err.count("\n") > 40
 
 
 def test_query_prints_a_table(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from mafiabench.commands import command
 from mafiabench.errors import UserError
 from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE
+
+if TYPE_CHECKING:
+    from mafiabench.transform.build.marts import BuildResult
 
 
 def register(app: typer.Typer) -> None:
@@ -52,18 +55,22 @@ def run(
         Path | None, typer.Option(help="dbt project folder (default: ./sql if it has a dbt_project.yml, else the "
                                   "packaged project)", show_default=False)
     ] = None,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="also print each model's layer, rows and seconds")
+    ] = False,
 ) -> int:
     from mafiabench.commands import Interrupt
     from mafiabench.publish import build
+    from mafiabench.study.progress import CountProgress
 
     require_games(warehouse)  # before the lock: a mistyped path gets neither a warehouse nor a lock file
     quiet_resource_tracker()
     interrupt = Interrupt(BUILD_HINT)
     try:
-        with interrupt:
+        with interrupt, CountProgress("build", "models") as bar:
             try:
                 result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold,
-                               max_unusable=max_unusable)
+                               max_unusable=max_unusable, progress=bar)
             except Exception:
                 if interrupt.interrupted:  # dbt catches the KeyboardInterrupt and reports a failed run
                     raise KeyboardInterrupt from None
@@ -73,11 +80,23 @@ def run(
         # dbt's threads otherwise leave multiprocessing finalizers printing tracebacks during the interpreter's exit.
         interrupt.exit_now()
         return 130
-    for m in result.models:
-        rows = "" if m.rows is None else f"{m.rows:>10} rows"
-        print(f"  {m.layer:<12} {m.name:<32} {m.materialized:<5} {rows} {m.seconds:7.3f}s", file=sys.stderr)
-    print(result.summary())
+    if verbose:
+        for m in result.models:
+            rows = "" if m.rows is None else f"{m.rows:>10} rows"
+            print(f"  {m.layer:<12} {m.name:<32} {m.materialized:<5} {rows} {m.seconds:7.3f}s", file=sys.stderr)
+        print(result.summary())
+    else:
+        print(one_line(result))
     return 0
+
+
+def one_line(result: BuildResult) -> str:
+    """The build's summary in one line: its models and time, the slowest three models, the gate's verdict."""
+    slowest = sorted(result.models, key=lambda m: m.seconds, reverse=True)[:3]
+    build, gate = result.summary().splitlines()
+    if slowest:
+        build += " (slowest: " + ", ".join(f"{m.name} {m.seconds:.1f}s" for m in slowest) + ")"
+    return f"{build}; {gate}"
 
 
 def quiet_resource_tracker() -> None:

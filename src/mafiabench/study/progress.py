@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from typing import Any, TextIO
 
 from rich.console import Console
@@ -100,3 +101,53 @@ def _reroute_handlers(old: TextIO, proxy: TextIO, bar: Console) -> list[Rerouted
             if isinstance(own, Console):
                 h.console = _ThroughBar(own, bar)  # type: ignore[attr-defined]
     return moved
+
+
+class CountProgress:
+    """A bar over things a command counts as it works (models built, games read, detections answered), for the
+    commands other than `run`: on a terminal only (a pipe or a log gets no redraws, just the command's own lines),
+    transient (the command's summary follows it), naming the latest thing done as plain text (a game id is data).
+
+        with CountProgress("build", "models") as bar:
+            bar.expect("sql", 57)        # a part's count, said again alike (parts add up to the total)
+            bar.done("mart_win_rates")
+    """
+
+    def __init__(self, label: str, unit: str, *, enabled: bool | None = None) -> None:
+        console = Console(file=sys.stderr)
+        self.active = console.is_terminal if enabled is None else enabled
+        self._parts: dict[str, int] = {}
+        self._done = 0
+        self._lock = threading.Lock()  # dbt reports its models from its worker threads
+        self._progress = Progress(
+            TextColumn(label),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn(unit),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[latest]}", markup=False),
+            console=console,
+            disable=not self.active,
+            transient=True,
+        )
+        self._task = self._progress.add_task(label, total=None, latest="")
+
+    def __enter__(self) -> CountProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._progress.stop()
+
+    def expect(self, part: str, count: int) -> None:
+        with self._lock:
+            if self._parts.get(part) != count:
+                self._parts[part] = count
+                self._progress.update(self._task, total=max(sum(self._parts.values()), self._done))
+
+    def done(self, name: str = "") -> None:
+        with self._lock:
+            self._done += 1
+            total = self._progress.tasks[0].total
+            self._progress.update(self._task, advance=1, latest=name,
+                                  total=None if total is None else max(total, self._done))

@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -170,11 +170,22 @@ def _root_logging_kept() -> Iterator[None]:
         root.setLevel(level)
 
 
-def _runner(manifest: Any = None) -> Any:
+def _runner(manifest: Any = None, on_model: Callable[[str, int], None] | None = None) -> Any:
     with _root_logging_kept():
         from dbt.cli.main import dbtRunner
 
-        return dbtRunner(manifest=manifest)
+        return dbtRunner(manifest=manifest, callbacks=None if on_model is None else [_model_built(on_model)])
+
+
+def _model_built(on_model: Callable[[str, int], None]) -> Callable[[Any], None]:
+    """dbt's event callback: `on_model(name, models in this run)` as each model is built (dbt's "OK created" line,
+    which it fires from its worker threads)."""
+
+    def callback(event: Any) -> None:
+        if event.info.name == "LogModelResult":
+            on_model(event.data.node_info.node_name, int(event.data.total))
+
+    return callback
 
 
 def _invoke(runner: Any, command: str, args: Sequence[str]) -> Any:
@@ -281,8 +292,10 @@ def run(
     project: Path,
     select: Sequence[str] | None = None,
     variables: dict[str, Any] | None = None,
+    on_model: Callable[[str, int], None] | None = None,
 ) -> list[NodeResult]:
-    """`dbt run` (models) or `dbt test` (data tests) against the warehouse file behind `con`."""
+    """`dbt run` (models) or `dbt test` (data tests) against the warehouse file behind `con`; `on_model(name, total)`
+    hears of each model as it is built (a progress bar)."""
     path = warehouse_file(con)
     parsed = manifest(project, path)
     args = [*_common_args(project, path, threads_for(con)), "--no-write-json", "--no-partial-parse"]
@@ -292,7 +305,7 @@ def run(
         args += ["--select", *select]
     with _LOCK:
         try:
-            res = _invoke(_runner(parsed), command, args)
+            res = _invoke(_runner(parsed, on_model), command, args)
         finally:
             _close_dbt_connections()
     if res.exception is not None:

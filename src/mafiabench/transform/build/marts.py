@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import duckdb
 import polars as pl
@@ -58,6 +58,15 @@ class ModelRun:
     rows: int | None
 
 
+class BuildProgress(Protocol):
+    """Who hears of a build's models as they are built (the build command's bar): `expect` says how many models a
+    part of the build ("sql", "python") has, more than once alike; `done` names each model once it is built."""
+
+    def expect(self, part: str, models: int) -> None: ...
+
+    def done(self, name: str) -> None: ...
+
+
 @dataclass
 class Staged:
     """A staged build: what was built, and for each published name its staged relation and kind."""
@@ -66,6 +75,7 @@ class Staged:
     models: list[ModelRun] = field(default_factory=list)
     relations: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (staged name, "view" | "table")
     python_steps: list[PythonModel] = field(default_factory=list)  # not yet run: `stage(..., python=False)`
+    progress: BuildProgress | None = None
 
 
 @dataclass
@@ -200,9 +210,11 @@ def stage(
     upset_threshold: float = 0.05,
     only: Iterable[str] | None = None,
     python: bool = True,
+    progress: BuildProgress | None = None,
 ) -> Staged:
     """Run the dbt models, then the Python models, all under staged names; nothing published changes. With
-    `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile)."""
+    `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile).
+    `progress` hears of each model as it is built."""
     from mafiabench.transform.models import PYTHON_MODELS
     from mafiabench.warehouse.landing import ensure_runs_table
 
@@ -219,14 +231,17 @@ def stage(
     if wanted is not None:
         python_names = {n for s in PYTHON_MODELS for n in (s.name, *s.outputs)}
         select = [f"+{n}" for n in sorted(wanted - python_names)] + [f"+{d}" for s in steps for d in s.depends_on]
-    staged = Staged(project=project)
+    staged = Staged(project=project, progress=progress)
+    if progress is not None:
+        progress.expect("python", len(steps))
     if select == []:
         results: list[NodeResult] = []
     else:
         with _build_settings(con):
             try:
                 results = dbt_runner.run(
-                    con, "run", project=project, select=select, variables={"upset_threshold": float(upset_threshold)}
+                    con, "run", project=project, select=select, variables={"upset_threshold": float(upset_threshold)},
+                    on_model=None if progress is None else _sql_built(progress),
                 )
             except DbtError as exc:
                 raise BuildError(str(exc)) from exc
@@ -244,6 +259,14 @@ def stage(
     if python:
         stage_python(con, staged)
     return staged
+
+
+def _sql_built(progress: BuildProgress) -> Callable[[str, int], None]:
+    def on_model(name: str, total: int) -> None:
+        progress.expect("sql", total)
+        progress.done(name)
+
+    return on_model
 
 
 def python_outputs(staged: Staged) -> set[str]:
@@ -266,6 +289,8 @@ def stage_python(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
             ModelRun(step.name, step.layer, "python", "table", time.perf_counter() - t0,
                      sum(frames[t].height for t in step.outputs))
         )
+        if staged.progress is not None:
+            staged.progress.done(step.name)
 
 
 _STAGED_NAME = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(STAGED_PREFIX)}(?=[A-Za-z0-9_])")
