@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.engine.events import PUBLIC, Event, Phase
 from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, write_record_atomic
@@ -36,6 +37,11 @@ class UnreadableGame:
 
 
 ImportedGame = GameRecord | UnreadableGame
+
+
+class FormatProblem(ValueError):
+    """A file or folder that cannot become a record; the message names the file, row or field, and the value."""
+
 Reader = Callable[..., Iterator[ImportedGame]]
 
 # format name -> (module, reader function, source name); modules are imported lazily (no import cycle).
@@ -676,3 +682,128 @@ def game_end(log: EventLog, outcome: Mapping[str, Any], players: list[tuple[str,
     log.emit("end", last, "game_end", data={"winner": outcome["winner"], "reason": outcome["reason"],
                                             "status": outcome["status"], "tie_decided": outcome["tie_decided"],
                                             "roles": dict(players)})
+
+
+def team_of(role: str) -> str:
+    """The engine's team of a role; a role the engine does not know (a human study's `bystander`) is town."""
+    return ROLE_TEAM.get(role, "town")
+
+
+# -- the shared steps of an async record (Dallinger, LLMafia) ---------------------------------------------------------
+
+
+@dataclass
+class AsyncEnding:
+    """What `end_async_game` made of a game's phases: its events, outcome, and the validity reasons and details so
+    far (a source adds its own reasons after these)."""
+
+    events: list[Event]
+    outcome: dict[str, Any]
+    reasons: list[str]
+    details: list[str]
+    without: list[str]  # phases that ended with no votes
+
+
+def end_async_game(variant: str, players: list[tuple[str, str]], phases: list[AsyncPhase], composition:
+                   Mapping[str, int], recorded: str | None, problems: list[str], *, recorded_as: str,
+                   aborted: bool = False) -> AsyncEnding:
+    """The log of an async game from its phases, the recorded winner checked against the players left (the
+    mismatch said as `recorded_as`, the source's own words for what it recorded), the outcome, and the validity
+    reasons every async source shares. `problems` gains the log's and the winner's problems."""
+    log = EventLog()
+    setup_events(log, variant, players, composition, team_of)
+    summary = build_async_log(log, players, phases, team_of)
+    problems += summary.problems
+    if recorded is not None and summary.game_over_winner not in (None, recorded):
+        problems.append(f"{recorded_as} but the players left say {summary.game_over_winner}")
+    outcome = async_outcome(recorded, summary, aborted=aborted)
+    game_end(log, outcome, players)
+    reasons = []
+    if aborted:
+        reasons.append("aborted")
+    if problems:
+        reasons.append("technical failure")
+    if recorded is None and not aborted:
+        reasons.append("no winner recorded")
+    without = phases_without_votes(summary, phases, finished=recorded is not None)
+    if without:
+        reasons.append("no votes cast")
+    details = problems + [f"no votes cast in {p}" for p in without]
+    return AsyncEnding(log.events, outcome, reasons, details, without)
+
+
+def read_game_folders(path: Path | str, source: str, markers: tuple[str, ...],
+                      build: Callable[[Path, str, str], GameRecord], *, not_found: str,
+                      required: tuple[str, ...] = ()) -> Iterator[ImportedGame]:
+    """Every game folder under `path` (a folder of game folders, or one game folder), a game folder being one that
+    holds any of `markers`: each built by `build(folder, rel, sha)`, or unreadable with the reason (a `required`
+    file missing, a FormatProblem, an OSError). `not_found` says what was expected when no game folder is found."""
+    root = Path(path)
+    if any((root / m).exists() for m in markers):
+        folders, base = [root], source_base(root, root_is_unit=True)
+    else:
+        folders = sorted({p.parent for name in markers for p in root.rglob(name)})
+        base = root
+    if not folders:
+        raise UserError(f"{root}: {not_found}")
+    for folder in folders:
+        rel = relative_name(folder, base)
+        missing = [f for f in required if not (folder / f).exists()]
+        if missing:
+            yield UnreadableGame(source, rel, f"{rel}: {', '.join(missing)} missing")
+            continue
+        try:
+            sha = sha256_chunks(p.read_bytes() for p in folder_files(folder))
+            yield build(folder, rel, sha)
+        except FormatProblem as exc:
+            yield UnreadableGame(source, rel, str(exc))
+        except OSError as exc:
+            yield UnreadableGame(source, rel, f"{rel}: cannot read ({exc})")
+
+
+# -- the shared steps of a Mini-Mafia record (batch files, SQLite database) -------------------------------------------
+
+MINI_MAFIA_ROLES = ("detective", "mafioso", "villager")
+
+
+def mini_mafia_night(players: list[tuple[str, str]], roles: Mapping[str, str], mafioso: str,
+                     victim: str | None) -> EventLog:
+    """The log up to the night's kill, as the engine writes it: the setup (the composition counted over `roles`,
+    name -> role), `Night 1 begins.`, and the kill and the death when there was a victim."""
+    log = EventLog()
+    counts = Counter(roles.values())
+    setup_events(log, "mini-mafia", players, {r: counts[r] for r in MINI_MAFIA_ROLES}, team_of)
+    log.emit("night", 1, "phase_start", text="Night 1 begins.")
+    if victim is not None:
+        log.emit("night", 1, "kill", actor=mafioso, target=victim, visibility="team:mafia",
+                 text=f"You killed {victim}.")
+        log.emit("night", 1, "death", target=victim, text=f"{victim} was found dead.", data={"cause": "night_kill"})
+    return log
+
+
+def mini_mafia_investigation(log: EventLog, detective: str, target: str, result: str) -> None:
+    """The detective's scripted investigation, in the engine's words."""
+    article = "the" if result in ("mafioso", "detective") else "a"
+    log.emit("night", 1, "investigate", actor=detective, target=target, visibility=f"player:{detective}",
+             text=f"You investigated {target} and discovered that they are {article} {result}.",
+             data={"result": result, "scripted": True})
+
+
+def mini_mafia_ending(log: EventLog, arrested: str | None, role: str | None, counts: dict[str, int], top: list[str],
+                      roles: Mapping[str, str]) -> dict[str, Any]:
+    """The day's arrest (when there was one: `role` is the arrested player's) and the game's end; the outcome they
+    make (a tie the arrest settled is `tie_decided`)."""
+    tie = arrested is not None and len(top) > 1 and arrested in top
+    if arrested is not None:
+        log.emit("day", 1, "elimination", target=arrested, tie_break=tie, text=f"{arrested} was arrested",
+                 data={"votes": counts, "role": role, "role_revealed": False})
+        winner = "town" if role == "mafioso" else "mafia"
+        outcome: dict[str, Any] = {"status": "finished", "winner": winner,
+                   "reason": "mafioso arrested" if winner == "town" else "innocent arrested", "tie_decided": tie,
+                   "days": 1}
+    else:
+        outcome = {"status": "unfinished", "winner": None, "reason": "no arrest recorded", "tie_decided": False,
+                   "days": 1}
+    log.emit("end", 1, "game_end", data={"winner": outcome["winner"], "reason": outcome["reason"],
+                                         "status": outcome["status"], "tie_decided": tie, "roles": dict(roles)})
+    return outcome

@@ -23,25 +23,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from mafiabench.engine.core import ROLE_TEAM
-from mafiabench.errors import UserError
 from mafiabench.importers.common import (
     AsyncPhase,
-    EventLog,
+    FormatProblem,
     ImportedGame,
     Item,
-    UnreadableGame,
-    async_outcome,
-    build_async_log,
-    folder_files,
-    game_end,
+    end_async_game,
     make_game_id,
     number_phases,
-    phases_without_votes,
-    relative_name,
-    setup_events,
-    sha256_chunks,
-    source_base,
+    read_game_folders,
     strip_speaker_prefix,
     validity,
 )
@@ -59,10 +49,6 @@ DEATH_MATCH_SECONDS = 10.0
 PROTOCOL_PLAYERS = (7, 12)
 PROTOCOL_MAFIA = 2
 OUTSIDE_PROTOCOL = "outside the study's protocol"
-
-
-class FormatProblem(ValueError):
-    """The folder cannot become a record; the message names the file, row, field and value."""
 
 
 def _bool(value: str | None, where: str) -> bool:
@@ -300,26 +286,10 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
 
     players = [(n.name, n.role) for n in nodes]
     n_mafia = sum(1 for _, r in players if r == "mafioso")
-    log = EventLog()
-    setup_events(log, VARIANT, players, {"mafioso": n_mafia, "bystander": len(players) - n_mafia},
-                 lambda r: ROLE_TEAM.get(r, "town"))
-    summary = build_async_log(log, players, phases, lambda r: ROLE_TEAM.get(r, "town"))
-    problems += summary.problems
-    if recorded is not None and summary.game_over_winner not in (None, recorded):
-        problems.append(f"recorded winner {recorded} but the players left say {summary.game_over_winner}")
-    outcome = async_outcome(recorded, summary)
-    game_end(log, outcome, players)
-
+    end = end_async_game(VARIANT, players, phases, {"mafioso": n_mafia, "bystander": len(players) - n_mafia},
+                         recorded, problems, recorded_as=f"recorded winner {recorded}")
     n_players = len(players)
-    reasons = []
-    if problems:
-        reasons.append("technical failure")
-    if recorded is None:
-        reasons.append("no winner recorded")
-    without = phases_without_votes(summary, phases, finished=recorded is not None)
-    if without:
-        reasons.append("no votes cast")
-    details = problems + [f"no votes cast in {p}" for p in without]
+    reasons, details, without = end.reasons, end.details, end.without
     if not PROTOCOL_PLAYERS[0] <= n_players <= PROTOCOL_PLAYERS[1] or n_mafia != PROTOCOL_MAFIA:
         reasons.append(OUTSIDE_PROTOCOL)
         details.append(f"{n_players} players and {n_mafia} mafioso{'s' if n_mafia != 1 else ''} (the study's "
@@ -339,8 +309,8 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
         rules={"n_players": n_players, "n_mafia": n_mafia, "start": "night", "night_chat": True, "reveal_role": True},
         players=[PlayerRecord(seat=i, name=name, role=role, agent="human/participant", model="human")
                  for i, (name, role) in enumerate(players)],
-        events=log.events,
-        outcome=outcome,
+        events=end.events,
+        outcome=end.outcome,
         design={"experiment": SOURCE, "cell": f"n_players={n_players};n_mafia={n_mafia}", "game_index": None,
                 "capabilities": [], "target": None, "background": "human"},
         provenance=Provenance(git_commit=git_commit(), source=SOURCE, source_file=rel, source_sha256=sha),
@@ -348,31 +318,8 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     )
 
 
-def _is_game(folder: Path) -> bool:
-    return (folder / "info.csv").exists() or (folder / "node.csv").exists()
-
-
 def read_dallinger(path: Path | str) -> Iterator[ImportedGame]:
     """Every game folder under `path` (a folder of game folders, or one game folder)."""
-    root = Path(path)
-    if _is_game(root):
-        folders, base = [root], source_base(root, root_is_unit=True)
-    else:
-        folders = sorted({p.parent for name in ("info.csv", "node.csv") for p in root.rglob(name)})
-        base = root
-    if not folders:
-        raise UserError(f"{root}: no Dallinger game folder found (expected folders holding node.csv, info.csv "
-                        "and network.csv)")
-    for folder in folders:
-        rel = relative_name(folder, base)
-        missing = [f for f in ("node.csv", "info.csv") if not (folder / f).exists()]
-        if missing:
-            yield UnreadableGame(SOURCE, rel, f"{rel}: {', '.join(missing)} missing")
-            continue
-        try:
-            sha = sha256_chunks(p.read_bytes() for p in folder_files(folder))
-            yield build_record(folder, rel, sha)
-        except FormatProblem as exc:
-            yield UnreadableGame(SOURCE, rel, str(exc))
-        except OSError as exc:
-            yield UnreadableGame(SOURCE, rel, f"{rel}: cannot read ({exc})")
+    return read_game_folders(path, SOURCE, ("info.csv", "node.csv"), build_record, required=("node.csv", "info.csv"),
+                             not_found="no Dallinger game folder found (expected folders holding node.csv, info.csv "
+                                       "and network.csv)")

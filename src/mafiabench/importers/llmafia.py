@@ -19,27 +19,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mafiabench.engine.core import ROLE_TEAM
-from mafiabench.errors import UserError
 from mafiabench.importers.common import (
     AsyncPhase,
-    EventLog,
+    FormatProblem,
     ImportedGame,
     Item,
-    UnreadableGame,
     apply_backspaces,
-    async_outcome,
-    build_async_log,
-    folder_files,
-    game_end,
+    end_async_game,
     make_game_id,
     normalise_model,
     number_phases,
-    phases_without_votes,
-    relative_name,
-    setup_events,
-    sha256_chunks,
-    source_base,
+    read_game_folders,
     strip_speaker_prefix,
     validity,
 )
@@ -66,10 +56,6 @@ _RESULTS = "Voting results:"
 _TALLY = re.compile(r"^(?P<name>.+?): (?P<n>\d+) votes?$")
 ROLE_WORDS = {"bystander": "bystander", "human": "bystander", "villager": "bystander",
               "mafia": "mafioso", "mafioso": "mafioso", "imposter": "mafioso", "impostor": "mafioso", "ai": "mafioso"}
-
-
-class FormatProblem(ValueError):
-    """The folder cannot become a record; the message names the file and the problem."""
 
 
 @dataclass
@@ -311,27 +297,8 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
                 data["raw_text"] = line.raw_text
             ph.items.append(Item(line.t, 1, seq, "message", actor=line.name, text=text, visibility=vis, data=data))
 
-    log = EventLog()
-    team_of = lambda r: ROLE_TEAM.get(r, "town")  # noqa: E731
-    setup_events(log, VARIANT, players, {"mafioso": len(mafia), "bystander": len(names) - len(mafia)}, team_of)
-    summary = build_async_log(log, players, phases, team_of)
-    problems += summary.problems
-    if recorded is not None and summary.game_over_winner not in (None, recorded):
-        problems.append(f"who_wins.txt says {recorded} but the players left say {summary.game_over_winner}")
-    outcome = async_outcome(recorded, summary, aborted=aborted)
-    game_end(log, outcome, players)
-
-    reasons = []
-    if aborted:
-        reasons.append("aborted")
-    if problems:
-        reasons.append("technical failure")
-    if recorded is None and not aborted:
-        reasons.append("no winner recorded")
-    without = phases_without_votes(summary, phases, finished=recorded is not None)
-    if without:
-        reasons.append("no votes cast")
-    details = problems + [f"no votes cast in {p}" for p in without]
+    end = end_async_game(VARIANT, players, phases, {"mafioso": len(mafia), "bystander": len(names) - len(mafia)},
+                         recorded, problems, recorded_as=f"who_wins.txt says {recorded}", aborted=aborted)
 
     rules: dict[str, Any] = {"n_players": len(names), "n_mafia": len(mafia), "start": phases[0].kind,
                              "night_chat": True, "reveal_role": True}
@@ -348,38 +315,19 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
         rules=rules,
         players=[PlayerRecord(seat=i, name=n, role=r, agent=agents[n][0], model=agents[n][1],
                               model_raw=agents[n][2]) for i, (n, r) in enumerate(players)],
-        events=log.events,
-        outcome=outcome,
+        events=end.events,
+        outcome=end.outcome,
         design={"experiment": SOURCE, "cell": f"n_players={len(names)};n_mafia={len(mafia)}",
                 "game_index": int(folder.name) if folder.name.isdigit() else None, "capabilities": [],
                 "target": models[0] if len(models) == 1 else None,
                 "background": "human" if any(agents[n][1] == "human" for n in names) else None},
         provenance=Provenance(git_commit=git_commit(), source=SOURCE, source_file=rel, source_sha256=sha),
-        validity=validity(reasons, details or None),
+        validity=validity(end.reasons, end.details or None),
     )
-
-
-def _is_game(folder: Path) -> bool:
-    return (folder / MANAGER_FILE).exists() or (folder / "player_names.txt").exists()
 
 
 def read_llmafia(path: Path | str) -> Iterator[ImportedGame]:
     """Every game folder under `path` (a folder of game folders, or one game folder)."""
-    root = Path(path)
-    if _is_game(root):
-        folders, base = [root], source_base(root, root_is_unit=True)
-    else:
-        folders = sorted({p.parent for name in (MANAGER_FILE, "player_names.txt") for p in root.rglob(name)})
-        base = root
-    if not folders:
-        raise UserError(f"{root}: no LLMafia game folder found (expected folders holding {MANAGER_FILE} and "
-                        "player_names.txt)")
-    for folder in folders:
-        rel = relative_name(folder, base)
-        try:
-            sha = sha256_chunks(p.read_bytes() for p in folder_files(folder))
-            yield build_record(folder, rel, sha)
-        except FormatProblem as exc:
-            yield UnreadableGame(SOURCE, rel, str(exc))
-        except OSError as exc:
-            yield UnreadableGame(SOURCE, rel, f"{rel}: cannot read ({exc})")
+    return read_game_folders(path, SOURCE, (MANAGER_FILE, "player_names.txt"), build_record,
+                             not_found=f"no LLMafia game folder found (expected folders holding {MANAGER_FILE} and "
+                                       "player_names.txt)")

@@ -29,19 +29,20 @@ from pydantic import ValidationError
 
 from mafiabench.agents.agent import PlayerView
 from mafiabench.agents.prompts import BATCH_CONFIG_WORDS, load_prompts, memory_lines
-from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.engine.events import Event
 from mafiabench.engine.mini_mafia import MiniMafiaRules
 from mafiabench.errors import UserError
 from mafiabench.importers.common import (
-    EventLog,
+    FormatProblem,
     ImportedGame,
     UnreadableGame,
     make_game_id,
     mini_mafia_design,
+    mini_mafia_ending,
+    mini_mafia_investigation,
+    mini_mafia_night,
     normalise_model,
     relative_name,
-    setup_events,
     sha256_chunks,
     source_base,
     tally,
@@ -59,10 +60,6 @@ TRUNCATION = "..."
 _BATCH_DIR = re.compile(r"^batch_\d{8}_\d{6}_v(?P<version>\d+(?:\.\d+)*)(?:_temp(?P<temp>\d+(?:\.\d+)?))?$")
 _GAME_FILE = re.compile(r"^game_(?P<n>\d+)\.json$")
 _GAME_ID = re.compile(r"^(?P<batch>.+)_game_\d+$")
-
-
-class FormatProblem(ValueError):
-    """A batch or game file that cannot become a record; the message names the file, field and value."""
 
 
 # -- memory lines ------------------------------------------------------------------------------------------------------
@@ -330,22 +327,12 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
     knows = mafioso.first("knows") or detective.first("known")
     names = [s.name for s in seats]
 
-    log = EventLog()
-    setup_events(log, VARIANT, [(s.name, s.role) for s in seats], {r: Counter(role_of.values())[r] for r in ROLES},
-                 lambda r: ROLE_TEAM.get(r, "town"))
-    log.emit("night", 1, "phase_start", text="Night 1 begins.")
-    if victim is not None:
-        log.emit("night", 1, "kill", actor=mafioso.name, target=victim, visibility="team:mafia",
-                 text=f"You killed {victim}.")
-        log.emit("night", 1, "death", target=victim, text=f"{victim} was found dead.", data={"cause": "night_kill"})
+    log = mini_mafia_night([(s.name, s.role) for s in seats], role_of, mafioso.name, victim)
     if (inv := detective.first("investigate")) is not None:
         result = inv[2]
         if role_of.get(inv[1]) != result:
             problems.append(f"the detective learnt {inv[1]} is {result}, but {inv[1]} is {role_of.get(inv[1])}")
-        article = "the" if result in ("mafioso", "detective") else "a"
-        log.emit("night", 1, "investigate", actor=detective.name, target=inv[1], visibility=f"player:{detective.name}",
-                 text=f"You investigated {inv[1]} and discovered that they are {article} {result}.",
-                 data={"result": result, "scripted": True})
+        mini_mafia_investigation(log, detective.name, inv[1], result)
     if knows is not None:
         log.emit("night", 1, "info", target=detective.name, visibility=f"player:{mafioso.name}",
                  text=f"{detective.name} is the detective and knows that you are the mafioso.",
@@ -366,22 +353,10 @@ def build_record(data: Any, batch: Batch, rel: str, sha: str, file_number: int |
             log.emit("day", 1, "vote", actor=voter, target=target, format_failure=random_vote,
                      random_fallback=random_vote)
         counts, top = tally(t for _, t, _ in votes_token[1])
-    tie = arrested is not None and len(top) > 1 and arrested in top
-    if arrested is not None:
-        if counts and arrested not in top:
-            problems.append(f"{arrested} was arrested without a plurality of the votes {counts}")
-        log.emit("day", 1, "elimination", target=arrested, tie_break=tie, text=f"{arrested} was arrested",
-                 data={"votes": counts, "role": role_of.get(arrested), "role_revealed": False})
-        winner: str | None = "town" if role_of.get(arrested) == "mafioso" else "mafia"
-        outcome = {"status": "finished", "winner": winner,
-                   "reason": "mafioso arrested" if winner == "town" else "innocent arrested",
-                   "tie_decided": tie, "days": 1}
-    else:
-        outcome = {"status": "unfinished", "winner": None, "reason": "no arrest recorded", "tie_decided": False,
-                   "days": 1}
-    log.emit("end", 1, "game_end", data={"winner": outcome["winner"], "reason": outcome["reason"],
-                                         "status": outcome["status"], "tie_decided": tie,
-                                         "roles": {s.name: s.role for s in seats}})
+    if arrested is not None and counts and arrested not in top:
+        problems.append(f"{arrested} was arrested without a plurality of the votes {counts}")
+    outcome = mini_mafia_ending(log, arrested, role_of.get(arrested) if arrested is not None else None, counts, top,
+                                role_of)
     unknown = [f"{s.name}'s memory has an unrecognised line: {t[1]!r:.120}" for s in seats for t in s.tokens
                if t[0] == "info"]
 

@@ -38,16 +38,16 @@ from pathlib import Path
 from typing import Any
 
 from mafiabench.agents.parsing import parse_message_reference, parse_name_reference
-from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.errors import UserError
 from mafiabench.importers.common import (
-    EventLog,
     ImportedGame,
     UnreadableGame,
     make_game_id,
     mini_mafia_design,
+    mini_mafia_ending,
+    mini_mafia_investigation,
+    mini_mafia_night,
     normalise_model,
-    setup_events,
     tally,
     validity,
 )
@@ -188,24 +188,14 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
         problems.append(f"the kill step's actor is {kills[0]['actor']}, the mafioso is {mafioso}")
     day = [n for n in names if n != victim]
 
-    log = EventLog()
-    setup_events(log, VARIANT, [(n, role_of[n]) for n in names], {r: Counter(role_of.values())[r] for r in ROLES},
-                 lambda r: ROLE_TEAM.get(r, "town"))
-    log.emit("night", 1, "phase_start", text="Night 1 begins.")
-    if victim is not None:
-        log.emit("night", 1, "kill", actor=mafioso, target=victim, visibility="team:mafia",
-                 text=f"You killed {victim}.")
-        log.emit("night", 1, "death", target=victim, text=f"{victim} was found dead.", data={"cause": "night_kill"})
+    log = mini_mafia_night([(n, role_of[n]) for n in names], role_of, mafioso, victim)
     for inv in investigations[:1]:
         target = inv["parsed_result"]
         result = role_of.get(target)
         if result is None or inv["actor"] != detective:
             problems.append(f"investigate step: {inv['actor']} investigates {target!r}")
             continue
-        article = "the" if result in ("mafioso", "detective") else "a"
-        log.emit("night", 1, "investigate", actor=detective, target=target, visibility=f"player:{detective}",
-                 text=f"You investigated {target} and discovered that they are {article} {result}.",
-                 data={"result": result, "scripted": True})
+        mini_mafia_investigation(log, detective, target, result)
     log.emit("day", 1, "phase_start", text="Day 1 begins.")
     for i, s in enumerate(talk):
         data: dict[str, Any] = {"discussion_round": i // max(len(day), 1) + 1}
@@ -246,25 +236,13 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
     who = arrested[0] if len(arrested) == 1 else None
     if len(arrested) > 1:
         problems.append(f"{len(arrested)} players arrested, expected 1: {arrested}")
-    tie = who is not None and len(top) > 1 and who in top
     if who is not None and counts and who not in top:
         problems.append(f"{who} was arrested without a plurality of the votes {counts}")
     if game.get("was_tie") is not None and cast and bool(game["was_tie"]) != (len(top) > 1):
         problems.append(f"games.was_tie is {bool(game['was_tie'])}, the votes {counts} say {len(top) > 1}")
-    winner = None if who is None else ("town" if role_of[who] == "mafioso" else "mafia")
-    if game.get("winner") is not None and winner is not None and game["winner"] != winner:
+    outcome = mini_mafia_ending(log, who, role_of[who] if who is not None else None, counts, top, role_of)
+    if game.get("winner") is not None and outcome["winner"] is not None and game["winner"] != outcome["winner"]:
         problems.append(f"games.winner is {game['winner']}, but {who} (the {role_of[who]}) was arrested")
-    if who is not None:
-        log.emit("day", 1, "elimination", target=who, tie_break=tie, text=f"{who} was arrested",
-                 data={"votes": counts, "role": role_of[who], "role_revealed": False})
-        outcome = {"status": "finished", "winner": winner,
-                   "reason": "mafioso arrested" if winner == "town" else "innocent arrested", "tie_decided": tie,
-                   "days": 1}
-    else:
-        outcome = {"status": "unfinished", "winner": None, "reason": "no arrest recorded", "tie_decided": False,
-                   "days": 1}
-    log.emit("end", 1, "game_end", data={"winner": outcome["winner"], "reason": outcome["reason"],
-                                         "status": outcome["status"], "tie_decided": tie, "roles": role_of})
 
     reasons = []
     if problems:
