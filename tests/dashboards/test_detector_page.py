@@ -23,6 +23,9 @@ from mafiabench.study.spec import load_experiment
 from mafiabench.warehouse.raw import connect, load_records, record_protocol_card
 
 HUMAN = "4c5d6e7f-8091-a2b3-c4d5-e6f708192a3b-data"
+# Two fixture games the importer's rules exclude (a dropout; a night without a mafia vote), pinned beside H as a
+# study's list pins the inferred human games.
+EXCLUDED = ("b2c3d4e5f60718293a4b5c6d7e8f90a1-data", "d4e5f60718293a4b5c6d7e8f90a1b2c3-data")
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "datasets"
 EVIL = "<script>alert('detector')</script> & <b>bold</b>"
 
@@ -42,12 +45,15 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
     con = connect(db)
     load_records(con, records)
     run_import("dallinger", FIXTURES / "dallinger" / HUMAN, con)  # the valid real-shaped human game
+    for folder in EXCLUDED:
+        run_import("dallinger", FIXTURES / "dallinger" / folder, con)
+    pinned = tuple("ibraheem2022-human-" + f.removesuffix("-data") for f in (HUMAN, *EXCLUDED))
     # the shipped study's card says which human games its detector reads: an inferred set (issue 35 item 4)
     card = protocol_card(load_experiment(Path(__file__).parents[2] / "experiments" / "hidden_in_plain_text.toml"))
     assert card is not None
     record_protocol_card(con, card.experiment, rows_for_warehouse(card))
     con.close()
-    report = run_detection(db, DetectorSpec(models=("policy/most-voted", "policy/random")))
+    report = run_detection(db, DetectorSpec(models=("policy/most-voted", "policy/random"), imported_games=pinned))
     assert report.landed == report.planned > 0
     con = connect(db)
     build_warehouse(con)
@@ -75,9 +81,16 @@ def test_detector_page_and_cleansed_transcripts(tmp_path: Path) -> None:
         assert fragment in page, fragment
     tables = (out / "detector.tables.csv").read_text(encoding="utf-8").splitlines()
     assert tables[0].startswith("detector,prompt_version,prompt_sha256,source,study,source_label,row_label,day,")
-    assert sum(",Average," in line for line in tables) == 4  # 2 detectors x 2 sources
+    assert sum(",Average," in line for line in tables) == 6  # 2 detectors x (simulated, human read, human valid)
     datasets = (out / "detector.datasets.csv").read_text(encoding="utf-8").splitlines()
-    assert len(datasets) == 3 and "human (Dallinger),1,9,9.0,9" in datasets[1] + datasets[2]
+    assert len(datasets) == 4 and "human (Dallinger),1,9,9.0,9" in "".join(datasets)
+    # The human games valid by the importer's rules beside every human game read, each column labelled (issue 35
+    # item 4): in Tables I-III, and their Random columns.
+    valid = '<span class="game-set">1 game valid by the importer&#39;s rules</span>'
+    read = ('<span class="game-set">3: 1 + 2 the importer&#39;s rules exclude (read by a game list or '
+            '--include-invalid)</span>')
+    assert page.count(valid) == page.count(read) == 1 + 2 * 2 * 2  # Table I; Tables II, III x 2 detectors x 2
+    assert page.index(valid) < page.index(read)
     href = cleansed_path("det-2")
     assert f'href="{href}"' in page
     cleansed = (out / href).read_text(encoding="utf-8")

@@ -255,4 +255,5 @@ def test_table_one_over_the_games_a_detector_read(tmp_path: Path) -> None:
     assert row == {"source": "ibraheem2022-human", "study": "ibraheem2022-human", "source_label": "human (Dallinger)",
                    "n_games": 1, "participants_max": 9, "participants_mean": 9.0, "participants_min": 9,
                    "days_max": 3, "days_mean": 3.0, "days_min": 3, "share_at_most_3_days": 1.0,
-                   "utterances_per_game": 9.0, "words_per_utterance": 3.0}
+                   "utterances_per_game": 9.0, "words_per_utterance": 3.0,
+                   "game_set": "read", "game_set_label": "1 game valid by the importer's rules"}

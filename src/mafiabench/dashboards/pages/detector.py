@@ -103,35 +103,55 @@ DATASET_METRICS = (
 )
 
 
+def _columns(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A column per (source, game set): a source whose games read include some its importer's rules exclude gets
+    two, the rule-valid games first and every game read beside them, each headed by its set in words."""
+    split = {r["source_label"] for r in rows if r.get("game_set") == "rule_valid"}
+    columns: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        key = column_key(r)
+        columns.setdefault(key, {"key": key, "source": r["source_label"],
+                                 "set": r.get("game_set_label") if r["source_label"] in split else None,
+                                 "order": (r["source_label"], r.get("game_set") != "rule_valid")})
+    return sorted(columns.values(), key=lambda c: c["order"])
+
+
+def column_key(row: dict[str, Any]) -> str:
+    return f"{row['source_label']}\x00{row.get('game_set') or 'read'}"
+
+
 def paper_tables(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tables II and III per detector (and prompt), laid out as printed: a row per day and the Average row, a column
-    per source with "(transcripts) rate", then a Random column per source (its baseline, on the first row)."""
+    per source (and game set, `_columns`) with "(transcripts) rate", then a Random column each (its baseline, on the
+    first row)."""
     blocks: dict[tuple[Any, ...], dict[str, Any]] = {}
     for r in rows:
         block = blocks.setdefault((r["detector"], r["prompt_sha256"]), {
-            "detector": r["detector"], "prompt_version": r["prompt_version"], "sources": [], "row_labels": [],
+            "detector": r["detector"], "prompt_version": r["prompt_version"], "rows": [], "row_labels": [],
             "cells": {}, "random": {}})
-        if r["source_label"] not in block["sources"]:
-            block["sources"].append(r["source_label"])
-        block["random"][r["source_label"]] = r
-        block["cells"].setdefault(r["row_label"], {})[r["source_label"]] = r
+        block["rows"].append(r)
+        block["random"][column_key(r)] = r
+        block["cells"].setdefault(r["row_label"], {})[column_key(r)] = r
     for block in blocks.values():
         days = sorted({int(label) for label in block["cells"] if label != "Average"})
         block["row_labels"] = [*map(str, days), "Average"]
+        block["columns"] = _columns(block.pop("rows"))
     return list(blocks.values())
 
 
 def dataset_table(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Table I: a row per metric, a column per source."""
-    sources = [r["source_label"] for r in rows]
+    """Table I: a row per metric, a column per source (and game set, as Tables II and III)."""
+    columns = _columns(rows)
+    by_key = {column_key(r): r for r in rows}
+    ordered = [by_key[c["key"]] for c in columns]
     metrics = []
     for label, column, digits in DATASET_METRICS:
         values = []
-        for r in rows:
+        for r in ordered:
             v = r[column]
             values.append("–" if v is None else str(int(v)) if digits is None else f"{v:.{digits}f}")
         metrics.append({"label": label, "values": values})
-    return {"sources": sources, "games": [r["n_games"] for r in rows], "metrics": metrics}
+    return {"columns": columns, "games": [r["n_games"] for r in ordered], "metrics": metrics}
 
 
 def profile_rows(m: Marts, sources: list[str]) -> list[dict[str, Any]] | None:

@@ -105,13 +105,14 @@ PYTHON_MODELS: list[PythonModel] = [
         kind="python",
         grain="mart_detections: one row per (game, day cut, detector, prompt sha256); mart_detector_accuracy: one row "
         "per (detector, prompt sha256, source, study, scope, day); mart_detector_tables: one row per (detector, "
-        "prompt sha256, source, study, row); mart_detector_datasets: one row per (source, study)",
+        "prompt sha256, source, study, game set, row); mart_detector_datasets: one row per (source, study, game set)",
         purpose="Mafia Detector accuracy (Hidden in Plain Text, section III): single-match and exact-match per game "
         "and cut; averages per source and day with the number of games and Wilson 95% intervals, beside the exact "
         "random baseline 1 - C(n-k,k)/C(n,k) and 1/C(n,k) averaged over the same games; Tables I-III of Hidden in "
-        "Plain Text as printed (transform.models.detector)",
+        "Plain Text as printed, over every game read and, beside them, the games valid by the importer's rules "
+        "(transform.models.detector)",
         materialized="table",
-        depends_on=("raw_detections", "raw_games", "raw_players", "raw_events"),
+        depends_on=("raw_detections", "raw_games", "raw_players", "raw_events", "raw_protocol_cards"),
         outputs=("mart_detections", "mart_detector_accuracy", "mart_detector_tables", "mart_detector_datasets"),
         function="detector.detector_tables",
     ),

@@ -21,14 +21,23 @@ the exact random baseline computed per game and averaged over the same games.
   participants, game length in days (day cuts), the share of games of 3 days or fewer, public day messages per
   game and words per message.
 
-Reads only raw tables (`raw_detections`, `raw_detection_transcripts`, `raw_games`, `raw_players`, `raw_events`), so
-it does not depend on how the SQL models are organised. Registered with the build in `transform.models.PYTHON_MODELS`.
+Tables I-III are kept per game set (`game_set`): `read`, every game the detector read; and, for an imported source
+whose games read include some its importer's rules exclude (the human games a study's list pins, issue 35 item 4),
+`rule_valid` beside it: the same tables over the rule-valid games alone, so the inferred games never pass for the
+paper's. Each set is labelled in words (`game_set_label`: "25 games valid by the importer's rules", "28: 25 + 3
+inferred to match the paper's counts" when a study's protocol card records such a pinned set).
+
+Reads only raw tables (`raw_detections`, `raw_detection_transcripts`, `raw_games`, `raw_players`, `raw_events`,
+`raw_protocol_cards`), so it does not depend on how the SQL models are organised. Registered with the build in
+`transform.models.PYTHON_MODELS`.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Iterable
+import re
+from collections.abc import Collection, Iterable
 from fractions import Fraction
 from typing import Any
 
@@ -42,6 +51,62 @@ SOURCE_LABELS = {
     "ibraheem2022-human": "human (Dallinger)",
     "llmafia": "LLM (LLMafia)",
 }
+
+
+# The game sets of Tables I-III: every game a detector read, and (for an imported source that read games its
+# importer's rules exclude) the rule-valid ones alone.
+READ = "read"
+RULE_VALID = "rule_valid"
+# The protocol card's fact of a pinned human set (study.protocol: "25 valid by the importer's rules + 3 inferred").
+_PINNED_SET = re.compile(r"^(\d+) valid by the importer's rules \+ (\d+) inferred\b")
+
+
+def pinned_sets(con: duckdb.DuckDBPyConnection) -> set[tuple[int, int]]:
+    """(valid, inferred) of every pinned game set a study's protocol card records (`detector.human_set`)."""
+    out = set()
+    for (value,) in con.execute(
+            "select experiment_value from raw_protocol_cards where aspect = 'detector.human_set'").fetchall():
+        try:
+            text = json.loads(value) if value else ""
+        except ValueError:
+            text = value
+        match = _PINNED_SET.match(text) if isinstance(text, str) else None
+        if match:
+            out.add((int(match[1]), int(match[2])))
+    return out
+
+
+def game_set_label(game_set: str, source: str, n_games: int, n_valid: int,
+                   pinned: Collection[tuple[int, int]]) -> str:
+    """A game set in words: how many games, and how many of them the importer's rules keep."""
+    if game_set == RULE_VALID:
+        return f"{_games(n_valid)} valid by the importer's rules"
+    if source == "simulation":
+        return _games(n_games)
+    extra = n_games - n_valid
+    if not extra:
+        return f"{_games(n_games)} valid by the importer's rules"
+    if (n_valid, extra) in pinned:
+        return f"{n_games}: {n_valid} + {extra} inferred to match the paper's counts"
+    return f"{n_games}: {n_valid} + {extra} the importer's rules exclude (read by a game list or --include-invalid)"
+
+
+def _games(n: int) -> str:
+    return f"{n} game{'' if n == 1 else 's'}"
+
+
+def game_sets(items: list[dict[str, Any]], pinned: Collection[tuple[int, int]]
+              ) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(game set, label, rows) of one source's rows (each with `game_id` and `valid_by_rules`): every game read, and
+    beside it the rule-valid games alone when an imported source read games its importer's rules exclude."""
+    source = items[0]["source"]
+    n_games = len({r["game_id"] for r in items})
+    valid = [r for r in items if r["valid_by_rules"]]
+    n_valid = len({r["game_id"] for r in valid})
+    out = [(READ, game_set_label(READ, source, n_games, n_valid, pinned), items)]
+    if source != "simulation" and 0 < n_valid < n_games:
+        out.append((RULE_VALID, game_set_label(RULE_VALID, source, n_games, n_valid, pinned), valid))
+    return out
 
 
 def baseline(n: int, k: int) -> tuple[Fraction, Fraction]:
@@ -96,6 +161,7 @@ DETECTIONS_SCHEMA: dict[str, Any] = {
     "format_failure": pl.Boolean,
     "random_fallback": pl.Boolean,
     "transcript_sha256": pl.Utf8,
+    "valid_by_rules": pl.Boolean,
 }
 
 ACCURACY_SCHEMA: dict[str, Any] = {
@@ -137,7 +203,8 @@ def detection_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
                select game_id, detector, prompt_sha256, max(cut) as last_cut
                from raw_detections group by all
            )
-           select d.game_id, g.source, coalesce(g.experiment, g.source) as study, g.variant, d.detector,
+           select d.game_id, g.source, coalesce(g.experiment, g.source) as study, g.variant,
+                  coalesce(g.valid, true) as valid_by_rules, d.detector,
                   d.prompt_version, d.prompt_sha256, d.temperature, d.cut, l.last_cut, d.n_candidates, d.k,
                   d.predicted, m.mafia, d.format_failure, d.random_fallback, d.transcript_sha256
            from raw_detections d
@@ -147,7 +214,7 @@ def detection_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
            order by d.game_id, d.detector, d.prompt_sha256, d.cut"""
     ).fetchall()
     out: list[dict[str, Any]] = []
-    for (gid, source, study, variant, detector, version, sha, temp, cut, last, n, k, predicted, mafia, ff, rf,
+    for (gid, source, study, variant, valid, detector, version, sha, temp, cut, last, n, k, predicted, mafia, ff, rf,
          tsha) in rows:
         right = len(set(predicted or []) & set(mafia))
         p_single, p_exact = baseline(int(n), int(k))
@@ -157,6 +224,7 @@ def detection_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
             "study": study,
             "source_label": source_label(source, study),
             "variant": variant,
+            "valid_by_rules": bool(valid),
             "detector": detector,
             "prompt_version": version,
             "prompt_sha256": sha,
@@ -251,11 +319,15 @@ PAPER_TABLES_SCHEMA: dict[str, Any] = {
     "source_baseline_exact": pl.Float64,
     "source_baseline_single_fraction": pl.Utf8,
     "source_baseline_exact_fraction": pl.Utf8,
+    "game_set": pl.Utf8,
+    "game_set_label": pl.Utf8,
 }
 
 
-def paper_table_rows(detections: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tables II and III as printed: per (detector, prompt, source, study) a row per day cut and the pooled Average."""
+def paper_table_rows(detections: list[dict[str, Any]], pinned: Collection[tuple[int, int]] = ()
+                     ) -> list[dict[str, Any]]:
+    """Tables II and III as printed: per (detector, prompt, source, study) and game set (`game_sets`) a row per day
+    cut and the pooled Average."""
     groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in detections:
         key = (r["detector"], r["prompt_version"], r["prompt_sha256"], r["source"], r["study"], r["source_label"])
@@ -263,23 +335,25 @@ def paper_table_rows(detections: list[dict[str, Any]]) -> list[dict[str, Any]]:
     names = ("detector", "prompt_version", "prompt_sha256", "source", "study", "source_label")
     out: list[dict[str, Any]] = []
     for key in sorted(groups, key=lambda k: tuple(map(str, k))):
-        items = groups[key]
-        once = {r["game_id"]: r for r in items}  # each game once, as the paper's simulation guessed per game
-        per_game = _pooled(list(once.values()))
-        days = sorted({r["cut"] for r in items})
-        for label, day, rows in [*((str(d), d, [r for r in items if r["cut"] == d]) for d in days),
-                                 (AVERAGE, None, items)]:
-            row = _pooled(rows)
-            out.append({
-                **dict(zip(names, key, strict=True)),
-                "row_label": label,
-                "day": day,
-                **row,
-                "source_baseline_single": per_game["baseline_single"],
-                "source_baseline_exact": per_game["baseline_exact"],
-                "source_baseline_single_fraction": per_game["baseline_single_fraction"],
-                "source_baseline_exact_fraction": per_game["baseline_exact_fraction"],
-            })
+        for game_set, set_label, items in game_sets(groups[key], pinned):
+            once = {r["game_id"]: r for r in items}  # each game once, as the paper's simulation guessed per game
+            per_game = _pooled(list(once.values()))
+            days = sorted({r["cut"] for r in items})
+            for label, day, rows in [*((str(d), d, [r for r in items if r["cut"] == d]) for d in days),
+                                     (AVERAGE, None, items)]:
+                row = _pooled(rows)
+                out.append({
+                    **dict(zip(names, key, strict=True)),
+                    "game_set": game_set,
+                    "game_set_label": set_label,
+                    "row_label": label,
+                    "day": day,
+                    **row,
+                    "source_baseline_single": per_game["baseline_single"],
+                    "source_baseline_exact": per_game["baseline_exact"],
+                    "source_baseline_single_fraction": per_game["baseline_single_fraction"],
+                    "source_baseline_exact_fraction": per_game["baseline_exact_fraction"],
+                })
     return out
 
 
@@ -317,15 +391,37 @@ DATASETS_SCHEMA: dict[str, Any] = {
     "share_at_most_3_days": pl.Float64,
     "utterances_per_game": pl.Float64,
     "words_per_utterance": pl.Float64,
+    "game_set": pl.Utf8,
+    "game_set_label": pl.Utf8,
 }
 
 
-def dataset_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """Table I over the games a detector read: a game's length is its number of day cuts (its last cut)."""
+def dataset_rows(con: duckdb.DuckDBPyConnection, pinned: Collection[tuple[int, int]] = ()
+                 ) -> list[dict[str, Any]]:
+    """Table I over the games a detector read (a game's length is its number of day cuts, its last cut), per game
+    set: every game read, and beside it, for an imported source that read games its importer's rules exclude, the
+    rule-valid games alone."""
+    every = _dataset_metrics(con, valid_only=False)
+    valid = {(r["source"], r["study"]): r for r in _dataset_metrics(con, valid_only=True)}
+    out = []
+    for row in every:
+        mine = valid.get((row["source"], row["study"]))
+        n_valid = mine["n_games"] if mine else 0
+        label = game_set_label(READ, row["source"], row["n_games"], n_valid, pinned)
+        out.append({**row, "game_set": READ, "game_set_label": label})
+        if mine and row["source"] != "simulation" and n_valid < row["n_games"]:
+            label = game_set_label(RULE_VALID, row["source"], row["n_games"], n_valid, pinned)
+            out.append({**mine, "game_set": RULE_VALID, "game_set_label": label})
+    return out
+
+
+def _dataset_metrics(con: duckdb.DuckDBPyConnection, *, valid_only: bool) -> list[dict[str, Any]]:
+    """Table I's figures per (source, study), over every game a detector read or the rule-valid ones alone."""
+    where = "where coalesce(r.valid, true)" if valid_only else ""
     rows = con.execute(
-        """with games as (
+        f"""with games as (
                select d.game_id, max(d.cut) as days, any_value(d.n_candidates) as n_players
-               from raw_detections d group by d.game_id
+               from raw_detections d join raw_games r on r.game_id = d.game_id {where} group by d.game_id
            ),
            talk as (
                select e.game_id, count(*) as utterances,
@@ -345,7 +441,7 @@ def dataset_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
            left join talk t on t.game_id = g.game_id
            group by all order by 1, 2"""
     ).fetchall()
-    names = [c for c in DATASETS_SCHEMA if c != "source_label"]
+    names = [c for c in DATASETS_SCHEMA if c not in ("source_label", "game_set", "game_set_label")]
     out = []
     for values in rows:
         row = dict(zip(names, values, strict=True))
@@ -355,11 +451,13 @@ def dataset_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
 
 def detector_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
     detections = detection_rows(con)
+    pinned = pinned_sets(con)
     return {
         "mart_detections": pl.DataFrame(detections, schema=DETECTIONS_SCHEMA, orient="row"),
         "mart_detector_accuracy": pl.DataFrame(accuracy_rows(detections), schema=ACCURACY_SCHEMA, orient="row"),
-        "mart_detector_tables": pl.DataFrame(paper_table_rows(detections), schema=PAPER_TABLES_SCHEMA, orient="row"),
-        "mart_detector_datasets": pl.DataFrame(dataset_rows(con), schema=DATASETS_SCHEMA, orient="row"),
+        "mart_detector_tables": pl.DataFrame(paper_table_rows(detections, pinned), schema=PAPER_TABLES_SCHEMA,
+                                             orient="row"),
+        "mart_detector_datasets": pl.DataFrame(dataset_rows(con, pinned), schema=DATASETS_SCHEMA, orient="row"),
     }
 
 
