@@ -25,6 +25,7 @@ VARIANT_OPTIONS = [
     ("async", {}),
     ("async", {"n_players": 6, "n_mafia": 1, "typing": False, "max_days": 2}),
     ("async", {"n_players": 8, "draw_names": True, "votes_as_cast": True, "scheduler_fallback": "wait"}),
+    ("async", {"scheduling": "llmafia", "day_seconds": 60, "night_seconds": 30, "call_seconds": (1, 4)}),
 ]
 # Variants where one arrest ends the game (whoever is arrested decides it); the others play to parity.
 ONE_ARREST = {"mini-mafia"}

@@ -34,6 +34,10 @@ CASES: dict[str, tuple[str, dict[str, object], int, dict[str, str], str | None]]
                                 3, {"mafioso": "scripted/naive", "default": "policy/informed"}, "v2"),
     "async_naive": ("async", {"n_players": 6, "n_mafia": 2, "day_seconds": 20, "night_seconds": 10, "max_days": 4}, 5,
                     {"mafioso": "scripted/naive", "default": "policy/random"}, None),
+    # LLMafia's real-time scheduling replayed on the virtual clock (seeded call latencies, votes as they arrive)
+    "async_llmafia_naive": ("async", {"n_players": 6, "n_mafia": 2, "day_seconds": 20, "night_seconds": 10,
+                                      "max_days": 4, "scheduling": "llmafia"}, 5,
+                            {"mafioso": "scripted/naive", "default": "policy/random"}, None),
 }
 
 

@@ -16,14 +16,25 @@ simultaneous, or, with `votes_as_cast`, asked one voter at a time in an order dr
 before the next voter is asked (LLMafia posts votes as they arrive, so later voters see them). The eliminated
 player's name and role are announced with the number of mafia left. Ends at parity or when no mafioso is active;
 after `max_days` days the game ends `unfinished`.
+
+`scheduling = "llmafia"` replays LLMafia's real-time scheduling (niveck/LLMafia llm_interface.py: each player's own
+loop) on the virtual clock instead of ticks: a player is asked whether to post again as soon as its last call
+returns, every model call taking a latency drawn from the seed (`call_seconds`, LLMafia's is the API's); a sender's
+message is generated from the same view and posted after both calls and the typing delay, min(words //
+words_per_second, max_typing_seconds), not halved at night; when the phase ends every voter is asked as its loop
+comes around (together with the others whose loops return then), and each vote is posted as it arrives, after the
+call and LLMafia's `vote_wait_seconds` pause (VOTING_WAITING_TIME), so a voter asked later sees the votes posted
+before. LLMafia asks no one until a player has spoken in the phase (`no_one_has_talked_yet_in_current_phase`), which
+stalls a game of LLM players only: not replayed.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Generator, Mapping
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 from mafiabench.engine.core import Answer, Batch, Decision, GameEngine, Script
 from mafiabench.engine.events import MAFIA_TEAM, PUBLIC, Phase, player_visibility
@@ -65,10 +76,38 @@ class AsyncRules(BaseModel):
     votes_as_cast: bool = Field(
         False, description="Ask voters one at a time in a seeded order, each seeing the votes cast before (LLMafia)."
     )
+    scheduling: Literal["ticks", "llmafia"] = Field(
+        "ticks", description="`ticks`: every player not typing asked at each tick; `llmafia`: LLMafia's real-time "
+        "loops replayed on the virtual clock (each player asked again when its last call returns, votes posted as "
+        "they arrive)."
+    )
+    call_seconds: tuple[int, int] = Field(
+        (1, 3), description="llmafia: a model call's virtual latency in seconds, drawn uniformly from [low, high] "
+        "with the game's seed (LLMafia's is the API's own)."
+    )
+    vote_wait_seconds: int = Field(
+        5, ge=0, description="llmafia: the pause before a vote is posted (LLMafia's VOTING_WAITING_TIME)."
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_llmafia_defaults(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """The `llmafia` fields are recorded only when the game uses them, so every tick-scheduled record, card and
+        cell fingerprint made before them stays byte for byte."""
+        data: dict[str, Any] = handler(self)
+        if self.scheduling == "ticks" and self.call_seconds == (1, 3) and self.vote_wait_seconds == 5:
+            for key in ("scheduling", "call_seconds", "vote_wait_seconds"):
+                data.pop(key, None)
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> AsyncRules:
         town = self.n_players - self.n_mafia
+        low, high = self.call_seconds
+        if not 1 <= low <= high:
+            raise ValueError(f"call_seconds must be [low, high] with 1 <= low <= high, got {list(self.call_seconds)}")
+        if self.scheduling == "llmafia" and self.votes_as_cast:
+            raise ValueError("votes_as_cast is the ticks scheduling's; scheduling = \"llmafia\" posts votes as they "
+                             "arrive already")
         if self.n_mafia >= town:
             raise ValueError(f"n_mafia={self.n_mafia} must be fewer than the town ({town}) or mafia win at once")
         if self.tick_seconds > min(self.day_seconds, self.night_seconds):
@@ -123,6 +162,16 @@ def duration_text(seconds: int) -> str:
 
 def timing_model(rules: AsyncRules) -> dict[str, str]:
     """How this engine schedules play, in words, for the protocol card (kept beside the code that does it)."""
+    if rules.scheduling == "llmafia":
+        low, high = rules.call_seconds
+        return {
+            "scheduler": "in its own loop, again as soon as its last call returns, all players at once on a virtual "
+                         "clock",
+            "call_latency": f"{low}-{high} s a call, drawn from the game's seed",
+            "typing": (f"min(words // {rules.words_per_second:g}, {rules.max_typing_seconds}) seconds, by day and by "
+                       "night" if rules.typing else "none"),
+            "votes": "every voter asked at once when voting starts; each vote posted as it arrives",
+        }
     return {
         "scheduler": f"every {rules.tick_seconds} s of virtual time from 00:00, every player not typing asked in one "
                      "batch, the senders' messages generated in a second batch",
@@ -134,11 +183,12 @@ def timing_model(rules: AsyncRules) -> dict[str, str]:
 
 
 def typing_seconds(text: str, rules: AsyncRules, phase: Phase) -> int:
-    """The reference agent's delay before posting (whole words per second, capped), halved at night (ours)."""
+    """The reference agent's delay before posting (whole words per second, capped); halved at night under the tick
+    scheduling (ours), not under `llmafia` (LLMafia's)."""
     if not rules.typing:
         return 0
     delay = min(int(len(text.split()) // rules.words_per_second), rules.max_typing_seconds)
-    return delay // 2 if phase == "night" else delay
+    return delay // 2 if phase == "night" and rules.scheduling == "ticks" else delay
 
 
 class AsyncMafia(GameEngine):
@@ -148,10 +198,18 @@ class AsyncMafia(GameEngine):
     def __init__(self, rules: AsyncRules, seed: int) -> None:
         super().__init__(rules, seed)
         self.clock = 0
+        self._latency = random.Random(f"llmafia-latency:{seed}")
+        self._loop_at: dict[str, int] = {}  # llmafia: when each player's loop asks next (after the chat)
 
     def reset(self) -> None:
         self.clock = 0
+        self._latency = random.Random(f"llmafia-latency:{self.seed}")
+        self._loop_at = {}
         super().reset()
+
+    def _call(self) -> int:
+        """llmafia: the virtual seconds one model call takes (seeded, its own stream: the game's draws stay put)."""
+        return self._latency.randint(*self.rules.call_seconds)
 
     def script(self) -> Script:
         rules = self.rules
@@ -203,6 +261,9 @@ class AsyncMafia(GameEngine):
 
     # -- one phase of timed chat -----------------------------------------------------------------------------------
     def _chat(self, phase: Phase, rnd: int, participants: list[str], seconds: int) -> Script:
+        if self.rules.scheduling == "llmafia":
+            yield from self._chat_llmafia(phase, rnd, participants, seconds)
+            return
         rules = self.rules
         start, end = self.clock, self.clock + seconds
         visibility = PUBLIC if phase == "day" else MAFIA_TEAM
@@ -266,6 +327,75 @@ class AsyncMafia(GameEngine):
         release(end - 1)  # every queued message appears before `end` by construction
         assert not queue
 
+    def _chat_llmafia(self, phase: Phase, rnd: int, participants: list[str], seconds: int) -> Script:
+        """LLMafia's loops on the virtual clock: whoever's last call has returned is asked (those returning at the
+        same second in one batch, from the same view); a sender's message is generated from that view and posted
+        after the scheduler call, the generation call and the typing delay, unless the phase has ended by then."""
+        rules = self.rules
+        start, end = self.clock, self.clock + seconds
+        visibility = PUBLIC if phase == "day" else MAFIA_TEAM
+        kind = "message" if phase == "day" else "mafia_message"
+        loop_at = dict.fromkeys(participants, start)
+        queue: list[tuple[int, int, str, str, bool]] = []  # (appears at, order, speaker, text, truncated)
+        order = 0
+
+        def release(now: int) -> None:
+            ready = sorted(q for q in queue if q[0] <= now)
+            for item in ready:
+                queue.remove(item)
+                at, _, speaker, text, truncated = item
+                self.emit(
+                    phase, rnd, kind, actor=speaker, text=text, visibility=visibility, truncated=truncated,
+                    data={"clock": clock_text(at)},
+                )  # fmt: skip
+
+        while (now := min(loop_at.values())) < end:
+            self.clock = now
+            release(now)
+            asked = [p for p in participants if loop_at[p] == now]
+            batch = [Decision(p, "schedule", phase, rnd, ("send", "wait"), clock=clock_text(now)) for p in asked]
+            answers = yield batch
+            senders = []
+            for d in batch:
+                returned = now + self._call()
+                if self._schedule(d, answers[d.player], phase, rnd) == "send":
+                    senders.append((d.player, returned))
+                else:
+                    loop_at[d.player] = returned
+            if not senders:
+                continue
+            gen = [Decision(s, "speak", phase, rnd, (), clock=clock_text(now)) for s, _ in senders]
+            answers = yield gen
+            for s, returned in senders:
+                written = returned + self._call()
+                loop_at[s] = written
+                answer = answers[s]
+                if answer.text is None or not answer.text.strip():
+                    if answer.format_failure:
+                        self.emit(
+                            phase, rnd, "silence", actor=s, visibility=player_visibility(s), format_failure=True,
+                            random_fallback=True, text=f"{s} remained silent.", data={"clock": clock_text(now)},
+                        )  # fmt: skip
+                    continue
+                text = " ".join(answer.text.split())
+                truncated = len(text) > rules.message_limit
+                text = text[: rules.message_limit]
+                at = written + typing_seconds(text, rules, phase)
+                loop_at[s] = at
+                if at >= end:
+                    self.emit(
+                        phase, rnd, "info", target=s, visibility=player_visibility(s),
+                        text="Your message was not posted: the phase ended while you were typing.",
+                        data={"clock": clock_text(now), "kind": "message_dropped", "dropped_text": text},
+                    )  # fmt: skip
+                    continue
+                queue.append((at, order, s, text, truncated))
+                order += 1
+        release(end - 1)  # every queued message appears before `end` by construction
+        assert not queue
+        self.clock = end
+        self._loop_at = loop_at
+
     def _schedule(self, decision: Decision, answer: Answer, phase: Phase, rnd: int) -> str:
         if answer.target in decision.choices and not answer.format_failure:
             return answer.target  # type: ignore[return-value]
@@ -281,7 +411,9 @@ class AsyncMafia(GameEngine):
     def _ask_votes(self, decisions: list[Decision], phase: Phase, rnd: int, visibility: str
                    ) -> Generator[Batch, Mapping[str, Answer], dict[str, str]]:
         """All voters at once, or (`votes_as_cast`) one at a time in a seeded order, each vote logged before the
-        next voter is asked, so it is in their chat history."""
+        next voter is asked, so it is in their chat history; or (`llmafia`) each voter as its loop comes around."""
+        if self.rules.scheduling == "llmafia":
+            return (yield from self._ask_votes_llmafia(decisions, phase, rnd, visibility))
         if not self.rules.votes_as_cast:
             answers = yield decisions
             return self._votes(decisions, answers, phase, rnd, visibility)
@@ -291,6 +423,37 @@ class AsyncMafia(GameEngine):
         for d in order:
             answer = yield [d]
             votes.update(self._votes([d], answer, phase, rnd, visibility))
+        return votes
+
+    def _ask_votes_llmafia(self, decisions: list[Decision], phase: Phase, rnd: int, visibility: str
+                           ) -> Generator[Batch, Mapping[str, Answer], dict[str, str]]:
+        """LLMafia's voting: a voter is asked when its loop comes around after voting starts (at once with those whose
+        loops return then), and its vote is posted when it arrives, after the call and the pause; a voter asked
+        later sees the votes posted before it. Votes arriving at the same second are posted in seat order."""
+        start = self.clock
+        asked_at = {d.player: max(start, self._loop_at.get(d.player, start)) for d in decisions}
+        self._loop_at = {}
+        posts: list[tuple[int, int, Decision, Answer]] = []  # (posted at, seat, decision, answer)
+        votes: dict[str, str] = {}
+        seat = {p.name: p.seat for p in self.players}
+
+        def post(until: int | None) -> None:
+            for item in sorted(p for p in posts if until is None or p[0] <= until):
+                posts.remove(item)
+                at, _, d, answer = item
+                self.clock = at
+                votes.update(self._votes([d], {d.player: answer}, phase, rnd, visibility))
+
+        for moment in sorted(set(asked_at.values())):
+            post(moment)
+            self.clock = moment
+            batch = [Decision(d.player, d.action, d.phase, d.round, d.choices, clock=clock_text(moment))
+                     for d in decisions if asked_at[d.player] == moment]
+            answers = yield batch
+            for d in batch:
+                posts.append((moment + self._call() + self.rules.vote_wait_seconds, seat[d.player], d,
+                              answers[d.player]))
+        post(None)
         return votes
 
     def _votes(
