@@ -19,3 +19,10 @@ def as_field_error(prefix: str = "") -> Iterator[None]:
         yield
     except UserError as exc:
         raise ValueError(f"{prefix}{exc}") from None
+
+
+def printable(text: str) -> str:
+    """Text from a dataset or a model (a game id, a file name, a reason quoting a value) for a terminal line or a
+    log: control and other unprintable characters as their escapes, so none can move the cursor or colour the
+    screen."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

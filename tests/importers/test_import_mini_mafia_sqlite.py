@@ -112,9 +112,9 @@ def test_the_import_command_lands_the_study_once(database: Path, tmp_path: Path,
     wh = tmp_path / "w.duckdb"
     assert main(["import", "mini-mafia-sqlite", str(database), "--warehouse", str(wh)]) == 0
     out = capsys.readouterr().out
-    assert "4 games read" in out and "landed: 3" in out and "valid: 2" in out
-    assert "study mini_mafia_round2.db: 3 games" in out and "unreadable (not landed): 1" in out
-    assert main(["import", "mini-mafia-sqlite", str(database), "--warehouse", str(wh)]) == 0
+    assert "4 games read" in out and ": 3 landed, 0 already present, 2 valid," in out
+    assert "study mini_mafia_round2.db: 3 games" in out and "1 unreadable (not landed)" in out
+    assert main(["import", "mini-mafia-sqlite", str(database), "--warehouse", str(wh), "-v"]) == 0
     assert "skipped (already in the warehouse): 3" in capsys.readouterr().out
     con = duckdb.connect(str(wh), read_only=True)
     try:

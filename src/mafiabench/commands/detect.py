@@ -112,15 +112,20 @@ def main(
     if not wh.is_file() and not (exp is not None and exp.imports):
         raise UserError(f"warehouse {wh} not found: run an experiment or import games first (or give --warehouse)")
     lines: list[str] = []
+    from mafiabench.detect.detection_runs import listening
+    from mafiabench.study.progress import CountProgress
+
+    bar = CountProgress("detect", "detections")
     if no_prefect:
-        if spec is None:
-            lines, rep = asyncio.run(after_landing(exp, wh))
-            assert rep is not None
-        else:
-            lines = import_sources(exp, wh) if exp is not None else []
-            rep = asyncio.run(detect(spec, wh, endpoints=endpoints,
-                                     cache_dir=exp.cache_dir if exp is not None else None))
-            lines.append("detect: " + rep.to_text())
+        with bar, listening(bar):
+            if spec is None:
+                lines, rep = asyncio.run(after_landing(exp, wh))
+                assert rep is not None
+            else:
+                lines = import_sources(exp, wh) if exp is not None else []
+                rep = asyncio.run(detect(spec, wh, endpoints=endpoints,
+                                         cache_dir=exp.cache_dir if exp is not None else None))
+                lines.append("detect: " + rep.to_text())
         report: dict[str, Any] = rep.to_dict()
         if publish:
             from mafiabench import publish as publishing
@@ -134,7 +139,8 @@ def main(
 
         quiet_prefect(verbose=False)
         try:
-            with Interrupt(HINT) as interrupt, warehouse_lock(wh, what="mafiabench detect", share=True):
+            with Interrupt(HINT) as interrupt, warehouse_lock(wh, what="mafiabench detect", share=True), bar, \
+                    listening(bar):
                 prefect_settings()
                 from mafiabench.flows.detect import detect_flow
 

@@ -62,8 +62,12 @@ def run(
     ] = None,
     json_: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="exit with status 1 when any game was unreadable")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", help="the whole report: invalid games by reason, flagged events, notes")
+    ] = False,
 ) -> int:
     from mafiabench.importers.common import run_import
+    from mafiabench.study.progress import CountProgress
     from mafiabench.warehouse.landing import warehouse_lock
     from mafiabench.warehouse.raw import connect
 
@@ -72,8 +76,9 @@ def run(
     with warehouse_lock(warehouse, what=f"import {format}"):
         con = connect(warehouse)
         try:
-            report = run_import(format, path, con, records_dir=records, study=study)
+            with CountProgress("import", "games") as bar:
+                report = run_import(format, path, con, records_dir=records, study=study, progress=bar)
         finally:
             con.close()
-    print(json.dumps(report.to_dict(), indent=1) if json_ else report.to_text())
+    print(json.dumps(report.to_dict(), indent=1) if json_ else report.to_text() if verbose else report.brief())
     return 1 if strict and report.unreadable else 0

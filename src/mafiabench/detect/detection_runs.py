@@ -13,11 +13,12 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import duckdb
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,7 +34,7 @@ from mafiabench.detect.detectors import (
     load_detector_prompt_file,
 )
 from mafiabench.engine.events import Event
-from mafiabench.errors import UserError
+from mafiabench.errors import UserError, printable
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect, detection_keys, load_detections
 
@@ -150,6 +151,9 @@ class DetectReport:
     pinned: int = 0
     # When no game was read: which filter left none, with the counts (`why_no_games`).
     why_empty: str = ""
+    # Games of the sources and variants asked that were not read, "<game id>: <why>" (`left_out_games`): a game that
+    # did not finish, one the importer's rules flag invalid, one the pinned list does not name.
+    left_out: list[str] = field(default_factory=list)
 
     def to_text(self) -> str:
         lines = [
@@ -164,6 +168,11 @@ class DetectReport:
                          "(the list's header says why)")
         if self.why_empty:
             lines.append(f"  {self.why_empty}")
+        if self.left_out:
+            lines.append(f"  left out: {len(self.left_out)} game(s) of the sources asked, not read:")
+            lines += [f"    {printable(g)}" for g in self.left_out[:LEFT_OUT_SHOWN]]
+            if len(self.left_out) > LEFT_OUT_SHOWN:
+                lines.append(f"    ... and {len(self.left_out) - LEFT_OUT_SHOWN} more (--json lists them all)")
         lines += [f"  failed: {f}" for f in self.failed[:20]]
         lines += [f"  no eligible game of source {s!r} (finished, valid, of the variants asked; imported yet?)"
                   for s in self.sources_without_games]
@@ -230,6 +239,41 @@ def load_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Seq
         out.append(GameInput(gid, source or "unknown", variant, tuple(n for n, _ in ps), mafia,
                              tuple(events.get(gid, []))))
     return out
+
+
+LEFT_OUT_SHOWN = 20
+
+
+def left_out_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, read: Sequence[str],
+                   game_ids: Sequence[str] | None = None) -> list[str]:
+    """The games of the sources, experiments and variants the detector asks for that `load_games` did not read,
+    each as "<game id> (<source>): <why>", in game id order; why in the order `load_games` filters."""
+    where = ["variant in (select unnest($variants))", "game_id not in (select unnest($read))"]
+    params: dict[str, Any] = {"variants": list(spec.variants), "read": list(read)}
+    if spec.sources is not None:
+        where.append("source in (select unnest($sources))")
+        params["sources"] = list(spec.sources)
+    if spec.experiments is not None:
+        where.append("(source <> 'simulation' or experiment in (select unnest($experiments)))")
+        params["experiments"] = list(spec.experiments)
+    if game_ids is not None:
+        where.append("game_id in (select unnest($ids))")
+        params["ids"] = list(game_ids)
+    pinned = spec.imported_games is not None
+    if pinned:
+        params["pinned"] = list(spec.imported_games or ())
+    invalid_read = "source <> 'simulation'" if pinned else "false"  # a pinned game is read whatever its validity
+    rows = con.execute(f"""
+        select game_id, source,
+               case when status <> 'finished'
+                        then 'did not finish (status ' || status || coalesce(': ' || invalid_reason, '') || ')'
+                    when {"source <> 'simulation' and game_id not in (select unnest($pinned))" if pinned else "false"}
+                        then 'not in the pinned game list (imported_games)'
+                    when {str(spec.valid_only).lower()} and not coalesce(valid, true) and not ({invalid_read})
+                        then 'invalid: ' || coalesce(invalid_reason, 'no reason recorded')
+                    else 'no player of the mafia team recorded' end
+        from raw_games where {' and '.join(where)} order by game_id""", params).fetchall()
+    return [f"{gid} ({source}): {why}" for gid, source, why in rows]
 
 
 def why_no_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Sequence[str] | None = None) -> str:
@@ -341,13 +385,43 @@ def row_for(t: Transcript, d: Detector, det: Detection) -> dict[str, Any]:
     }
 
 
+class DetectProgress(Protocol):
+    """Who hears of the detections as they are answered (the detect command's bar): `expect("detections", n)`, then
+    `done(name)` after each."""
+
+    def expect(self, part: str, count: int) -> None: ...
+
+    def done(self, name: str) -> None: ...
+
+
+_listener: DetectProgress | None = None
+
+
+@contextmanager
+def listening(progress: DetectProgress) -> Iterator[None]:
+    """Within the block, every detection run in this process reports to `progress` (the command's bar; the flow
+    runs the detection as a Prefect task, which takes no such object as a parameter)."""
+    global _listener
+    previous, _listener = _listener, progress
+    try:
+        yield
+    finally:
+        _listener = previous
+
+
 async def detect_all(todo: Sequence[tuple[Transcript, Detector]], concurrency: int
                      ) -> list[tuple[Transcript, Detector, Detection]]:
     gate = asyncio.Semaphore(concurrency)
+    progress = _listener
+    if progress is not None:
+        progress.expect("detections", len(todo))
 
     async def one(t: Transcript, d: Detector) -> tuple[Transcript, Detector, Detection]:
         async with gate:
-            return t, d, await d.detect(t)
+            answer = await d.detect(t)
+        if progress is not None:
+            progress.done(printable(f"{t.game_id} day {t.cut}"))
+        return t, d, answer
 
     return list(await asyncio.gather(*(one(t, d) for t, d in todo)))
 
@@ -391,6 +465,7 @@ async def detect_warehouse(
                     "and not coalesce(valid, true)",
                     {"ids": read}).fetchone()[0]  # type: ignore[index]
             report.why_empty = "" if games else why_no_games(con, spec, game_ids)
+            report.left_out = left_out_games(con, spec, [g.game_id for g in games], game_ids)
         finally:
             con.close()
         report.games = len(games)

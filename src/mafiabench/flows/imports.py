@@ -9,6 +9,7 @@ from typing import Any
 
 from prefect import flow, task
 
+from mafiabench.flows.pipeline import import_text
 from mafiabench.importers import run_import
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import DEFAULT_WAREHOUSE, connect
@@ -32,6 +33,5 @@ def import_flow(fmt: str, path: str, warehouse: str = str(DEFAULT_WAREHOUSE), re
     """Import `path` (format `mini-mafia`, `dallinger` or `llmafia`) into `warehouse` as one study; returns the
     report."""
     report = import_dataset(fmt, path, warehouse, records, study)
-    print(f"{report['games_read']} games read, {report['landed']} landed, {report['skipped']} already present, "
-          f"{len(report['unreadable'])} unreadable")
+    print(import_text(fmt, report))
     return report

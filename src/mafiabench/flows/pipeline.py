@@ -10,6 +10,7 @@ from typing import Any
 
 from mafiabench.detect.detection_runs import DetectorSpec, DetectReport, detect_warehouse
 from mafiabench.importers import run_import
+from mafiabench.importers.common import unreadable_line
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect
 
@@ -25,8 +26,11 @@ def import_one(fmt: str, path: str, warehouse: Path | str, study: str | None = N
 
 
 def import_text(fmt: str, report: dict[str, Any]) -> str:
-    return (f"import {fmt}: {report['games_read']} games read, {report['landed']} landed, "
-            f"{report['skipped']} already present, {len(report['unreadable'])} unreadable")
+    """One line of counts, then each game the import left out (unreadable) by name and why."""
+    return "\n".join([
+        f"import {fmt}: {report['games_read']} games read, {report['landed']} landed, "
+        f"{report['skipped']} already present, {len(report['unreadable'])} unreadable",
+        *(f"  unreadable: {unreadable_line(u['file'], u['reason'])}" for u in report["unreadable"])])
 
 
 def import_sources(experiment: Any, warehouse: Path | str) -> list[str]:

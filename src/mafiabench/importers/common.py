@@ -8,6 +8,7 @@ Readers are pure (path in, records out); only `run_import` touches the warehouse
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import re
@@ -16,11 +17,11 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.engine.events import PUBLIC, Event, Phase
-from mafiabench.errors import UserError
+from mafiabench.errors import UserError, printable
 from mafiabench.record import GameRecord, write_record_atomic
 
 # -- what readers yield ----------------------------------------------------------------------------------------------
@@ -141,8 +142,46 @@ class ImportReport:
                          "read nothing into seat order):")
             lines += [f"    {leak}" for leak in self.leaks]
         lines.append(f"  unreadable (not landed): {len(self.unreadable)}")
-        lines += [f"    {r if r.startswith(f) else f'{f}: {r}'}" for f, r in self.unreadable]
+        lines += [f"    {unreadable_line(f, r)}" for f, r in self.unreadable]
         return "\n".join(lines)
+
+
+    def brief(self) -> str:
+        """The report without its tables (`to_text` has them: `mafiabench import -v`): one line of counts, then each
+        game left out by name and why, the studies, and the seat-order warning."""
+        lines = [
+            printable(f"import {self.format} from {self.path}: {self.games_read} games read in {self.seconds:.1f} s: "
+                      f"{self.landed} landed, {self.skipped} already present, {self.valid} valid, "
+                      f"{sum(self.invalid.values())} invalid (landed with a validity flag), "
+                      f"{len(self.unreadable)} unreadable (not landed)")
+        ]
+        lines += [f"  unreadable: {unreadable_line(f, r)}" for f, r in self.unreadable]
+        lines += [f"  study {printable(name)}: {n} games" for name, n in sorted(self.studies.items())]
+        if self.leaks:
+            lines.append("  the source's seat order gives roles away (the detector lists players in a seeded shuffle; "
+                         "read nothing into seat order):")
+            lines += [f"    {leak}" for leak in self.leaks]
+        hidden = [f"{what}: {n}" for what, n in (
+            ("invalid games by reason", len(self.invalid)), ("flagged events", sum(self.flags.values())),
+            ("undecided games", len(self.undecided)), ("notes", len(self.notes))) if n]
+        if hidden:
+            lines.append(f"  (-v shows {', '.join(hidden)})")
+        return "\n".join(lines)
+
+
+def unreadable_line(file: str, reason: str) -> str:
+    """A game left out of an import, for a terminal: its file and why (the reason names the file already, mostly),
+    escaped (file names and the values quoted are the dataset's)."""
+    return printable(reason if reason.startswith(file) else f"{file}: {reason}")
+
+
+class ImportProgress(Protocol):
+    """Who hears of an import's games as they are read (the import command's bar): `expect("games", n)` once the
+    reader has found them, `done(name)` after each."""
+
+    def expect(self, part: str, count: int) -> None: ...
+
+    def done(self, name: str) -> None: ...
 
 
 def run_import(
@@ -154,11 +193,12 @@ def run_import(
     records_dir: Path | None = None,
     replace: bool = False,
     study: str | None = None,
+    progress: ImportProgress | None = None,
 ) -> ImportReport:
     """Read a dataset with the format's reader and land its records in the warehouse, `batch_size` records per
     transaction. With `records_dir`, each record is also written there once, atomically, as `<game_id>.json`.
     `study` names the study the games belong to (`design.experiment`); Mini-Mafia batches default to the folder
-    imported, the other formats to their source."""
+    imported, the other formats to their source. `progress` hears of each game read."""
     from mafiabench.warehouse.listing_leaks import SEATS, listing_leaks
     from mafiabench.warehouse.raw import load_records
 
@@ -182,9 +222,13 @@ def run_import(
 
     # Formats that are studies of their own (Mini-Mafia batch folders, a Mini-Mafia database) name the study
     # after what was imported; the others default to their source.
-    items = reader(path, study=study) if fmt in STUDY_FORMATS else reader(path)
+    total = None if progress is None else functools.partial(progress.expect, "games")
+    items = reader(path, study=study, total=total) if fmt in STUDY_FORMATS else reader(path, total=total)
     for item in items:
         report.games_read += 1
+        if progress is not None:
+            progress.done(printable(item.source_file if isinstance(item, UnreadableGame)
+                                    else str(item.provenance.source_file or item.game_id)))
         if isinstance(item, UnreadableGame):
             report.unreadable.append((item.source_file, item.reason))
             continue
@@ -734,10 +778,12 @@ def end_async_game(variant: str, players: list[tuple[str, str]], phases: list[As
 
 def read_game_folders(path: Path | str, source: str, markers: tuple[str, ...],
                       build: Callable[[Path, str, str], GameRecord], *, not_found: str,
-                      required: tuple[str, ...] = ()) -> Iterator[ImportedGame]:
+                      required: tuple[str, ...] = (), total: Callable[[int], None] | None = None
+                      ) -> Iterator[ImportedGame]:
     """Every game folder under `path` (a folder of game folders, or one game folder), a game folder being one that
     holds any of `markers`: each built by `build(folder, rel, sha)`, or unreadable with the reason (a `required`
-    file missing, a FormatProblem, an OSError). `not_found` says what was expected when no game folder is found."""
+    file missing, a FormatProblem, an OSError). `not_found` says what was expected when no game folder is found;
+    `total` hears how many game folders there are (a progress bar)."""
     root = Path(path)
     if any((root / m).exists() for m in markers):
         folders, base = [root], source_base(root, root_is_unit=True)
@@ -746,6 +792,8 @@ def read_game_folders(path: Path | str, source: str, markers: tuple[str, ...],
         base = root
     if not folders:
         raise UserError(f"{root}: {not_found}")
+    if total is not None:
+        total(len(folders))
     for folder in folders:
         rel = relative_name(folder, base)
         missing = [f for f in required if not (folder / f).exists()]

@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -318,8 +318,9 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     )
 
 
-def read_dallinger(path: Path | str) -> Iterator[ImportedGame]:
-    """Every game folder under `path` (a folder of game folders, or one game folder)."""
+def read_dallinger(path: Path | str, *, total: Callable[[int], None] | None = None) -> Iterator[ImportedGame]:
+    """Every game folder under `path` (a folder of game folders, or one game folder); `total` hears how many."""
     return read_game_folders(path, SOURCE, ("info.csv", "node.csv"), build_record, required=("node.csv", "info.csv"),
+                             total=total,
                              not_found="no Dallinger game folder found (expected folders holding node.csv, info.csv "
                                        "and network.csv)")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -326,8 +326,8 @@ def build_record(folder: Path, rel: str, sha: str) -> GameRecord:
     )
 
 
-def read_llmafia(path: Path | str) -> Iterator[ImportedGame]:
-    """Every game folder under `path` (a folder of game folders, or one game folder)."""
-    return read_game_folders(path, SOURCE, (MANAGER_FILE, "player_names.txt"), build_record,
+def read_llmafia(path: Path | str, *, total: Callable[[int], None] | None = None) -> Iterator[ImportedGame]:
+    """Every game folder under `path` (a folder of game folders, or one game folder); `total` hears how many."""
+    return read_game_folders(path, SOURCE, (MANAGER_FILE, "player_names.txt"), build_record, total=total,
                              not_found=f"no LLMafia game folder found (expected folders holding {MANAGER_FILE} and "
                                        "player_names.txt)")

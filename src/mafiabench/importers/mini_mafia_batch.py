@@ -20,7 +20,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -479,11 +479,15 @@ def default_study(path: Path | str) -> str:
     return root.name or "mini-mafia"
 
 
-def read_mini_mafia(path: Path | str, *, study: str | None = None) -> Iterator[ImportedGame]:
+def read_mini_mafia(path: Path | str, *, study: str | None = None, total: Callable[[int], None] | None = None
+                    ) -> Iterator[ImportedGame]:
     """Every game of every batch under `path` (a root of batches, one batch folder, or one game file), as games
-    of one study (`study`, default: the name of the folder the batches sit in)."""
+    of one study (`study`, default: the name of the folder the batches sit in); `total` hears how many game files
+    (a batch without any that cannot be read is one more)."""
     root = Path(path)
     base, batches = _layout(root)
+    if total is not None:
+        total(sum(len(games) for _, games in batches))
     study = study or default_study(root)
     imported = frozenset(_batch_id(folder) for folder, _ in batches) | frozenset(f.name for f, _ in batches)
     for folder, games in batches:

@@ -33,7 +33,7 @@ import json
 import math
 import sqlite3
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +103,10 @@ def _model(row: dict[str, Any] | None) -> tuple[str, str] | None:
     return normalise_model(raw, row.get("model_provider")), raw
 
 
-def read_mini_mafia_sqlite(path: Path | str, *, study: str | None = None) -> Iterator[ImportedGame]:
-    """Every game of one database, as games of one study (`study`, default: the file's stem)."""
+def read_mini_mafia_sqlite(path: Path | str, *, study: str | None = None,
+                           total: Callable[[int], None] | None = None) -> Iterator[ImportedGame]:
+    """Every game of one database, as games of one study (`study`, default: the file's stem); `total` hears how
+    many."""
     db = Path(path)
     if db.is_dir():
         raise UserError(f"{db}: a directory; give the SQLite file (e.g. database/mini_mafia.db)")
@@ -126,6 +128,8 @@ def read_mini_mafia_sqlite(path: Path | str, *, study: str | None = None) -> Ite
                                               "order by game_id")]
     finally:
         con.close()
+    if total is not None:
+        total(len(games))
     for game in games:
         gid = str(game["game_id"])
         rel = f"{db.name}#{gid}"

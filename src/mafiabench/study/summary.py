@@ -273,7 +273,7 @@ class RunSummary:
             lines.append("  failed games (first few):")
             for gid, err in self.failures[:5]:
                 lines.append(f"    {gid}: {err.splitlines()[0][:160]}")
-        lines += [f"  then: {line}" for line in self.after]
+        lines += ["  then: " + line.replace("\n", "\n    ") for line in self.after]  # a step's own lines indented
         return "\n".join(lines)
 
     def markdown(self, max_cells: int = 200) -> str:
