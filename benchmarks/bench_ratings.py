@@ -3,11 +3,12 @@
 Writes fct_games and fct_player_games for N synthetic Mini-Mafia games (M models drawn per role by hashing the game
 number, the mafia winning with a probability set by the mafioso's and the villager's models; 2% unscored, some
 self-play) into a DuckDB file, then, in a fresh process, opens it and times `rating_tables` on it, reporting the wall
-time and the process's peak resident memory above what it held before the call (DuckDB runs in-process, so its
-memory is included).
+time, the CPU time of all its threads and the process's peak resident memory above what it held before the call
+(DuckDB runs in-process, so its memory is included). `--src` measures each tree given on the same warehouse.
 
     .venv/bin/python benchmarks/bench_ratings.py 1000000            # 12 models
     .venv/bin/python benchmarks/bench_ratings.py 100000 1000000 --models 20
+    .venv/bin/python benchmarks/bench_ratings.py 1000000 --src /tmp/old/src --src src   # two trees, back to back
 """
 
 from __future__ import annotations
@@ -54,10 +55,10 @@ def measure(path: str) -> dict[str, float]:
     con = duckdb.connect(path, read_only=True)
     con.execute("select count(*) from fct_player_games").fetchall()
     before = _peak_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     tables = rating_tables(con.cursor())
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "peak_mb": _peak_mb(), "before_mb": before,
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return {"seconds": seconds, "cpu": cpu, "peak_mb": _peak_mb(), "before_mb": before,
             "rows": sum(t.height for t in tables.values()), "line_ups": tables["mart_rating_fit"]["line_ups"][0]}
 
 
@@ -65,14 +66,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("sizes", type=int, nargs="*", default=[1_000_000])
     p.add_argument("--models", type=int, default=12)
+    p.add_argument("--src", action="append", default=[],
+                   help="a tree's src directory to measure (repeat to compare trees on the same warehouse)")
     p.add_argument("--measure", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.measure:
         print(json.dumps(measure(args.measure)))
         return 0
     print(f"load {os.getloadavg()[0]:.1f}; {args.models} models")
-    print("| games | line-ups | rating_tables | peak RSS above the opened warehouse | peak RSS |")
-    print("| ---: | ---: | ---: | ---: | ---: |")
+    print("| games | tree | line-ups | rating_tables (CPU) | peak RSS above the opened warehouse | peak RSS |")
+    print("| ---: | --- | ---: | ---: | ---: | ---: |")
     for n in args.sizes:
         with tempfile.TemporaryDirectory() as tmp:
             path = str(Path(tmp) / "w.duckdb")
@@ -80,11 +83,14 @@ def main(argv: list[str] | None = None) -> int:
             con.execute(GAMES.format(n=n, m=args.models))
             con.execute(PLAYERS.format(n=n, m=args.models))
             con.close()
-            out = subprocess.run([sys.executable, __file__, "--measure", path], check=True, capture_output=True,
-                                 text=True, env={**os.environ})
-            r = json.loads(out.stdout.strip().splitlines()[-1])
-            print(f"| {n:,} | {int(r['line_ups']):,} | {r['seconds']:.2f} s | {r['peak_mb'] - r['before_mb']:.0f} MB "
-                  f"| {r['peak_mb']:.0f} MB |")
+            for src in args.src or [None]:
+                env = {**os.environ, **({"PYTHONPATH": str(Path(src).resolve())} if src else {})}
+                out = subprocess.run([sys.executable, __file__, "--measure", path], check=True, capture_output=True,
+                                     text=True, env=env)
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                print(f"| {n:,} | {src or 'installed'} | {int(r['line_ups']):,} | {r['seconds']:.2f} s "
+                      f"({r['cpu']:.2f} s) | {r['peak_mb'] - r['before_mb']:.0f} MB | {r['peak_mb']:.0f} MB |",
+                      flush=True)
     return 0
 
 

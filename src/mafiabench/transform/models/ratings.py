@@ -719,33 +719,72 @@ def _wilson(wins: np.ndarray, games: np.ndarray, z: float = Z95) -> tuple[np.nda
 
 GAMES_SQL = """
 create or replace temp table {name} as
-with seats as (
-    -- One pass over the seats, one row per game: min = max says one model (self-play, a pure head-to-head cell).
+with codes as (
+    -- Each distinct seat (team, role, model, variant) gets a number: a game's line-up is the sorted list of its
+    -- seats' numbers, an exact key that is cheap to build and group (strings joined per seat and game cost 5 times
+    -- the CPU at a million games), and everything else about the game's seats is read back from it per line-up.
+    -- Numbered as recorded (a role '' and a missing role are two numbers, read back as the same seat below).
     select
-        game_id,
-        count(*) filter (where team = 'mafia') as n_mafia,
-        count(*) filter (where team = 'town') as n_town,
-        min(model) filter (where team in ('mafia', 'town')) as min_model,
-        max(model) filter (where team in ('mafia', 'town')) as max_model,
-        min(model) filter (where team = 'mafia') as mafia_model,
-        max(model) filter (where team = 'mafia') as mafia_max,
-        min(model) filter (where team = 'town') as town_model,
-        max(model) filter (where team = 'town') as town_max,
-        -- The seats as team, role, model (joined by the unit separator, which sorts below every printable
-        -- character, so sorting the joined strings sorts by team, then role, then model): a list sorted per game is
-        -- 2.5 times faster than an ordered string_agg at a million games, with the same key.
-        array_to_string(list_sort(list(team || chr(31) || coalesce(nullif(role, ''), team) || chr(31) || model)
-            filter (where team in ('mafia', 'town'))), chr(30)) as line_up,
-        {variant} as variant
-    from fct_player_games
-    group by game_id
+        team, role, model, variant, coalesce(nullif(role, ''), team) as seat_role,
+        (row_number() over (order by team, role, model, variant) - 1)::integer as seat
+    from (select distinct team, role, model, {variant} as variant from fct_player_games)
+),
+
+per_game as (
+    select
+        p.game_id,
+        list_sort(list(c.seat)) as seats
+    from fct_player_games as p
+    inner join codes as c
+        on c.team is not distinct from p.team
+        and c.role is not distinct from p.role
+        and c.model is not distinct from p.model
+        and c.variant is not distinct from {p_variant}
+    group by p.game_id
+),
+
+counted as (
+    -- The games by line-up and what decides their category, with the first game ids a head-to-head cell shows.
+    select
+        g.study,
+        s.seats,
+        g.is_scored,
+        g.valid,
+        g.status,
+        count(*) as games,
+        count_if(g.mafia_won) as wins,
+        min(g.game_id, {ids}) filter (where g.is_scored) as game_ids
+    from fct_games as g
+    inner join per_game as s on s.game_id = g.game_id
+    group by all
+),
+
+line_ups as (
+    -- Each distinct line-up once, read back into its seats: min = max says one model (self-play, a pure
+    -- head-to-head cell). The key joins team, role and model by the unit separator, which sorts below every
+    -- printable character, so sorting the joined strings sorts by team, then role, then model.
+    select
+        d.seats,
+        count(*) filter (where c.team = 'mafia') as n_mafia,
+        count(*) filter (where c.team = 'town') as n_town,
+        min(c.model) filter (where c.team in ('mafia', 'town')) as min_model,
+        max(c.model) filter (where c.team in ('mafia', 'town')) as max_model,
+        min(c.model) filter (where c.team = 'mafia') as mafia_model,
+        max(c.model) filter (where c.team = 'mafia') as mafia_max,
+        min(c.model) filter (where c.team = 'town') as town_model,
+        max(c.model) filter (where c.team = 'town') as town_max,
+        array_to_string(list_sort(list(c.team || chr(31) || c.seat_role || chr(31) || c.model)
+            filter (where c.team in ('mafia', 'town'))), chr(30)) as line_up,
+        case when min(c.variant) = max(c.variant) then min(c.variant) end as variant
+    from (select distinct seats from counted) as d
+    cross join unnest(d.seats) as u(seat)
+    inner join codes as c on c.seat = u.seat
+    group by d.seats
 ),
 
 final as (
     select
         g.study,
-        g.game_id,
-        g.mafia_won,
         s.line_up,
         s.variant,
         s.mafia_model,
@@ -756,9 +795,12 @@ final as (
              when g.is_scored then 'rated'
              when g.valid = false then 'invalid'
              when g.status in ('failed', 'abandoned', 'unfinished') then g.status
-             else 'no_winner' end as category
-    from fct_games as g
-    inner join seats as s on s.game_id = g.game_id
+             else 'no_winner' end as category,
+        g.games,
+        g.wins,
+        g.game_ids
+    from counted as g
+    inner join line_ups as s on s.seats = g.seats
 )
 
 select * from final
@@ -768,48 +810,78 @@ select * from final
 LatentHeldOut = Callable[[LineUps], "np.ndarray | None"]
 
 
+@dataclass(frozen=True)
+class GameCounts:
+    """What the leaderboard reads from the games, counted in DuckDB: games per category (`coverage`), self-play per
+    model, rated games and mafia wins per distinct line-up (`line_ups`, keyed as `_parse` reads), the head-to-head
+    cells' counts and first game ids (`pairs`) and each study's variant where all its rated games share one."""
+
+    coverage: pl.DataFrame
+    self_play: pl.DataFrame
+    line_ups: pl.DataFrame
+    pairs: pl.DataFrame
+    variants: dict[str, str]
+
+
+def game_counts(con: duckdb.DuckDBPyConnection) -> GameCounts:
+    """Games categorised and aggregated to line-ups in DuckDB (set-based: a million games come back as the few hundred
+    rows of their line-ups and categories)."""
+    name = f"rating_games_{uuid.uuid4().hex[:8]}"
+    columns = {r[0] for r in con.execute("select column_name from (describe fct_player_games)").fetchall()}
+    has_variant = "variant" in columns
+    con.execute(
+        GAMES_SQL.format(
+            name=name,
+            variant="variant" if has_variant else "null::varchar",
+            p_variant="p.variant" if has_variant else "null::varchar",
+            ids=GAME_IDS_PER_PAIR,
+        )
+    )
+    try:
+        return GameCounts(
+            coverage=con.sql(
+                f"select study, category, sum(games)::bigint as games from {name} group by all order by all"
+            ).pl(),
+            self_play=con.sql(
+                f"""select study, mafia_model as model, sum(games)::bigint as games, sum(wins)::bigint as mafia_wins,
+                           sum(wins)::double / sum(games) as mafia_win_rate
+                    from {name} where category = 'self_play' group by all order by all"""
+            ).pl(),
+            line_ups=con.sql(
+                f"""select study, line_up, sum(games)::bigint as games, sum(wins)::bigint as wins
+                    from {name} where category = 'rated' group by all order by all"""
+            ).pl(),
+            pairs=con.sql(
+                f"""select study, mafia_model, town_model, sum(games)::bigint as games,
+                           sum(wins)::bigint as mafia_wins,
+                           list_sort(flatten(list(game_ids)))[1:{GAME_IDS_PER_PAIR}] as game_ids
+                    from {name}
+                    where category = 'rated' and one_model_a_side
+                    group by all order by all"""
+            ).pl(),
+            variants=dict(
+                con.execute(
+                    f"""select study, min(variant) from {name} where category = 'rated' group by study
+                    having count(distinct variant) = 1 and count(variant) = count(*)"""
+                ).fetchall()
+            ),
+        )
+    finally:
+        con.execute(f"drop table if exists {name}")
+
+
 def rating_tables(
     con: duckdb.DuckDBPyConnection, *, latent: LatentHeldOut | None = None
 ) -> dict[str, pl.DataFrame]:
     """mart_ratings, mart_rating_fit, mart_rating_calibration, mart_head_to_head, mart_self_play and
-    mart_rating_coverage, per study. Games are categorised and aggregated to line-ups in DuckDB (set-based: a
-    million games cost what their line-ups cost in Python). `latent` gives a baseline's held-out predictions on the
-    same folds (`fold_of`); by default the Mini-Mafia reference's latent model (`latent_held_out`), None where the
-    design has none."""
-    name = f"rating_games_{uuid.uuid4().hex[:8]}"
-    columns = {r[0] for r in con.execute("select column_name from (describe fct_player_games)").fetchall()}
-    variant = "case when min(variant) = max(variant) then min(variant) end" if "variant" in columns else "null"
-    con.execute(GAMES_SQL.format(name=name, variant=variant))
-    try:
-        coverage = con.sql(f"select study, category, count(*) as games from {name} group by all order by all").pl()
-        self_play = con.sql(
-            f"""select study, mafia_model as model, count(*) as games, count_if(mafia_won)::bigint as mafia_wins,
-                       count_if(mafia_won)::double / count(*) as mafia_win_rate
-                from {name} where category = 'self_play' group by all order by all"""
-        ).pl()
-        lineups = con.sql(
-            f"""select study, line_up, count(*) as games, count_if(mafia_won)::bigint as wins
-                from {name} where category = 'rated' group by all order by all"""
-        ).pl()
-        pairs = con.sql(
-            f"""select study, mafia_model, town_model, count(*) as games, count_if(mafia_won)::bigint as mafia_wins,
-                       (list(game_id order by game_id))[1:{GAME_IDS_PER_PAIR}] as game_ids
-                from {name}
-                where category = 'rated' and one_model_a_side
-                group by all order by all"""
-        ).pl()
-        variants = dict(
-            con.execute(
-                f"""select study, min(variant) from {name} where category = 'rated' group by study
-                having count(distinct variant) = 1 and count(variant) = count(*)"""
-            ).fetchall()
-        )
-    finally:
-        con.execute(f"drop table if exists {name}")
+    mart_rating_coverage, per study, from the games' counts per line-up (`game_counts`). `latent` gives a
+    baseline's held-out predictions on the same folds (`fold_of`); by default the Mini-Mafia reference's latent
+    model (`latent_held_out`), None where the design has none."""
+    counts = game_counts(con)
     ratings: list[dict[str, Any]] = []
     fits: list[dict[str, Any]] = []
     bins: list[dict[str, Any]] = []
-    for (study,), part in lineups.partition_by("study", as_dict=True, maintain_order=True).items():
+    for (study,), part in counts.line_ups.partition_by("study", as_dict=True, maintain_order=True).items():
         data = from_counts(
             [_parse(k) for k in part["line_up"].to_list()], part["games"].to_numpy(), part["wins"].to_numpy()
         )
@@ -821,9 +893,9 @@ def rating_tables(
         "mart_ratings": pl.DataFrame(ratings, schema=RATING_SCHEMA),
         "mart_rating_fit": pl.DataFrame(fits, schema=FIT_SCHEMA),
         "mart_rating_calibration": pl.DataFrame(bins, schema=CALIBRATION_SCHEMA),
-        "mart_head_to_head": head_to_head(pairs, variants),
-        "mart_self_play": pl.DataFrame(self_play.to_dicts(), schema=SELF_PLAY_SCHEMA),
-        "mart_rating_coverage": pl.DataFrame(coverage.to_dicts(), schema=COVERAGE_SCHEMA),
+        "mart_head_to_head": head_to_head(counts.pairs, counts.variants),
+        "mart_self_play": pl.DataFrame(counts.self_play.to_dicts(), schema=SELF_PLAY_SCHEMA),
+        "mart_rating_coverage": pl.DataFrame(counts.coverage.to_dicts(), schema=COVERAGE_SCHEMA),
     }
 
 
