@@ -181,14 +181,18 @@ def _fitted_values(values: np.ndarray, where: np.ndarray, codes: np.ndarray) -> 
     return np.append(values, 0.0)[where[codes]]  # where = -1 picks the appended 0
 
 
-def _fit_coded(mafioso: Coded, detective: Coded, villager: Coded, y: np.ndarray, *, ridge: float) -> LatentFit:
+def _fit_coded(
+    mafioso: Coded, detective: Coded, villager: Coded, y: np.ndarray, *, ridge: float, games: np.ndarray | None = None
+) -> LatentFit:
+    """The fit on coded rows: one game each with `y` its outcome, or (`games` given) `games` games each with `y`
+    mafia wins among them, the same cells and so the same fit at the cost of the rows (the leaderboard's line-ups)."""
     (mnames, mi), (dnames, dj), (vnames, vk) = mafioso, detective, villager
     nm, nd, nv = len(mnames), len(dnames), len(vnames)
     # Aggregate games into (i, j, k) cells: n games, w mafia wins.
     key = (mi * nd + dj) * nv + vk
     # The key space is small (models per role cubed): counting into it beats sorting a million keys.
     size = nm * nd * nv
-    counts = np.bincount(key, minlength=size)
+    counts = np.bincount(key, minlength=size) if games is None else np.bincount(key, weights=games, minlength=size)
     cells = np.flatnonzero(counts)
     n = counts[cells].astype(float)
     w = np.bincount(key, weights=y, minlength=size)[cells]
@@ -259,7 +263,7 @@ def _fit_coded(mafioso: Coded, detective: Coded, villager: Coded, y: np.ndarray,
         # what convergence means here.
         converged=bool(res.success or np.max(np.abs(res.jac), initial=0.0) < 1e-4),
         iterations=int(res.nit),
-        n_games=len(y),
+        n_games=len(y) if games is None else int(games.sum()),
         n_cells=len(cells),
         separated=separated,
     )

@@ -655,23 +655,20 @@ def latent_held_out(data: LineUps, *, folds: int = FOLDS, seed: int = SEED) -> n
         test, train = fold == f, fold != f
         if not test.any() or not train.any():
             continue
-        games = data.games[train]
-        y = np.concatenate([np.repeat([1.0, 0.0], [w, n - w]) for n, w in zip(games, data.wins[train], strict=True)])
+        # Fitted on the training line-ups' counts (games and mafia wins per row): the same cells as game by game.
         coded = []
         params = []
         for role in ("mafioso", "detective", "villager"):
-            per_game = np.concatenate(
-                [
-                    np.repeat([c, c], [w, n - w])
-                    for c, n, w in zip(codes[role][train], games, data.wins[train], strict=True)
-                ]
-            )
-            used = np.unique(per_game)
+            per_row = codes[role][train]
+            used = np.unique(per_row)
             where = np.full(len(names), -1)
             where[used] = np.arange(len(used))
-            coded.append(([names[i] for i in used], where[per_game]))
+            coded.append(([names[i] for i in used], where[per_row]))
             params.append(where)
-        fitted = _fit_coded(coded[0], coded[1], coded[2], y, ridge=DEFAULT_RIDGE)
+        fitted = _fit_coded(
+            coded[0], coded[1], coded[2], data.wins[train].astype(float), ridge=DEFAULT_RIDGE,
+            games=data.games[train].astype(float),
+        )
         a = np.append(fitted.a, 0.0)[params[0][codes["mafioso"][test]]]
         b = np.append(fitted.b, 0.0)[params[1][codes["detective"][test]]]
         g = np.append(fitted.g, 0.0)[params[2][codes["villager"][test]]]
