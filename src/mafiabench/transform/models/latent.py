@@ -341,6 +341,8 @@ LATENT_FIT_SCHEMA = {
     "prompt_version": pl.Utf8,
     "variant": pl.Utf8,
     "method": pl.Utf8,
+    "status": pl.Utf8,
+    "reason": pl.Utf8,
     "n_games": pl.Int64,
     "n_cells": pl.Int64,
     "n_mafioso_models": pl.Int64,
@@ -385,7 +387,8 @@ def latent_tables(
 ) -> dict[str, pl.DataFrame]:
     """Fit the latent model per study and prompt version on scored Mini-Mafia games with a scripted night (one
     model per role): games under another prompt version are another experiment, as in the capability marts. Each
-    row says which fit it holds (`method`); the cross-validated Brier score refits the point estimate per fold."""
+    row says which fit it holds (`method`); the cross-validated Brier score refits the point estimate per fold.
+    Data NUTS cannot learn from (`not_fitted_reason`) is not sampled: its fit row says why, with no abilities."""
     method = method or latent_method()
     games = con.sql(
         """select study, prompt_version, mafioso_model, detective_model, villager_model, mafia_won
@@ -401,13 +404,17 @@ def latent_tables(
         y = part["mafia_won"].to_numpy().astype(float)
         games_by = {role: dict(part.group_by(f"{role}_model").len().rows())
                     for role in ("mafioso", "detective", "villager")}
-        if method == "nuts":
+        reason = not_fitted_reason(part, games_by) if method == "nuts" else None
+        rows: list[dict[str, Any]]
+        if reason is not None:
+            rows, fit_row = [], _not_fitted_row(part)
+        elif method == "nuts":
             rows, fit_row = _nuts_rows(study, version, part, games_by)
         else:
             rows, fit_row = _map_rows(study, version, m, d, v, y, games_by, ridge)
         abilities += rows
         brier_model, brier_const = (math.nan, math.nan)
-        if len(y) >= folds:
+        if len(y) >= folds and reason is None:
             brier_model, brier_const = cross_validated_brier(m, d, v, y, folds=folds, ridge=ridge)
         fits.append(
             {
@@ -415,11 +422,13 @@ def latent_tables(
                 "prompt_version": version,
                 "variant": "mini-mafia",
                 "method": method,
+                "status": "fitted" if reason is None else "not_fitted",
+                "reason": reason,
                 **fit_row,
                 "n_mafioso_models": len(games_by["mafioso"]),
                 "n_detective_models": len(games_by["detective"]),
                 "n_villager_models": len(games_by["villager"]),
-                "n_not_identified": sum(1 for r in rows if not r["identified"]),
+                "n_not_identified": sum(1 for r in rows if not r["identified"]) if reason is None else None,
                 "ridge": ridge,
                 "cv_folds": folds,
                 "brier_model": brier_model,
@@ -431,6 +440,37 @@ def latent_tables(
     return {
         "mart_latent_abilities": pl.DataFrame(abilities, schema=LATENT_ABILITIES_SCHEMA, orient="row"),
         "mart_latent_fit": pl.DataFrame(fits, schema=LATENT_FIT_SCHEMA, orient="row"),
+    }
+
+
+def not_fitted_reason(part: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]]) -> str | None:
+    """Why NUTS would learn nothing from these games (None: it can): one model in every role (one cell, nothing to
+    compare), only scripted players (`policy/...`: their play is a rule, whose exact win rates mart_baselines gives,
+    not an ability), or fewer cells than the free parameters (a model per role less the shift and the scale the
+    normalisation fixes). Sampling such data only reports R-hat NaN or a prior's draws as "not converged"."""
+    models = {role: sorted(games_by[role]) for role in ("mafioso", "detective", "villager")}
+    games, wins = part.height, int(part["mafia_won"].sum())
+    if all(len(names) == 1 for names in models.values()):
+        return (f"one model in every role ({', '.join(f'{r} {n[0]}' for r, n in models.items())}): nothing to "
+                f"compare; the mafia won {wins} of {games} games")
+    everyone = sorted({name for names in models.values() for name in names})
+    if all(name.startswith("policy/") for name in everyone):
+        return (f"only scripted players ({', '.join(everyone)}): their play is a fixed rule, not an ability to "
+                "estimate (mart_baselines gives the exact win rates of the policies it knows)")
+    cells = part.select("mafioso_model", "detective_model", "villager_model").n_unique()
+    free = sum(len(names) for names in models.values()) - 2
+    if cells < free:
+        return (f"{cells} cells of games for {free} free parameters ({len(models['mafioso'])} mafioso, "
+                f"{len(models['detective'])} detective and {len(models['villager'])} villager models, less the "
+                "shift and the scale): the design cannot place them")
+    return None
+
+
+def _not_fitted_row(part: pl.DataFrame) -> dict[str, Any]:
+    cells = part.select("mafioso_model", "detective_model", "villager_model").n_unique()
+    return {
+        "n_games": part.height, "n_cells": cells, "log_likelihood": None, "converged": None, "chains": None,
+        "draws": None, "divergences": None, "max_r_hat": None, "min_ess": None, "scale": None, "iterations": None,
     }
 
 
