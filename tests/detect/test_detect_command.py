@@ -86,7 +86,7 @@ def test_shipped_detector_experiments_validate() -> None:
     assert spec.sources == ("simulation", "ibraheem2022-human") and spec.valid_only and spec.temperature == 0.0
     assert spec.models == ("openai/gpt-4-turbo",) and spec.prompt_version == "v2" and (spec.max_tokens or 0) >= 300
     offline = load_experiment(ROOT / "experiments" / "hidden_in_plain_text_offline.toml")
-    for rule in ("n_players", "n_mafia", "day_seconds", "night_seconds"):
+    for rule in ("n_players", "n_mafia", "day_seconds", "night_seconds", "scheduling", "call_seconds"):
         assert offline.rules[rule] == real.rules[rule]
     assert [i.format for i in offline.imports] == ["dallinger"]
     assert Path(offline.imports[0].path).resolve() == (FIXTURES / "dallinger").resolve()

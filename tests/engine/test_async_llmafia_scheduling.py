@@ -119,12 +119,16 @@ def test_tick_scheduled_rules_record_exactly_what_they_did_before() -> None:
     on = AsyncRules(scheduling="llmafia").model_dump()
     assert (on["scheduling"], on["call_seconds"], on["vote_wait_seconds"]) == ("llmafia", (1, 3), 5)
     assert AsyncRules(**AsyncRules(scheduling="llmafia", call_seconds=(2, 4)).model_dump()).call_seconds == (2, 4)
-    assert timing_model(AsyncRules(scheduling="llmafia"))["votes"] == (
-        "every voter asked at once when voting starts; each vote posted as it arrives")
+    assert on["votes_as_cast"] and not AsyncRules().votes_as_cast  # later voters see the votes posted before
+    timing = timing_model(AsyncRules(scheduling="llmafia"))
+    assert timing["votes"] == ("each voter asked when its loop comes around after voting starts; each vote posted as "
+                               "it arrives, 5 s after its answer")
+    assert timing["typing"] == "min(words // 1, 10) seconds, by day and by night"
+    assert timing_model(AsyncRules())["typing"] == "min(words // 1, 10) seconds, halved at night"
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"votes_as_cast": True}, "posts votes as they arrive already"),
+    ({"votes_as_cast": False}, "votes_as_cast cannot be false there"),
     ({"call_seconds": (0, 2)}, "1 <= low <= high"),
     ({"call_seconds": (3, 2)}, "1 <= low <= high"),
 ])

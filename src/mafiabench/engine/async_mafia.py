@@ -74,7 +74,8 @@ class AsyncRules(BaseModel):
     )
     name_pool: tuple[str, ...] | None = Field(None, description="Names to draw from (default: a built-in 30).")
     votes_as_cast: bool = Field(
-        False, description="Ask voters one at a time in a seeded order, each seeing the votes cast before (LLMafia)."
+        False, description="Ask voters one at a time in a seeded order, each seeing the votes cast before (LLMafia); "
+        "with scheduling = \"llmafia\", true: votes are posted as they arrive."
     )
     scheduling: Literal["ticks", "llmafia"] = Field(
         "ticks", description="`ticks`: every player not typing asked at each tick; `llmafia`: LLMafia's real-time "
@@ -99,15 +100,24 @@ class AsyncRules(BaseModel):
                 data.pop(key, None)
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _llmafia_posts_votes_as_cast(cls, data: Any) -> Any:
+        """Under `llmafia` a later voter sees the votes posted before it: votes_as_cast holds unless said otherwise
+        (and saying otherwise is refused below)."""
+        if isinstance(data, dict) and data.get("scheduling") == "llmafia" and "votes_as_cast" not in data:
+            return {**data, "votes_as_cast": True}
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> AsyncRules:
         town = self.n_players - self.n_mafia
         low, high = self.call_seconds
         if not 1 <= low <= high:
             raise ValueError(f"call_seconds must be [low, high] with 1 <= low <= high, got {list(self.call_seconds)}")
-        if self.scheduling == "llmafia" and self.votes_as_cast:
-            raise ValueError("votes_as_cast is the ticks scheduling's; scheduling = \"llmafia\" posts votes as they "
-                             "arrive already")
+        if self.scheduling == "llmafia" and not self.votes_as_cast:
+            raise ValueError("scheduling = \"llmafia\" posts each vote as it arrives, so later voters see it: "
+                             "votes_as_cast cannot be false there")
         if self.n_mafia >= town:
             raise ValueError(f"n_mafia={self.n_mafia} must be fewer than the town ({town}) or mafia win at once")
         if self.tick_seconds > min(self.day_seconds, self.night_seconds):
@@ -162,21 +172,21 @@ def duration_text(seconds: int) -> str:
 
 def timing_model(rules: AsyncRules) -> dict[str, str]:
     """How this engine schedules play, in words, for the protocol card (kept beside the code that does it)."""
+    typing = f"min(words // {rules.words_per_second:g}, {rules.max_typing_seconds}) seconds"
     if rules.scheduling == "llmafia":
         low, high = rules.call_seconds
         return {
-            "scheduler": "in its own loop, again as soon as its last call returns, all players at once on a virtual "
-                         "clock",
-            "call_latency": f"{low}-{high} s a call, drawn from the game's seed",
-            "typing": (f"min(words // {rules.words_per_second:g}, {rules.max_typing_seconds}) seconds, by day and by "
-                       "night" if rules.typing else "none"),
-            "votes": "every voter asked at once when voting starts; each vote posted as it arrives",
+            "scheduler": "in its own loop, again as soon as its last call returns, all players at once",
+            "clock": f"virtual: a call takes {low}-{high} s, drawn from the game's seed",
+            "typing": f"{typing}, by day and by night" if rules.typing else "none",
+            "votes": "each voter asked when its loop comes around after voting starts; each vote posted as it "
+                     f"arrives, {rules.vote_wait_seconds} s after its answer",
         }
     return {
         "scheduler": f"every {rules.tick_seconds} s of virtual time from 00:00, every player not typing asked in one "
                      "batch, the senders' messages generated in a second batch",
-        "typing": (f"min(words // {rules.words_per_second:g}, {rules.max_typing_seconds}) seconds, halved at night"
-                   if rules.typing else "none"),
+        "clock": f"virtual, in {rules.tick_seconds} s ticks: a call takes no time",
+        "typing": f"{typing}, halved at night" if rules.typing else "none",
         "votes": ("one voter at a time, in an order drawn from the seed, each vote posted before the next voter is "
                   "asked" if rules.votes_as_cast else "all voters at once, the votes shown when all have voted"),
     }
