@@ -84,7 +84,10 @@ def main(argv: list[str] | None = None) -> int:
             con.execute(PLAYERS.format(n=n, m=args.models))
             con.close()
             for src in args.src or [None]:
-                env = {**os.environ, **({"PYTHONPATH": str(Path(src).resolve())} if src else {})}
+                # A first build: the fits' cache (rating-fits/) starts empty for each tree.
+                cache = tempfile.mkdtemp(dir=tmp)
+                env = {**os.environ, "MAFIABENCH_CACHE_DIR": cache,
+                       **({"PYTHONPATH": str(Path(src).resolve())} if src else {})}
                 out = subprocess.run([sys.executable, __file__, "--measure", path], check=True, capture_output=True,
                                      text=True, env=env)
                 r = json.loads(out.stdout.strip().splitlines()[-1])

@@ -54,11 +54,8 @@ a million games would overflow float32's resolution).
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import os
-import pickle
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -71,6 +68,7 @@ import polars as pl
 from scipy import linalg, optimize
 
 from mafiabench.errors import UserError
+from mafiabench.transform.models import fit_cache
 
 Z95 = 1.959963984540054
 DEFAULT_RIDGE = 1e-3  # kept for callers; the priors below are what keeps the fit finite
@@ -682,47 +680,28 @@ def _jax() -> Any:
 
 
 def _cache_dir(name: str) -> Path:
-    from mafiabench.transform.build.dbt_runner import cache_dir  # the one home of the cache folder's rule
-
-    return cache_dir(name)
+    return fit_cache.folder(name)
 
 
 # What changes a NUTS fit besides its cells and settings: this module's code (the model and its normalisation) and
 # the libraries that sample and summarise it. Part of every fit's cache key.
 def _fit_code_key() -> dict[str, str]:
-    from importlib.metadata import version
-
-    source = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
-    return {"module": source, **{lib: version(lib) for lib in ("jax", "jaxlib", "numpyro", "numpy")}}
+    return fit_cache.code_key({"module": __file__}, ("jax", "jaxlib", "numpyro", "numpy"))
 
 
 def fit_cache_key(cells: Sequence[tuple[str, str, str, int, int]], **settings: Any) -> str:
     """The NUTS fit's identity: its input rows in order, the sampler settings and seed, the model's code and the
     sampling libraries' versions. Two builds with the same key get byte-identical fits, so the second reuses the
     first's (`fit_latent_nuts`)."""
-    payload = {"cells": [list(c) for c in cells], "settings": settings, "code": _fit_code_key()}
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+    return fit_cache.key({"cells": [list(c) for c in cells], "settings": settings, "code": _fit_code_key()})
 
 
 def _cached_fit(key: str) -> NutsFit | None:
-    path = _cache_dir("latent-fits") / f"{key}.pickle"
-    try:
-        with path.open("rb") as f:
-            fit = pickle.load(f)  # our own file in the user's cache, named by its content's key
-    except (OSError, EOFError, pickle.UnpicklingError, AttributeError, ImportError):
-        return None
-    return fit if isinstance(fit, NutsFit) else None
+    return fit_cache.load("latent-fits", key, NutsFit)
 
 
 def _store_fit(key: str, fit: NutsFit) -> None:
-    folder = _cache_dir("latent-fits")
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{key}.{os.getpid()}.tmp"
-        tmp.write_bytes(pickle.dumps(fit, protocol=pickle.HIGHEST_PROTOCOL))
-        tmp.replace(folder / f"{key}.pickle")  # whole or absent: a killed build never leaves half a fit
-    except OSError:
-        pass  # a cache that cannot be written costs a refit next time, never the build
+    fit_cache.store("latent-fits", key, fit)
 
 
 def _pad(size: int, floor: int) -> int:

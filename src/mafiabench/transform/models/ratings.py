@@ -54,6 +54,7 @@ import numpy as np
 import polars as pl
 from scipy import optimize, special, stats
 
+from mafiabench.transform.models import fit_cache
 from mafiabench.transform.models.baselines import exact_baseline
 
 SIDES = ("overall", "mafia", "town")
@@ -873,16 +874,27 @@ def rating_tables(
     """mart_ratings, mart_rating_fit, mart_rating_calibration, mart_head_to_head, mart_self_play and
     mart_rating_coverage, per study, from the games' counts per line-up (`game_counts`). `latent` gives a
     baseline's held-out predictions on the same folds (`fold_of`); by default the Mini-Mafia reference's latent
-    model (`latent_held_out`), None where the design has none."""
+    model (`latent_held_out`), None where the design has none. A study's fits are kept in the user's cache under
+    `rating_fit_key` (`fit_cache`, `rating-fits/`): a build whose line-up counts did not change does not refit."""
     counts = game_counts(con)
     ratings: list[dict[str, Any]] = []
     fits: list[dict[str, Any]] = []
     bins: list[dict[str, Any]] = []
+    code = _fit_code_key() if latent is None else {}
     for (study,), part in counts.line_ups.partition_by("study", as_dict=True, maintain_order=True).items():
-        data = from_counts(
-            [_parse(k) for k in part["line_up"].to_list()], part["games"].to_numpy(), part["wins"].to_numpy()
-        )
-        r, f, b = study_ratings(str(study), data, latent=latent or latent_held_out)
+        # A study whose line-up counts did not change since a build that fitted them reads that build's rows (the
+        # same bytes; the default latent baseline only: its code is in the key).
+        key = rating_fit_key(str(study), part, code) if latent is None else None
+        cached = fit_cache.load("rating-fits", key, tuple) if key else None
+        if cached is not None:
+            r, f, b = cached
+        else:
+            data = from_counts(
+                [_parse(k) for k in part["line_up"].to_list()], part["games"].to_numpy(), part["wins"].to_numpy()
+            )
+            r, f, b = study_ratings(str(study), data, latent=latent or latent_held_out)
+            if key:
+                fit_cache.store("rating-fits", key, (r, f, b))
         ratings += r
         fits += f
         bins += b
@@ -894,6 +906,24 @@ def rating_tables(
         "mart_self_play": pl.DataFrame(counts.self_play.to_dicts(), schema=SELF_PLAY_SCHEMA),
         "mart_rating_coverage": pl.DataFrame(counts.coverage.to_dicts(), schema=COVERAGE_SCHEMA),
     }
+
+
+def _fit_code_key() -> dict[str, str]:
+    """The code a study's rating rows depend on: this module, the latent baseline's (transform.models.latent) and
+    the numerical libraries."""
+    from mafiabench.transform.models import latent
+
+    return fit_cache.code_key({"ratings": __file__, "latent": latent.__file__}, ("numpy", "scipy"))
+
+
+def rating_fit_key(study: str, line_ups: pl.DataFrame, code: dict[str, str]) -> str:
+    """A study's fits' identity (issue 37 item 1): its line-up counts in order (`line_up`, `games`, `wins`, as
+    `game_counts` gives them), the settings the fits read and the code (`_fit_code_key`)."""
+    settings = {"side_prior_sd": SIDE_PRIOR_SD, "draws": DRAWS, "seed": SEED, "folds": FOLDS,
+                "calibration_bins": CALIBRATION_BINS, "min_data_share": MIN_DATA_SHARE, "null_tol": NULL_TOL,
+                "max_unset": MAX_UNSET}
+    rows = [line_ups[c].to_list() for c in ("line_up", "games", "wins")]
+    return fit_cache.key({"study": study, "line_ups": rows, "settings": settings, "code": code})
 
 
 def _parse(key: str) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
