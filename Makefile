@@ -11,6 +11,8 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	@echo "installing the $$(grep -c '==' requirements.lock) locked packages into $(VENV) (a first install takes \
+	about 4 minutes; later runs skip this step)"
 	$(BIN)/pip install -q --require-hashes -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
 	touch $@
