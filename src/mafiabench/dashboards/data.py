@@ -86,6 +86,16 @@ def games_by_variant(m: Marts) -> str:
     return f"{total:,} games: " + ", ".join(f"{int(r['n']):,} {r['variant']}" for r in counts)
 
 
+# The built-in offline players: the fake provider (its endpoints may inject faults on purpose), the scripted
+# responders and the scripted policies. What they do follows fixed rules, not skill.
+OFFLINE_PROVIDERS = ("fake", "scripted", "policy")
+
+
+def offline(model: Any) -> bool:
+    """Whether a model is one of the built-in offline players (`fake/...`, `scripted/...`, `policy/...`)."""
+    return isinstance(model, str) and model.split("/", 1)[0] in OFFLINE_PROVIDERS
+
+
 def studies_by_size(m: Marts, table_name: str, study_col: str = "study") -> list[str]:
     """The studies of a mart, largest first (the first is a chart's default selection)."""
     rows = m.rows(f"select {study_col} as s, count(*) as c from {table_name} group by 1 order by 2 desc, 1")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import options
+from mafiabench.dashboards.data import offline, options
 from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -66,6 +66,8 @@ def build(ctx: Context) -> Page:
                 charts.format_failure_chart(formats, variants=options(r["variant"] for r in formats)),
                 "Format-failure rate per model, by action and role.",
             )
+    page.data["offline_failing"] = sorted({str(r["model"]) for r in (reasoning or []) + (formats or [])
+                                           if offline(r.get("model")) and (r.get("k") or 0) > 0})
     if m.has("mart_win_rates"):
         cells = m.rows(
             "select * from mart_win_rates where dimension = 'cell' and team = 'mafia' and n > 0 order by variant, value"

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import protocol_cards, studies_by_size
+from mafiabench.dashboards.data import offline, protocol_cards, studies_by_size
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -62,5 +62,23 @@ def build(ctx: Context) -> Page:
             )
     if m.has("mart_latent_fit"):
         fits = m.rows("select * from mart_latent_fit order by study")
-    page.data.update(scores=scores, latent=latent, fits=fits, cards=protocol_cards(m))
+    page.data.update(scores=scores, latent=latent, fits=fits, cards=protocol_cards(m),
+                     offline_fits=offline_fits(latent or [], fits or []))
     return page
+
+
+def offline_fits(latent: list[dict[str, Any]], fits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The studies whose latent fit is troubled (not converged, divergent transitions, a model not placed) and whose
+    players are all built-in offline ones: there that is expected (fixed rules, not skill), and the page says so. A
+    study the model was not fitted to (`status` not_fitted) says why in its own row."""
+    players: dict[Any, set[Any]] = {}
+    for r in latent:
+        players.setdefault(r.get("study"), set()).add(r.get("model"))
+    out = []
+    for f in fits:
+        models = players.get(f.get("study")) or set()
+        troubled = f.get("status") != "not_fitted" and (f.get("converged") is False or (f.get("divergences") or 0) > 0
+                    or (f.get("n_not_identified") or 0) > 0)
+        if troubled and models and all(offline(x) for x in models):
+            out.append({"study": f.get("study"), "models": ", ".join(sorted(map(str, models)))})
+    return out
