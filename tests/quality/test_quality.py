@@ -14,7 +14,7 @@ from mafiabench.quality.gate import QualityGateError
 from mafiabench.warehouse.builds import gate_passed, latest_build
 from mafiabench.warehouse.raw import load_records
 from support import gate_verdicts
-from support.records import cell_records, design, engine_records, fresh_con, mini_record, rows
+from support.records import cell_records, design, engine_records, fresh_con, mini_record, rotated_seats, rows
 
 
 def clean_con() -> duckdb.DuckDBPyConnection:
@@ -84,8 +84,10 @@ def test_all_games_invalid_fails_the_build_naming_why(fresh_warehouse: duckdb.Du
 
 def test_the_unusable_share_is_a_setting(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
     con = fresh_warehouse
-    recs = cell_records("ok", n=4, mafia_wins=2, models="X")
-    recs += [mini_record(f"bad-{i}", models="X", valid=False, invalid_reason="no votes cast") for i in range(6)]
+    # 10 games of one study: their seats turned game by game, so that the mafioso is not always listed first
+    recs = cell_records("ok", n=4, mafia_wins=2, models="X", rotate_seats=True)
+    recs += [mini_record(f"bad-{i}", models="X", valid=False, invalid_reason="no votes cast",
+                         seats=rotated_seats(i + 1)) for i in range(6)]
     load_records(con, recs)
     failed = _failures(con, "unusable share")
     assert list(failed) == ["at most 50% of the simulated games are invalid or unscored"]
@@ -98,8 +100,10 @@ def test_the_unusable_share_is_a_setting(fresh_warehouse: duckdb.DuckDBPyConnect
 
 def test_a_capability_cell_with_games_but_none_scored_fails(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
     con = fresh_warehouse
-    recs = cell_records("h", n=6, mafia_wins=2, models="X", design=design("homogeneous|X", None, "X", "X"))
-    recs += cell_records("h2", n=6, mafia_wins=3, models="Y", design=design("homogeneous|Y", None, "Y", "Y"))
+    recs = cell_records("h", n=6, mafia_wins=2, models="X", design=design("homogeneous|X", None, "X", "X"),
+                        rotate_seats=True)
+    recs += cell_records("h2", n=6, mafia_wins=3, models="Y", design=design("homogeneous|Y", None, "Y", "Y"),
+                         rotate_seats=True)
     # one deceive cell whose games were all flagged invalid: 2 of 14 games, far under the share threshold
     recs += cell_records("d", n=2, mafia_wins=1, models={"mafioso": "Y", "detective": "X", "villager": "X"},
                          design=design("deceive|Y|X", "deceive", "Y", "X"), valid=False,

@@ -145,6 +145,13 @@ def mini_record(
     )
 
 
+def rotated_seats(i: int, seats: Sequence[tuple[str, str]] = SEATS) -> tuple[tuple[str, str], ...]:
+    """`seats` turned by `i` places: game i seats the i-th player first. The helpers' games otherwise seat the
+    mafioso first in every game, a listing-order leak the gate refuses (`mart_listing_leaks`) once a study has 10."""
+    k = i % len(seats)
+    return (*seats[k:], *seats[:k])
+
+
 def cell_records(
     prefix: str,
     *,
@@ -153,11 +160,15 @@ def cell_records(
     models: Mapping[str, str] | str,
     tie_wins: int = 0,
     design: Mapping[str, Any] | None = None,
+    rotate_seats: bool = False,
     **kw: Any,
 ) -> list[GameRecord]:
-    """`n` games of one cell of which `mafia_wins` mafia wins, the first `tie_wins` of those decided by a tie."""
+    """`n` games of one cell of which `mafia_wins` mafia wins, the first `tie_wins` of those decided by a tie;
+    `rotate_seats`: game i's seats turned by i places (`rotated_seats`)."""
     out = []
     for i in range(n):
+        if rotate_seats:
+            kw["seats"] = rotated_seats(i)
         if i < mafia_wins:
             if i < tie_wins:
                 rec = mini_record(f"{prefix}-{i}", models=models, votes=TIE_VOTES, eliminated="Charlie",

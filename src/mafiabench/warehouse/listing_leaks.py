@@ -1,92 +1,127 @@
 """The listing-order leak check (issue 35): does the position at which a source lists its players tell their role?
 
 A source's players are listed in two orders a reader meets: the record's seats (every prompt, transcript and page
-that lists players in seat order) and the players line of each cleansed transcript the detector read. In a fair
-order the player at position i is mafia about as often as the games' mafia share (n_mafia / n_players, averaged over
-the games that have a position i); the Dallinger export creates the mafia's nodes first, so its seat order puts a
-mafioso first in nearly every game. Per source (each import, each simulated study), per listing and position: the
-mafia count, the expected count and a two-sided exact binomial test (`scipy.stats.binomtest`) against the mean
-expected share; a position leaks when its p-value is below `ALPHA` divided by the number of positions tested for
-that source and listing (Bonferroni). Read from the raw tables, so the import report, the gate and the pages share
-one computation.
+that lists players in seat order; a source without seats, such as Mini-Mafia's batches, lists them by name) and the
+players line of each cleansed transcript the detector read. In a fair order the player at position i is mafia about
+as often as the games' mafia share (n_mafia / n_players, averaged over the games that have a position i); the
+Dallinger export creates the mafia's nodes first, so its seat order puts a mafioso first in nearly every game.
+
+Per source (each import; each simulated study, `simulation:<experiment>`), per listing and position: the mafia
+count, the expected count and a two-sided exact binomial test (`scipy.stats.binomtest`) against the mean expected
+share. Many positions of many sources are tested at once, so a position leaks when its Holm-adjusted p-value
+(Holm's step-down over every position tested in the warehouse, all sources and both listings: the family-wise
+error stays at `ALPHA` however many studies a warehouse holds) is below `ALPHA`. A position with fewer than
+`MIN_GAMES` games is not tested: its verdict is "too few games", never "no leak".
+
+The counts are aggregated in DuckDB (a handful of rows per source reach Python); the import report, the mart
+`mart_listing_leaks` (`transform.models.listing_leaks`), the gate and the data-quality page share this computation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import duckdb
 
-ALPHA = 0.001  # family-wise, per source and listing
+ALPHA = 0.001  # family-wise, over every position tested in the warehouse (Holm)
 SEATS = "seats"
 DETECTOR = "detector transcripts"
-# How many games a position needs before it is tested (a handful of games cannot show a leak, nor clear one).
+# How many games a position needs before it is tested: with fewer, the check can neither show a leak nor clear one
+# (at 10 games a position that is always mafia in 4-player games has p = (1/4)^10 = 9.5e-7, caught under Holm at
+# 0.001 among up to a thousand positions).
 MIN_GAMES = 10
+TOO_FEW = "too few games"
+LEAK = "leak"
+NO_LEAK = "no leak"
 
 
 @dataclass(frozen=True)
 class PositionLeak:
     source: str  # the import's source, or `simulation:<experiment>`
+    simulated: bool  # a simulated study (the gate refuses its leaks) or an import (its leaks are reported)
     listing: str  # SEATS or DETECTOR
     position: int  # 1-based
     n: int  # games (or transcripts) with a player at this position
     mafia: int  # of them, how often that player was mafia
     expected: float  # the expected count under a role-blind order
-    p_value: float
-    leak: bool
+    p_value: float | None  # None: too few games to test
+    p_holm: float | None  # Holm-adjusted over every position tested
+    family: int  # how many positions were tested together (Holm's m)
+
+    @property
+    def leak(self) -> bool:
+        return self.p_holm is not None and self.p_holm < ALPHA
+
+    @property
+    def verdict(self) -> str:
+        return TOO_FEW if self.p_value is None else LEAK if self.leak else NO_LEAK
 
     def text(self) -> str:
         return (f"{self.source}, {self.listing}: the player listed at position {self.position} is mafia in "
                 f"{self.mafia} of {self.n} (expected {self.expected:.1f}; binomial p = {self.p_value:.2g})")
 
 
-def _rows(con: duckdb.DuckDBPyConnection, sources: list[str] | None) -> list[tuple[str, str, int, int, float]]:
-    """(source, listing, position, is_mafia, expected share) per listed player of every finished game."""
-    keep = "and g.source in (select unnest($sources))" if sources is not None else ""
-    params = {"sources": sources} if sources is not None else {}
-    games = f"""
-        select g.game_id,
-               case when g.source = 'simulation' then 'simulation:' || coalesce(g.experiment, '?') else g.source end
-                   as src,
-               count(*) filter (where p.team = 'mafia') over (partition by g.game_id) * 1.0
-                   / count(*) over (partition by g.game_id) as share,
-               p.seat, p.name, p.team
-        from raw_games g join raw_players p using (game_id)
-        where g.status = 'finished' {keep}"""
-    seats = con.execute(f"""
-        with players as ({games})
-        select src, '{SEATS}', row_number() over (partition by game_id order by seat) as position,
-               (team = 'mafia')::int, share
-        from players""", params).fetchall()
-    listed = con.execute(f"""
-        with players as ({games}),
+def _counts(con: duckdb.DuckDBPyConnection) -> list[tuple[str, bool, str, int, int, int, float]]:
+    """(source, simulated, listing, position, games, mafia, expected count) per listed position of finished games."""
+    return con.execute(f"""
+        with games as (
+            select game_id, source = 'simulation' as simulated,
+                   case when source = 'simulation' then 'simulation:' || coalesce(experiment, '?') else source end
+                       as src
+            from raw_games where status = 'finished'
+        ),
+        players as (
+            select p.game_id, p.name, p.team = 'mafia' as is_mafia,
+                   count(*) filter (where p.team = 'mafia') over w * 1.0 / count(*) over w as share,
+                   row_number() over (partition by p.game_id order by p.seat nulls last, p.name) as position
+            from raw_players p semi join games g on g.game_id = p.game_id
+            window w as (partition by p.game_id)
+        ),
         listed as (
-            select t.game_id, t.cut, t.players[i] as name, i as position
-            from raw_detection_transcripts t, range(1, 64) as r(i)
-            where i <= len(t.players) and t.game_id in (select game_id from players)
+            select distinct on (game_id, cut, position) game_id, cut, position, name
+            from (select game_id, cut, unnest(players) as name, generate_subscripts(players, 1) as position
+                  from raw_detection_transcripts)
+        ),
+        rows as (
+            select game_id, '{SEATS}' as listing, position, is_mafia, share from players
+            union all
+            select l.game_id, '{DETECTOR}', l.position, p.is_mafia, p.share
+            from listed l join players p on p.game_id = l.game_id and p.name = l.name
         )
-        select distinct on (l.game_id, l.cut, l.position) p.src, '{DETECTOR}', l.position,
-               (p.team = 'mafia')::int, p.share
-        from listed l join players p on p.game_id = l.game_id and p.name = l.name""", params).fetchall()
-    return [(str(s), str(li), int(pos), int(m), float(sh)) for s, li, pos, m, sh in seats + listed]
+        select g.src, g.simulated, r.listing, r.position::int, count(*)::int, count(*) filter (where r.is_mafia)::int,
+               sum(r.share)
+        from rows r join games g using (game_id)
+        group by all order by all""").fetchall()
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979): sorted ascending, p_(i) times (m - i + 1), made monotone and
+    capped at 1; a hypothesis is rejected at family-wise level alpha exactly when its adjusted p-value is below it."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[i]))
+        out[i] = running
+    return out
 
 
 def listing_leaks(con: duckdb.DuckDBPyConnection, sources: list[str] | None = None) -> list[PositionLeak]:
-    """Every tested (source, listing, position), leaking or not; `sources` limits it to some raw sources."""
+    """Every (source, listing, position) of the warehouse, tested or with too few games; `sources` keeps the rows of
+    some raw sources (the Holm family stays every position the warehouse tests, so the verdicts are the mart's)."""
     from scipy.stats import binomtest
 
-    groups: dict[tuple[str, str, int], list[tuple[int, float]]] = {}
-    for src, listing, position, mafia, share in _rows(con, sources):
-        groups.setdefault((src, listing, position), []).append((mafia, share))
-    tested = {k: v for k, v in groups.items() if len(v) >= MIN_GAMES}
-    per_family: dict[tuple[str, str], int] = {}
-    for src, listing, _ in tested:
-        per_family[(src, listing)] = per_family.get((src, listing), 0) + 1
+    counts = _counts(con)
+    p_values = {(src, listing, pos): float(binomtest(k, n, expected / n).pvalue)
+                for src, _, listing, pos, n, k, expected in counts if n >= MIN_GAMES}
+    adjusted = dict(zip(p_values, holm(list(p_values.values())), strict=True))
     out = []
-    for (src, listing, position), obs in sorted(tested.items()):
-        n = len(obs)
-        k = sum(m for m, _ in obs)
-        expected = sum(s for _, s in obs)
-        p = float(binomtest(k, n, expected / n).pvalue)
-        out.append(PositionLeak(src, listing, position, n, k, expected, p, p < ALPHA / per_family[(src, listing)]))
+    for src, simulated, listing, pos, n, k, expected in counts:
+        if sources is not None and ("simulation" if simulated else src) not in sources:
+            continue
+        key = (src, listing, pos)
+        out.append(PositionLeak(src, bool(simulated), listing, pos, n, k, float(expected), p_values.get(key),
+                                adjusted.get(key), len(p_values)))
     return out

@@ -1,5 +1,6 @@
 """Data quality: the validation results of the published build, failures first (`validation_results`,
-`build_runs`)."""
+`build_runs`), and whether the order each source lists its players in tells their role (`mart_listing_leaks`: an
+imported dataset's cue is shown here, a simulated study's refused by the gate)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,31 @@ def pretty_json(text: Any, indent: int | None = 1) -> str:
     if value in ([], {}, None):
         return ""
     return json.dumps(value, ensure_ascii=False, indent=indent, sort_keys=True, default=str)
+
+
+def listing_order(m: Any) -> dict[str, Any] | None:
+    """The leak check per source and listing: its leaking positions first, then every position tested or not."""
+    if not m.has("mart_listing_leaks"):
+        return None
+    rows = m.rows("""select * from mart_listing_leaks
+                     order by verdict <> 'leak', origin, source, listing, position""")
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in rows:
+        r["row_class"] = "failed" if r["verdict"] == "leak" else None
+        g = groups.setdefault((r["source"], r["listing"]), {
+            "source": r["source"], "origin": r["origin"], "listing": r["listing"], "leaks": [], "tested": 0,
+            "too_few": 0})
+        if r["verdict"] == "leak":
+            g["leaks"].append(r)
+        if r["verdict"] == "too few games":
+            g["too_few"] += 1
+        else:
+            g["tested"] += 1
+    first = rows[0] if rows else {}
+    return {"rows": rows, "groups": sorted(groups.values(), key=lambda g: (not g["leaks"], g["source"],
+                                                                             g["listing"])),
+            "alpha": first.get("alpha"), "min_games": first.get("min_games"),
+            "positions_tested": first.get("positions_tested")}
 
 
 @register("data-quality.html", "Data quality", "The latest validation results, failures first.", order=90)
@@ -59,5 +85,6 @@ def build(ctx: Context) -> Page:
         rows=rows,
         n_failed=sum(1 for r in rows if not r.get("success")),
         builds=builds,
+        listing=listing_order(m),
     )
     return page

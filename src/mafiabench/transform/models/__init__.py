@@ -129,6 +129,20 @@ PYTHON_MODELS: list[PythonModel] = [
         function="detector.transcript_tables",
     ),
     PythonModel(
+        name="mart_listing_leaks",
+        layer="marts",
+        kind="python",
+        grain="one row per (source, listing, listed position)",
+        purpose="the listing-order leak check (issue 35): per source (each import, each simulated study) and listing "
+        "(seat order; the detector's transcript header), how often the player at each position is mafia against the "
+        "share a role-blind order gives, exact binomial test (scipy) with Holm's correction over every position "
+        "tested; the gate refuses a simulated study with a leak (warehouse.listing_leaks)",
+        materialized="table",
+        depends_on=("raw_games", "raw_players", "raw_detection_transcripts"),
+        outputs=("mart_listing_leaks",),
+        function="listing_leaks.listing_leak_tables",
+    ),
+    PythonModel(
         name="mart_ratings",
         layer="marts",
         kind="python",
