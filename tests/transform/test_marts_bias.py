@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from support.records import MAFIA_WIN_VOTES, TOWN_WIN_VOTES, landed, mini_record, one, rows
@@ -28,6 +30,13 @@ def test_last_speaker_rates(con) -> None:
     assert (t["n"], t["k"], f["n"], f["k"]) == (3, 2, 2, 0)
     assert t["advantage"] == pytest.approx(3 / 5 - 1 / 4)
     assert f["advantage"] is None
+    # The published contrast: against every mafioso of the final discussion (2 wins in 5), last speakers included.
+    assert t["advantage_vs_all_games"] == pytest.approx(3 / 5 - 3 / 7)
+    # Beta(3, 2) has variance 0.6 * 0.4 / 6 = 0.04, Beta(1, 3) 0.25 * 0.75 / 5 = 0.0375; the 2 of 5 games in which
+    # Alice did not speak last scale the disjoint contrast's sd: (2/5) sqrt(0.0775)
+    assert t["advantage_sd"] == pytest.approx(math.sqrt(0.0775))
+    assert t["advantage_vs_all_games_sd"] == pytest.approx(2 / 5 * math.sqrt(0.0775))
+    assert f["advantage_vs_all_games"] is None and f["advantage_vs_all_games_sd"] is None
     # The game without discussion has no last speaker and is left out.
     assert one(con, "select sum(n) as n from mart_last_speaker_bias where role = 'detective'")["n"] == 5
     # Only players of the final discussion count: Charlie, not Diana (the night victim, who never spoke).

@@ -199,6 +199,9 @@ def test_last_speaker_advantage_is_the_published_table(con: duckdb.DuckDBPyConne
         assert (last["n"], last["k"]) == (int(r["last_speaker_games"]), int(r["last_speaker_wins"]))
         assert 100 * last["laplace_mean"] == pytest.approx(float(r["last_speaker_win_rate_pct"]), abs=1e-9)
         assert 100 * last["beta_sd"] == pytest.approx(float(r["last_speaker_uncertainty_pct"]), abs=1e-9)
+        # the published advantage (detective +7.10 pp) is last speakers against all games, not our `advantage`
+        assert 100 * last["advantage_vs_all_games"] == pytest.approx(
+            float(r["last_speaker_win_rate_pct"]) - float(r["total_win_rate_pct"]), abs=1e-9)
 
 
 def test_name_bias_is_the_published_table(con: duckdb.DuckDBPyConnection) -> None:

@@ -56,7 +56,13 @@ final as (
         s.total_laplace_mean,
         s.total_beta_sd,
         case when s.spoke_last then s.laplace_mean - o.laplace_mean end as advantage,
-        case when s.spoke_last then sqrt(s.beta_sd * s.beta_sd + o.beta_sd * o.beta_sd) end as advantage_sd
+        case when s.spoke_last then sqrt(s.beta_sd * s.beta_sd + o.beta_sd * o.beta_sd) end as advantage_sd,
+        -- The published table's contrast (the reference's last_speaker_advantage.csv): the last speakers' rate minus
+        -- the rate of every player of the role, last speakers included. Those are nested, not independent: in
+        -- proportions p_last - p_all = (n_other / n_all) (p_last - p_other), so its sd is advantage_sd scaled so.
+        case when s.spoke_last then s.laplace_mean - s.total_laplace_mean end as advantage_vs_all_games,
+        case when s.spoke_last then coalesce(o.n, 0) * 1.0 / s.total_n
+            * sqrt(s.beta_sd * s.beta_sd + coalesce(o.beta_sd * o.beta_sd, 0)) end as advantage_vs_all_games_sd
     from stats as s
     left join stats as o
         on o.study = s.study and o.variant = s.variant and o.role = s.role and o.spoke_last = not s.spoke_last
