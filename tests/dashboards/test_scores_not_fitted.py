@@ -10,11 +10,14 @@ FIT = {"study": "s", "method": "nuts", "n_games": 60, "n_cells": 2, "max_r_hat":
        "brier_skill": None}
 
 
-def _fit_cells(fits: list[dict]) -> list[str]:
+def _render(fits: list[dict]) -> str:
     page = Page("capability-scores.html", "Aggregate capability scores", "scores.html.j2")
     page.data.update(scores=None, latent=[], fits=fits, cards=[])
-    html = render_page(page, nav=[], data_status=None)
-    table = html.split("<h3>Fit and predictive gain", 1)[1]
+    return render_page(page, nav=[], data_status=None)
+
+
+def _fit_cells(fits: list[dict]) -> list[str]:
+    table = _render(fits).split("<h3>Fit and predictive gain", 1)[1]
     return [row.split("</td>")[4].removeprefix("<td>") for row in table.split("<tr>")[2:]]
 
 
@@ -29,3 +32,9 @@ def test_a_study_not_fitted_shows_why_and_a_fitted_one_whether_it_converged() ->
         "an ability",
         "no",
     ]
+
+
+def test_no_abilities_because_nothing_was_fitted_points_to_the_reason() -> None:
+    not_fitted = {**FIT, "status": "not_fitted", "reason": "one model in every role", "converged": None}
+    assert "could inform the latent model: the fit table below says why." in _render([not_fitted])
+    assert "No study had enough Mini-Mafia games to fit the latent model." in _render([])
