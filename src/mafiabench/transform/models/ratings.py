@@ -719,7 +719,7 @@ GAMES_SQL = """
 create or replace temp table {name} as
 with codes as (
     -- Each distinct seat (team, role, model, variant) gets a number: a game's line-up is the sorted list of its
-    -- seats' numbers, an exact key that is cheap to build and group (strings joined per seat and game cost 5 times
+    -- seats' numbers, an exact key that is cheap to build and group (strings joined per seat and game cost 3 times
     -- the CPU at a million games), and everything else about the game's seats is read back from it per line-up.
     -- Numbered as recorded (a role '' and a missing role are two numbers, read back as the same seat below).
     select
