@@ -1,7 +1,8 @@
 """The listing-order leak check on the data-quality page (issue 35 item 1, `mart_listing_leaks`): the human dataset
 in its real shape (fixture H, `tests/fixtures/datasets/dallinger/4c5d6e7f-…-data`, whose two mafia nodes are created
 first, as in omonida/mafia-dataset), imported as a user imports it under 12 folder names, shows the cue on its raw
-seat order and none on the detector's shuffled transcripts; a study's name is escaped like any text."""
+seat order and none on the detector's shuffled transcripts, there and on the detector page; a study's name is escaped
+like any text."""
 
 from __future__ import annotations
 
@@ -46,3 +47,8 @@ def test_the_raw_order_cue_is_shown_on_the_data_page(tmp_path: Path) -> None:
     assert "too few games to test any position (4 listed)." in section
     assert "simulation:&lt;script&gt;alert(&#39;study&#39;)&lt;/script&gt;" in section
     assert "<script>alert" not in page
+    # the detector page, where the human games are compared, says the same of the source it read
+    detector = (out / "detector.html").read_text(encoding="utf-8")
+    assert ("The raw order of <strong>ibraheem2022-human</strong> tells the role: the player listed at position 1 is "
+            "mafia in 12 of 12; the player listed at position 2 is mafia in 12 of 12.") in detector
+    assert "in a seeded shuffle, in which the check finds no leak" in detector

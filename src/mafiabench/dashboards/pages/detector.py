@@ -1,9 +1,10 @@
 """The Mafia Detector page ("Hidden in Plain Text", section III): how often a detector that reads only the cleansed
 transcript names the mafia, per source (our LLM games, human games, LLMafia games) and per day, beside the exact
 random baseline of the same games; the paper's Tables I-III in its layout (also offered as CSV beside the page);
-the dataset profiles of those sources; and one page per game showing exactly the cleansed transcript the detector
-read (`mart_detector_accuracy`, `mart_detector_tables`, `mart_detector_datasets`, `mart_detections`,
-`mart_detector_transcripts`, `mart_dataset_profile`)."""
+the dataset profiles of those sources, with any role cue in a source's own listing order; and one page per game
+showing exactly the cleansed transcript the detector read (`mart_detector_accuracy`, `mart_detector_tables`,
+`mart_detector_datasets`, `mart_detections`, `mart_detector_transcripts`, `mart_dataset_profile`,
+`mart_listing_leaks`)."""
 
 from __future__ import annotations
 
@@ -162,6 +163,25 @@ def profile_rows(m: Marts, sources: list[str]) -> list[dict[str, Any]] | None:
     )
 
 
+def listing_cues(m: Marts, sources: list[str]) -> list[dict[str, Any]]:
+    """The read sources whose own listing order tells the role (`mart_listing_leaks`), with what the detector's
+    header shows for them: the cue is the dataset's, and the detector must not carry it."""
+    if not m.has("mart_listing_leaks"):
+        return []
+    rows = m.rows("""select source, listing, position, mafia, games, verdict from mart_listing_leaks
+                     where source in (select unnest(?)) order by source, listing, position""", [sources])
+    out = []
+    for source in dict.fromkeys(r["source"] for r in rows):
+        seats = [r for r in rows if r["source"] == source and r["listing"] == "seats" and r["verdict"] == "leak"]
+        if not seats:
+            continue
+        header = [r for r in rows if r["source"] == source and r["listing"] != "seats"]
+        out.append({"source": source, "leaks": seats,
+                    "header": "leak" if any(r["verdict"] == "leak" for r in header) else
+                    "no leak" if any(r["verdict"] == "no leak" for r in header) else "too few games"})
+    return out
+
+
 def human_sets(m: Marts) -> list[dict[str, Any]]:
     """What each study's protocol card says of the human games its detector read (a set inferred, not published)."""
     if not m.has("mart_protocol_cards"):
@@ -246,6 +266,7 @@ def build(ctx: Context) -> Page:
         games=games,
         total_games=total,
         profiles=profile_rows(m, sources),
+        listing_cues=listing_cues(m, sources),
         metrics=METRICS,
         human_sets=human_sets(m),
     )
