@@ -91,3 +91,27 @@ def test_a_game_opens_the_cleansed_transcript_the_detector_read(site: Path, tab:
     assert tab.eval("document.querySelectorAll('ol.cleansed li.line').length") >= 10
     assert tab.eval("document.querySelectorAll('table.detections tbody tr').length") >= 2
     assert tab.errors() == []
+
+
+LEFT_OUT = """[...document.querySelectorAll('table.left-out-games tbody tr, table.unreadable-games tbody tr')]
+    .map(r => [...r.cells].map(c => c.textContent.trim()))"""
+
+
+def test_the_games_left_out_are_named_with_why(site: Path, tab: Page) -> None:
+    """The study said "2 unreadable" and "9 games read" and named none of the games it left out (issue 40 item 5):
+    the page lists the human games the detector did not read and those the import could not read, with why."""
+    tab.goto((site / "detector.html").as_uri())
+    rows = tab.eval(LEFT_OUT)
+    human = "ibraheem2022-human"
+    assert [r[:3] for r in rows[:5]] == [
+        [f"{human}-0a1b2c3d4e5f60718293a4b5c6d7e8f9", human, "invalid: outside the study's protocol"],
+        [f"{human}-a1b2c3d4e5f60718293a4b5c6d7e8f90", human, "invalid: outside the study's protocol"],
+        [f"{human}-b2c3d4e5f60718293a4b5c6d7e8f90a1", human, "invalid: technical failure"],
+        [f"{human}-c3d4e5f60718293a4b5c6d7e8f90a1b2", human, "did not finish (status unfinished: no winner recorded)"],
+        [f"{human}-d4e5f60718293a4b5c6d7e8f90a1b2c3", human, "invalid: no votes cast"],
+    ]
+    assert [r[:3] for r in rows[5:]] == [
+        [human, "e5f60718293a4b5c6d7e8f90a1b2c3d4-data", "e5f60718293a4b5c6d7e8f90a1b2c3d4-data/node.csv row id=2: "
+         "field type must be source, mafioso or bystander, got 'wizard'"],
+        [human, "f60718293a4b5c6d7e8f90a1b2c3d4e5-data", "f60718293a4b5c6d7e8f90a1b2c3d4e5-data: info.csv missing"],
+    ]

@@ -87,3 +87,30 @@ def test_the_bar_hears_of_every_game(fmt: str, folder: str, datasets: Path, tmp_
         con.close()
     assert heard.parts == {"games": report.games_read} and len(heard.names) == report.games_read
     assert {f for f, _ in report.unreadable} <= set(heard.names)
+
+
+def test_the_warehouse_keeps_what_the_last_import_left_out(datasets: Path, tmp_path: Path) -> None:
+    """raw_import_unreadable holds the files the last import of a source and path left out (a second import replaces
+    them, never doubles them); mart_import_unreadable lists them less any another import has landed since."""
+    from mafiabench.publish import build
+
+    path = tmp_path / "w.duckdb"
+    con = connect(path)
+    try:
+        for _ in range(2):
+            run_import("dallinger", datasets / "dallinger", con)
+        rows = con.execute("select source, path, file from raw_import_unreadable order by file").fetchall()
+        assert rows == [("ibraheem2022-human", str(datasets / "dallinger"), f"{d}-data")
+                        for d in ("e5f60718293a4b5c6d7e8f90a1b2c3d4", "f60718293a4b5c6d7e8f90a1b2c3d4e5")]
+        # as if another import had since landed the folder that had no info.csv
+        con.execute("update raw_games set source_file = 'f60718293a4b5c6d7e8f90a1b2c3d4e5-data' "
+                    "where game_id = 'ibraheem2022-human-a1b2c3d4e5f60718293a4b5c6d7e8f90'")
+    finally:
+        con.close()
+    assert build(path).published
+    con = connect(path, read_only=True)
+    try:
+        assert con.execute("select file, reason from mart_import_unreadable").fetchall() == [
+            ("e5f60718293a4b5c6d7e8f90a1b2c3d4-data", UNREADABLE[0].removeprefix("  unreadable: "))]
+    finally:
+        con.close()

@@ -20,7 +20,8 @@ from support.records import cell_records, fresh_con, landed, mini_record, rows
 PROJECT = dbt_runner.PACKAGED_PROJECT
 PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
 RAW = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs", "raw_replaced_calls", "raw_runs",
-       "raw_protocol_cards", "ref_prices", "raw_statements", "raw_statement_labels", "raw_detections")
+       "raw_protocol_cards", "ref_prices", "raw_statements", "raw_statement_labels", "raw_detections",
+       "raw_import_unreadable")
 
 
 def sql_files() -> list[Path]:

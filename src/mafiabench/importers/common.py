@@ -199,6 +199,7 @@ def run_import(
     transaction. With `records_dir`, each record is also written there once, atomically, as `<game_id>.json`.
     `study` names the study the games belong to (`design.experiment`); Mini-Mafia batches default to the folder
     imported, the other formats to their source. `progress` hears of each game read."""
+    from mafiabench.warehouse.landing import record_unreadable
     from mafiabench.warehouse.listing_leaks import SEATS, listing_leaks
     from mafiabench.warehouse.raw import load_records
 
@@ -257,6 +258,7 @@ def run_import(
         if len(pending) >= batch_size:
             flush()
     flush()
+    record_unreadable(con, FORMATS[fmt][2], str(path), report.unreadable)
     if sources:
         leaks = listing_leaks(con, sorted(sources))
         report.leaks = [leak.text() for leak in leaks if leak.leak and leak.listing == SEATS]

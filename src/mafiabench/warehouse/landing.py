@@ -30,6 +30,7 @@ from mafiabench.errors import UserError
 from mafiabench.record import GameRecord, encode_record, record_from_line, write_bytes_atomic
 from mafiabench.warehouse.raw import (
     GRAIN_TABLES,
+    IMPORT_UNREADABLE,
     LANDED_FILES,
     RAW_SCHEMA,
     RUNS,
@@ -517,6 +518,24 @@ def record_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
         f"insert into raw_runs ({', '.join(cols)}) values ({', '.join('$' + c for c in cols)})",
         values,
     )
+
+
+def record_unreadable(con: duckdb.DuckDBPyConnection, source: str, path: str,
+                      games: Sequence[tuple[str, str]]) -> None:
+    """What an import of `source` from `path` could not read, (file, reason) each: the rows of the last import of
+    that source and path replaced in one transaction (a game fixed since then is no longer listed)."""
+    now = datetime.now(UTC).replace(tzinfo=None)
+    con.execute(f"create table if not exists {IMPORT_UNREADABLE} ({RAW_SCHEMA[IMPORT_UNREADABLE]})")
+    con.execute("begin")
+    try:
+        con.execute(f"delete from {IMPORT_UNREADABLE} where source = ? and path = ?", [source, path])
+        if games:
+            con.executemany(f"insert into {IMPORT_UNREADABLE} values (?, ?, ?, ?, ?)",
+                            [[source, path, file, reason, now] for file, reason in games])
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
 
 
 def usage_by_model(con: duckdb.DuckDBPyConnection, experiment: str) -> list[tuple[str, str, int, int, int, int]]:

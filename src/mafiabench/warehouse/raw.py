@@ -38,6 +38,7 @@ LANDED_FILES = "raw_landed_files"
 CELL_FINGERPRINTS = "raw_cell_fingerprints"
 PROTOCOL_CARDS = "raw_protocol_cards"
 RUNS = "raw_runs"
+IMPORT_UNREADABLE = "raw_import_unreadable"
 
 _MODEL_CALLS = """
         game_id VARCHAR, call_index INTEGER, player VARCHAR, action VARCHAR, phase VARCHAR, round INTEGER,
@@ -112,6 +113,10 @@ RAW_SCHEMA: dict[str, str] = {
         position INTEGER, aspect VARCHAR, aspect_group VARCHAR, label VARCHAR, reference_value VARCHAR,
         experiment_value VARCHAR, matches BOOLEAN, source VARCHAR, note VARCHAR, recorded_at TIMESTAMP,
         PRIMARY KEY (experiment, aspect)""",
+    # The games an import could not read (importers.run_import): one row per file left out, replaced by the next
+    # import of the same source and path, so the pages can name what an import left out and why.
+    IMPORT_UNREADABLE: """
+        source VARCHAR, path VARCHAR, file VARCHAR, reason VARCHAR, imported_at TIMESTAMP""",
     # Each run of a study or an import (mafiabench.warehouse.landing.record_run): when, what it played and spent.
     RUNS: """
         run_id VARCHAR PRIMARY KEY, experiment VARCHAR, orchestrator VARCHAR, status VARCHAR,

@@ -269,8 +269,32 @@ def build(ctx: Context) -> Page:
         listing_cues=listing_cues(m, sources),
         metrics=METRICS,
         human_sets=human_sets(m),
+        **left_out(m, sources, ctx.max_rows),
     )
     return page
+
+
+LEFT_OUT_WHY = """case when status <> 'finished'
+                       then 'did not finish (status ' || status || coalesce(': ' || invalid_reason, '') || ')'
+                  when not coalesce(valid, true) then 'invalid: ' || coalesce(invalid_reason, 'no reason recorded')
+                  else 'valid and finished: not asked for (a pinned game list, or a detector run without it)' end"""
+
+
+def left_out(m: Marts, sources: list[str], limit: int) -> dict[str, Any]:
+    """The games of the imported sources the detector read that it did not read (in the warehouse: unfinished,
+    invalid, not asked for), and those the imports could not read at all (`mart_import_unreadable`), each with why:
+    the counts alone ("2 unreadable", "9 games read") named none of them."""
+    imported = [s for s in sources if s != "simulation"]
+    if not imported:
+        return {"left_out": [], "unreadable": [], "left_out_sources": []}
+    where = """source in (select unnest(?)) and variant in (select distinct variant from mart_detections)
+               and game_id not in (select game_id from mart_detections)"""
+    games = m.rows(f"select game_id, source, {LEFT_OUT_WHY} as why from fct_games where {where} "
+                   "order by source, game_id limit ?", [imported, limit]) if m.has("fct_games") else []
+    unreadable = m.rows("select source, path, file, reason from mart_import_unreadable where source in "
+                        "(select unnest(?)) order by source, path, file limit ?", [imported, limit]) \
+        if m.has("mart_import_unreadable") else []
+    return {"left_out": games, "unreadable": unreadable, "left_out_sources": imported}
 
 
 def cleansed_pages(ctx: Context) -> Iterator[Page]:
