@@ -67,7 +67,8 @@ def run(
     quiet_resource_tracker()
     interrupt = Interrupt(BUILD_HINT)
     try:
-        with interrupt, CountProgress("build", "models") as bar:
+        then = "" if no_validate else "then the quality gate"
+        with interrupt, CountProgress("build", "models", then=then) as bar:
             try:
                 result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold,
                                max_unusable=max_unusable, progress=bar)

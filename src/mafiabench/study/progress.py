@@ -113,8 +113,10 @@ class CountProgress:
             bar.done("mart_win_rates")
     """
 
-    def __init__(self, label: str, unit: str, *, enabled: bool | None = None) -> None:
+    def __init__(self, label: str, unit: str, *, enabled: bool | None = None, then: str = "") -> None:
+        """`then`: what the command does once every counted thing is done (shown in place of the last name)."""
         console = Console(file=sys.stderr)
+        self._then = then
         self.active = console.is_terminal if enabled is None else enabled
         self._parts: dict[str, int] = {}
         self._done = 0
@@ -149,5 +151,6 @@ class CountProgress:
         with self._lock:
             self._done += 1
             total = self._progress.tasks[0].total
-            self._progress.update(self._task, advance=1, latest=name,
+            last = total is not None and self._done >= total and bool(self._then)
+            self._progress.update(self._task, advance=1, latest=self._then if last else name,
                                   total=None if total is None else max(total, self._done))
