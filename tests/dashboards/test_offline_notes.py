@@ -41,7 +41,7 @@ def test_a_troubled_fit_of_offline_players_says_it_is_expected() -> None:
     con = _con({
         "mart_latent_abilities": [_ability("demo", m) for m in ("fake/alpha", "scripted/naive", "policy/random")]
         + [_ability("real", m) for m in ("openai/gpt-4.1-mini", "fake/alpha")]
-        + [_ability("calm", "fake/beta")],
+        + [{**_ability("calm", "fake/beta"), "converged": True, "r_hat": 1.0, "note": None}],
         "mart_latent_fit": [_fit("demo", converged=False, divergences=408), _fit("real", converged=False,
                                                                                  divergences=12),
                             _fit("calm", converged=True, divergences=0)],

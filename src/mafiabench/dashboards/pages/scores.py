@@ -72,13 +72,17 @@ def offline_fits(latent: list[dict[str, Any]], fits: list[dict[str, Any]]) -> li
     players are all built-in offline ones: there that is expected (fixed rules, not skill), and the page says so. A
     study the model was not fitted to (`status` not_fitted) says why in its own row."""
     players: dict[Any, set[Any]] = {}
+    unsettled: set[Any] = set()  # studies with an ability row whose sampling did not converge
     for r in latent:
         players.setdefault(r.get("study"), set()).add(r.get("model"))
+        if r.get("converged") is False:
+            unsettled.add(r.get("study"))
     out = []
     for f in fits:
         models = players.get(f.get("study")) or set()
-        troubled = f.get("status") != "not_fitted" and (f.get("converged") is False or (f.get("divergences") or 0) > 0
-                    or (f.get("n_not_identified") or 0) > 0)
+        troubled = f.get("status") != "not_fitted" and (
+            f.get("converged") is False or f.get("study") in unsettled or (f.get("divergences") or 0) > 0
+            or (f.get("n_not_identified") or 0) > 0)
         if troubled and models and all(offline(x) for x in models):
             out.append({"study": f.get("study"), "models": ", ".join(sorted(map(str, models)))})
     return out
