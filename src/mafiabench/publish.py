@@ -13,7 +13,9 @@ from __future__ import annotations
 import re
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -174,13 +176,31 @@ def build_warehouse(
     return result
 
 
+_bar: Callable[[], AbstractContextManager[BuildProgress]] | None = None
+
+
+@contextmanager
+def showing_progress(bar: Callable[[], AbstractContextManager[BuildProgress]]) -> Iterator[None]:
+    """Within the block, a build given no `progress` of its own shows `bar()` while it runs: `run --publish` builds
+    inside the study flow (a Prefect task takes no bar as a parameter), after the games' bar has closed."""
+    global _bar
+    previous, _bar = _bar, bar
+    try:
+        yield
+    finally:
+        _bar = previous
+
+
 def build(warehouse: Path, **options: Any) -> BuildResult:
     """Build, gate and publish (options: those of `build_warehouse`), holding the warehouse lock so no run lands
     meanwhile."""
     with warehouse_lock(warehouse, what="build"):
         con = connect(warehouse)
         try:
-            return build_warehouse(con, **options)
+            if _bar is None or options.get("progress") is not None:
+                return build_warehouse(con, **options)
+            with _bar() as progress:
+                return build_warehouse(con, **{**options, "progress": progress})
         finally:
             con.close()
 

@@ -11,9 +11,11 @@ One Ctrl-C stops a run within seconds, with the resume hint and exit code 130 (`
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Annotated, Any
@@ -89,6 +91,19 @@ def interrupted_line() -> str:
 
     summary = latest()
     return RESUME_HINT if summary is None else summary.interrupted_line()
+
+
+@contextlib.contextmanager
+def build_bar(show: bool) -> Iterator[None]:
+    """With --publish, the build after the games shows its bar per model (on a terminal), as `mafiabench build`'s."""
+    if not show:
+        yield
+        return
+    from mafiabench.publish import showing_progress
+    from mafiabench.study.progress import CountProgress
+
+    with showing_progress(lambda: CountProgress("build", "models", then="then the quality gate")):
+        yield
 
 
 def flow_module() -> ModuleType:
@@ -169,7 +184,7 @@ def main(
         # A second run on the same warehouse stops at the lock, before Prefect starts (the study re-enters it).
         with Interrupt(interrupted_line) as interrupt, warehouse_lock(
             exp.warehouse_path(warehouse), what=f"mafiabench run {exp.name}", share=True
-        ):
+        ), build_bar(publish and progress is not False):
             summary = _run(
                 experiment, exp, progress, interrupt, warehouse=warehouse, no_prefect=no_prefect, publish=publish,
                 dashboards=dashboards, force=force, figures=figures,
