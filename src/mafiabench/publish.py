@@ -126,10 +126,12 @@ def build_warehouse(
     upset_threshold: float = 0.05,
     max_unusable: float | None = None,
     progress: BuildProgress | None = None,
+    full_refresh: bool = False,
 ) -> BuildResult:
     """Stage every model, run the quality gate on the staged build, store its results, and publish the build only
     if it passed (a refused build is discarded; without `validate` it stays staged, unpublished). `progress` hears of
-    each model as it is built.
+    each model as it is built. The models keyed by game are built for the games landed since the published build
+    when they can be (`transform.build.increment`), whole with `full_refresh`.
 
     Raises `quality.QualityGateError` (after storing the results) when an expectation fails and
     `raise_on_failure` is set; the error names each failing expectation and shows failing rows.
@@ -137,7 +139,8 @@ def build_warehouse(
     t0 = time.perf_counter()
     result = BuildResult(build_id=_new_build_id(), started_at=_now())
     ensure_build_tables(con)
-    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate, progress=progress)
+    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate, progress=progress,
+                   full_refresh=full_refresh)
     result.models = staged.models
     if validate:
         t1 = time.perf_counter()

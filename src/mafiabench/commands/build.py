@@ -25,8 +25,10 @@ def register(app: typer.Typer) -> None:
         "with mafiabench) and the Python marts under staged names, run the dbt data tests and the expectation "
         "suites (Great Expectations' checks, as queries in DuckDB) on them, store the results in "
         "validation_results, and publish the build (rename it over the marts readers query) only if every "
-        "expectation passed; otherwise the published marts stay as they were. Exits 2 with the failing "
-        "expectations and sample rows when the gate fails.",
+        "expectation passed; otherwise the published marts stay as they were. The models keyed by game are "
+        "built for the games landed, replaced or removed since the published build only (and the rest from "
+        "them), unless --full-refresh or the project, dbt or the raw schema changed since. Exits 2 with the "
+        "failing expectations and sample rows when the gate fails.",
     )(run)
 
 
@@ -58,6 +60,10 @@ def run(
     verbose: Annotated[
         bool, typer.Option("--verbose", "-v", help="also print each model's layer, rows and seconds")
     ] = False,
+    full_refresh: Annotated[
+        bool, typer.Option("--full-refresh", help="build every model whole, not only the games landed since the "
+                           "published build")
+    ] = False,
 ) -> int:
     from mafiabench.commands import Interrupt
     from mafiabench.publish import build
@@ -71,7 +77,7 @@ def run(
         with interrupt, CountProgress("build", "models", then=then) as bar:
             try:
                 result = build(warehouse, sql_dir=sql_dir, validate=not no_validate, upset_threshold=upset_threshold,
-                               max_unusable=max_unusable, progress=bar)
+                               max_unusable=max_unusable, progress=bar, full_refresh=full_refresh)
             except Exception:
                 if interrupt.interrupted:  # dbt catches the KeyboardInterrupt and reports a failed run
                     raise KeyboardInterrupt from None

@@ -9,6 +9,11 @@ and write theirs beside them, and nothing a reader queries changes. `publish` th
 the published ones in one transaction; `discard` drops them. The pipeline (`mafiabench.publish`) runs the quality
 gate between the two, so readers only ever see marts that passed. `build_models` stages and publishes without a gate
 (tests, benchmarks).
+
+A build is *incremental* when it can be (`transform.build.increment`): the models keyed by game are computed for the
+games landed, replaced or removed since the published build, their staged relations are views over the published
+table and that delta, and `publish` applies each delta to its published table in the same transaction as the renames;
+everything else is rebuilt from them. `full_refresh` builds every model whole.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from mafiabench.errors import UserError
 from mafiabench.prices import PriceTable
 from mafiabench.prices import load_prices as load_price_table
 from mafiabench.transform import LAYERS as LAYERS  # the layers, re-exported (their home is the package)
-from mafiabench.transform.build import dbt_runner
+from mafiabench.transform.build import dbt_runner, increment
 from mafiabench.transform.build.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
 from mafiabench.warehouse.raw import ensure_schema
@@ -76,6 +81,8 @@ class Staged:
     relations: dict[str, tuple[str, str]] = field(default_factory=dict)  # name -> (staged name, "view" | "table")
     python_steps: list[PythonModel] = field(default_factory=list)  # not yet run: `stage(..., python=False)`
     progress: BuildProgress | None = None
+    increment: increment.Increment | None = None  # an incremental build's increment; None: built whole
+    state_key: str | None = None  # what publishing records as the published build's (None: a partial build)
 
 
 @dataclass
@@ -96,7 +103,7 @@ class BuildResult:
         return [r for r in self.validation if not r.success]
 
     def summary(self) -> str:
-        n_tables = sum(1 for m in self.models if m.materialized == "table")
+        n_tables = sum(1 for m in self.models if m.materialized in ("table", "incremental"))
         lines = [
             f"build {self.build_id}: {len(self.models)} models ({n_tables} tables) in {self.seconds:.2f}s",
         ]
@@ -211,10 +218,12 @@ def stage(
     only: Iterable[str] | None = None,
     python: bool = True,
     progress: BuildProgress | None = None,
+    full_refresh: bool = False,
 ) -> Staged:
     """Run the dbt models, then the Python models, all under staged names; nothing published changes. With
     `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile).
-    `progress` hears of each model as it is built."""
+    `progress` hears of each model as it is built. Incremental when it can be (module docstring) unless
+    `full_refresh`."""
     from mafiabench.transform.models import PYTHON_MODELS
     from mafiabench.warehouse.landing import ensure_runs_table
 
@@ -231,7 +240,16 @@ def stage(
     if wanted is not None:
         python_names = {n for s in PYTHON_MODELS for n in (s.name, *s.outputs)}
         select = [f"+{n}" for n in sorted(wanted - python_names)] + [f"+{d}" for s in steps for d in s.depends_on]
+    variables = {"upset_threshold": float(upset_threshold)}
     staged = Staged(project=project, progress=progress)
+    if select is None:
+        staged.state_key = increment.state_key(project, variables)
+        if not full_refresh:
+            try:
+                staged.increment = increment.plan(con, project, staged.state_key)
+            except DbtError as exc:
+                raise BuildError(str(exc)) from exc
+    inc = staged.increment
     if progress is not None:
         progress.expect("python", len(steps))
     if select == []:
@@ -239,20 +257,24 @@ def stage(
     else:
         with _build_settings(con):
             try:
+                mode = {"increment": inc is not None, "increment_replaces": bool(inc and inc.replaces)}
                 results = dbt_runner.run(
-                    con, "run", project=project, select=select, variables={"upset_threshold": float(upset_threshold)},
+                    con, "run", project=project, select=select, variables={**variables, **mode},
                     on_model=None if progress is None else _sql_built(progress),
                 )
             except DbtError as exc:
+                discard(con, staged)
                 raise BuildError(str(exc)) from exc
     for r in results:
         if r.status != "success":
             discard(con, staged)
             raise BuildError(f"model {r.name} ({project / (r.path or '')}) failed: {r.message}")
         kind = "view" if r.materialized == "view" else "table"
+        if r.materialized == "per_game" and inc is not None:
+            kind = "incremental"
         staged.relations[r.name] = (r.relation or STAGED_PREFIX + r.name, kind)
         rows = None
-        if kind == "table":
+        if kind != "view":
             rows = int(con.execute(f'select count(*) from main."{STAGED_PREFIX}{r.name}"').fetchall()[0][0])
         staged.models.append(ModelRun(r.name, _layer(r.path), "sql", kind, r.seconds, rows))
     staged.python_steps = steps
@@ -302,15 +324,44 @@ def _view_sql(con: duckdb.DuckDBPyConnection, relation: str) -> str:
     ).fetchall()[0][0])
 
 
+def _scratch(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """An incremental build's working tables: the increment's game ids, the deltas and rewritten games' ids."""
+    return [r[0] for r in con.execute(
+        "select table_name from duckdb_tables() where schema_name = 'main' and not temporary "
+        "and (table_name = ? or (starts_with(table_name, ?) and (ends_with(table_name, '__delta') "
+        "or ends_with(table_name, '__rewritten'))))",
+        [increment.INCREMENT_GAMES, STAGED_PREFIX],
+    ).fetchall()]
+
+
+def _apply_delta(con: duckdb.DuckDBPyConnection, name: str, relation: str, inc: increment.Increment,
+                 scratch: set[str]) -> None:
+    """Apply an incremental model's delta to its published table: drop the increment's games (and the games the
+    delta rewrites), insert the delta; then drop the staged view."""
+    gone = [f"select game_id from main.{increment.INCREMENT_GAMES}"] if inc.replaces else []
+    if f"{relation}__rewritten" in scratch:
+        gone.append(f'select game_id from main."{relation}__rewritten"')
+    if gone:
+        con.execute(f'delete from main."{name}" where game_id in ({" union all ".join(gone)})')
+    con.execute(f'insert into main."{name}" by name select * from main."{relation}__delta"')
+    con.execute(f'drop view main."{relation}"')
+
+
 def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
     """Put every staged relation under its published name, in one transaction, without copying data: tables and
     views over published relations are renamed; a view over other staged relations (a mart kept as a view) would
     go on reading the `__staged_` names after the renames, so it is created again from its definition with the
-    published names, after the renames, in build order (a view's upstream views come first)."""
+    published names, after the renames, in build order (a view's upstream views come first). An incremental model's
+    delta is applied to its published table (`_apply_delta`); the state key is recorded with the rest."""
+    scratch = set(_scratch(con))
     con.execute("begin transaction")
     try:
         recreate: list[tuple[str, str]] = []
         for name, (relation, kind) in staged.relations.items():
+            if kind == "incremental":
+                assert staged.increment is not None
+                _apply_delta(con, name, relation, staged.increment, scratch)
+                continue
             sql = _view_sql(con, relation) if kind == "view" else ""
             _drop_relation(con, name)
             if _STAGED_NAME.search(sql.split(" AS ", 1)[-1]):
@@ -320,6 +371,9 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
         for relation, sql in recreate:
             con.execute(f'drop view main."{relation}"')
             con.execute(sql)
+        for table in scratch:
+            con.execute(f'drop table main."{table}"')
+        increment.record(con, staged.state_key)
         con.execute("commit")
     except BaseException:
         con.execute("rollback")
@@ -327,8 +381,9 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
 
 
 def discard(con: duckdb.DuckDBPyConnection, staged: Staged | None = None) -> None:
-    """Drop staged relations (all of them when `staged` is None): a refused build leaves nothing behind."""
-    names = [r for r, _ in staged.relations.values()] if staged else [
+    """Drop staged relations (all of them when `staged` is None) and an incremental build's working tables: a refused
+    build leaves nothing behind."""
+    names = [*(r for r, _ in staged.relations.values()), *_scratch(con)] if staged else [
         r[0] for r in con.execute(
             "select table_name from duckdb_tables() where schema_name = 'main' and starts_with(table_name, ?) "
             "union all select view_name from duckdb_views() where schema_name = 'main' and starts_with(view_name, ?)",
@@ -363,9 +418,10 @@ def build_models(
     sql_dir: Path | None = None,
     upset_threshold: float = 0.05,
     only: Iterable[str] | None = None,
+    full_refresh: bool = False,
 ) -> list[ModelRun]:
     """Stage every model (or those in `only` and what they need) and publish them, without the gate."""
-    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, only=only)
+    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, only=only, full_refresh=full_refresh)
     publish(con, staged)
     return staged.models
 

@@ -15,9 +15,13 @@
 {%- endmacro %}
 
 {#- References without the catalog name (the DuckDB file's stem), so a view stays valid when the file is renamed. -#}
+{#- In an incremental build a per-game model reads the deltas of what it refers to (macros/increment.sql). -#}
 {% macro ref() -%}
     {%- set rel = builtins.ref(*varargs, **kwargs) -%}
     {%- if rel is not none and rel.include is defined -%}
+        {%- if increment_narrows() -%}
+            {%- do return(increment_delta_relation(rel).include(database=false)) -%}
+        {%- endif -%}
         {%- do return(rel.include(database=false)) -%}
     {%- endif -%}
     {%- do return(rel) -%}
@@ -25,6 +29,9 @@
 
 {% macro source() -%}
     {%- set rel = builtins.source(*varargs, **kwargs) -%}
+    {%- if increment_narrows() -%}
+        {%- do exceptions.raise_compiler_error("a per-game model reads staging models, not sources: " ~ model.name) -%}
+    {%- endif -%}
     {%- if rel is not none and rel.include is defined -%}
         {%- do return(rel.include(database=false)) -%}
     {%- endif -%}

@@ -1,3 +1,7 @@
+{#- settings_varied is a study's, over every game: an incremental build reads every game for it (ref_whole), and
+    rewrites the published rows of games whose settings_varied the increment changed (macros/increment.sql). -#}
+{{ config(meta={'increment_rewrites': true}) }}
+
 with players as (
     select * from {{ ref('int_player_games') }}
 ),
@@ -25,10 +29,7 @@ last_turns as (
 settings_per_model as (
     -- Whether the study played the model under more than one setting (say two temperatures): only then do the
     -- win-rate marts split the model's rows by them (a seat whose settings are unknown, '', is no other setting).
-    select g.study, p.model, count(distinct nullif(p.model_settings, '')) > 1 as settings_varied
-    from players as p
-    inner join games as g on g.game_id = p.game_id
-    group by g.study, p.model
+    {{ settings_per_model(ref_whole('int_player_games'), ref_whole('fct_games')) }}
 ),
 
 final as (
@@ -72,6 +73,21 @@ final as (
     left join moments as m on m.game_id = p.game_id
     left join last_turns as t on t.game_id = p.game_id
     inner join settings_per_model as v on v.study = g.study and v.model = p.model
+{%- if increment_narrows() %}
+
+    union all
+
+    -- Every row of a published game outside the increment one of whose seats' settings_varied changed.
+    select f.* replace (v.settings_varied as settings_varied)
+    from {{ increment_published() }} as f
+    inner join settings_per_model as v on v.study = f.study and v.model = f.model
+    where f.game_id in (
+        select c.game_id from {{ increment_published() }} as c
+        inner join settings_per_model as w on w.study = c.study and w.model = c.model
+        where c.settings_varied <> w.settings_varied
+    )
+    and f.game_id not in (select game_id from {{ increment_games() }})
+{%- endif %}
 )
 
 select * from final

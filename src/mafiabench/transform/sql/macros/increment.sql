@@ -1,0 +1,112 @@
+{#- Incremental builds (mafiabench.transform.build.increment). A per-game model (`materialized: per_game`: its rows
+    for a game depend on that game's rows only) is built whole unless the build runs with `var('increment')`; then
+    only the games in `__staged__increment_games` (landed, replaced or removed since the published build) are
+    computed, into `__staged_<model>__delta`, and the staged model is a view: the published table without those
+    games, and the delta. Publishing applies the delta to the published table (delete those games, insert the delta)
+    in the publish transaction, after the quality gate passed: readers never see an unvalidated row, and a refused
+    build drops the delta and leaves the published table as it was. Python decides the mode: incremental only when
+    the project, dbt, DuckDB, the vars and the raw tables' schema are those of the published build. -#}
+
+{% macro increment_games() -%}
+main.__staged__increment_games
+{%- endmacro %}
+
+{#- True while a per-game model is rendered for an incremental build: its refs then read deltas (see `ref`). -#}
+{% macro increment_narrows() -%}
+    {%- do return(execute and var('increment', false) and config.get('materialized') == 'per_game') -%}
+{%- endmacro %}
+
+{% macro increment_delta_relation(relation) -%}
+    {%- do return(relation.incorporate(path={'identifier': relation.identifier ~ '__delta'})) -%}
+{%- endmacro %}
+
+{#- The whole staged relation, never narrowed: for a per-game model that also needs every game (see
+    fct_player_games). -#}
+{% macro ref_whole(name) -%}
+    {%- do return(builtins.ref(name).include(database=false)) -%}
+{%- endmacro %}
+
+{#- Post-hook of every model: in an incremental build, a model a per-game model reads (a staging view, int_turns)
+    also gets its delta, the rows of the increment's games, once, for all its per-game readers. -#}
+{% macro increment_delta() -%}
+    {%- if execute and var('increment', false) and config.get('materialized') != 'per_game' -%}
+        {%- set read = [] -%}
+        {%- for node in graph.nodes.values() -%}
+            {%- if node.resource_type == 'model' and node.config.materialized == 'per_game'
+                    and model.unique_id in node.depends_on.nodes -%}
+                {%- do read.append(node.name) -%}
+            {%- endif -%}
+        {%- endfor -%}
+        {%- if read -%}
+create or replace table {{ increment_delta_relation(this).include(database=false) }} as
+select * from {{ this.include(database=false) }} where game_id in (select game_id from {{ increment_games() }})
+        {%- endif -%}
+    {%- endif -%}
+{%- endmacro %}
+
+{#- The published table of the model being built (its staged name without the prefix), read by its full name
+    through query_table: the build's Python models and gate read each staged relation under its model's name (a
+    temporary view), which would shadow the published name in a view (DuckDB drops a view's own catalog from the
+    names it stores). Only staged relations read it, and publishing drops or creates those again. -#}
+{% macro increment_published() -%}
+    {%- set table = api.Relation.create(database=this.database, schema=this.schema, identifier=model.name) -%}
+    query_table('{{ table | replace("'", "''") }}')
+{%- endmacro %}
+
+{#- Where a per-game model's delta also rewrites published games outside the increment (`meta.increment_rewrites`:
+    fct_player_games, when new games change a study's settings_varied), their ids. -#}
+{% macro increment_rewritten_relation(relation) -%}
+    {%- do return(relation.incorporate(path={'identifier': relation.identifier ~ '__rewritten'})) -%}
+{%- endmacro %}
+
+{% materialization per_game, adapter='duckdb' %}
+    {%- set target = this.incorporate(type='table') -%}
+    {%- set delta = increment_delta_relation(target) -%}
+    {%- set rewritten = increment_rewritten_relation(target) -%}
+    {%- set rewrites = (config.get('meta') or {}).get('increment_rewrites', false) -%}
+    {{ drop_relation_if_exists(load_cached_relation(delta)) }}
+    {{ drop_relation_if_exists(load_cached_relation(rewritten)) }}
+    {{ drop_relation_if_exists(load_cached_relation(this)) }}
+    {{ run_hooks(pre_hooks, inside_transaction=True) }}
+    {%- if var('increment', false) -%}
+        {% call statement('main') -%}
+            {{ create_table_as(False, delta, sql) }}
+        {%- endcall %}
+        {%- if rewrites -%}
+            {% call statement('increment_rewritten') -%}
+                create table {{ rewritten.include(database=false) }} as
+                select distinct game_id from {{ delta.include(database=false) }}
+                where game_id not in (select game_id from {{ increment_games() }})
+            {%- endcall %}
+        {%- endif %}
+        {% call statement('increment_view') -%}
+            create view {{ this.include(database=false) }} as
+            select * from {{ increment_published() }} as p
+            where true
+            {%- if var('increment_replaces', false) %}
+                and not exists (select 1 from {{ increment_games() }} as i where i.game_id = p.game_id)
+            {%- endif %}
+            {%- if rewrites %}
+                and not exists (select 1 from {{ rewritten.include(database=false) }} as r where r.game_id = p.game_id)
+            {%- endif %}
+            union all by name
+            select * from {{ delta.include(database=false) }}
+        {%- endcall %}
+        {%- set target = this.incorporate(type='view') -%}
+    {%- else -%}
+        {% call statement('main') -%}
+            {{ create_table_as(False, target, sql) }}
+        {%- endcall %}
+    {%- endif -%}
+    {{ run_hooks(post_hooks, inside_transaction=True) }}
+    {{ adapter.commit() }}
+    {{ return({'relations': [target]}) }}
+{% endmaterialization %}
+
+{#- fct_player_games.settings_varied: whether a study played a model under more than one setting. -#}
+{% macro settings_per_model(players, games) -%}
+    select g.study, p.model, count(distinct nullif(p.model_settings, '')) > 1 as settings_varied
+    from {{ players }} as p
+    inner join {{ games }} as g on g.game_id = p.game_id
+    group by g.study, p.model
+{%- endmacro %}
