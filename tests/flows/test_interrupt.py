@@ -8,12 +8,15 @@ second, its child killed and reaped and its temporary folders removed."""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import duckdb
@@ -49,15 +52,26 @@ processes = 2
 """
 
 
-def env(home: Path, tmp: Path, idle: str = "20") -> dict[str, str]:
-    """The idle time is longer than a loaded machine takes to start the resume, so the resume finds the server up."""
+def env(home: Path, tmp: Path, idle: str = "2") -> dict[str, str]:
+    """The server stops 2 s after its last lease goes: between the interrupted run and its resume the test holds one
+    (`held`), so the resume finds the server up however long a loaded machine takes to start it."""
     return cli_env(PREFECT_HOME=str(home), TMPDIR=str(tmp), MAFIABENCH_PREFECT_IDLE_S=idle,
                    PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="300")  # a loaded CI machine starts it slowly
 
 
-def test_one_ctrl_c_stops_a_prefect_run_within_3_s_and_the_run_resumes(tmp_path: Path, spawn: Spawn) -> None:
+@contextlib.contextmanager
+def held(home: Path) -> Iterator[None]:
+    """The home's server lease, held as a run holds it (a shared lock: `mafiabench.prefect_server`)."""
+    with open(server_dir(home) / "lease", "a+b") as lease:
+        fcntl.flock(lease, fcntl.LOCK_SH)
+        yield
+
+
+def test_one_ctrl_c_stops_a_prefect_run_within_3_s_and_the_run_resumes(
+    tmp_path: Path, spawn: Spawn, prefect_home: Callable[[Path], Path]
+) -> None:
     warehouse = tmp_path / "wh" / "w.duckdb"
-    home, tmp = tmp_path / "prefect-home", tmp_path / "tmp"
+    home, tmp = prefect_home(tmp_path / "prefect-home"), tmp_path / "tmp"
     tmp.mkdir()
     exp = tmp_path / "ctrlc.toml"
     exp.write_text(EXPERIMENT.format(warehouse=warehouse))
@@ -71,35 +85,37 @@ def test_one_ctrl_c_stops_a_prefect_run_within_3_s_and_the_run_resumes(tmp_path:
     assert len(children) >= 2, "two game workers are playing"
     state = ServerState.read(server_dir(home))
     assert state is not None and state.server_pid not in children and state.keeper_pid not in children
-    t0 = time.monotonic()
-    ctrl_c(run)
-    out, err = run.communicate(timeout=60)
-    elapsed = time.monotonic() - t0
+    with held(home):  # from before the Ctrl-C until the resume has run: the server has no idle gap to stop in
+        t0 = time.monotonic()
+        ctrl_c(run)
+        out, err = run.communicate(timeout=60)
+        elapsed = time.monotonic() - t0
 
-    assert run.returncode == 130, err[-3000:]
-    assert elapsed < 3.0, f"took {elapsed:.1f} s to stop"
-    assert out == ""
-    line = re.fullmatch(r"interrupted: ([\d,]+) of ([\d,]+) planned games kept \(landed\), ([\d,]+) to play; run "
-                        r"the same command again to resume", err.strip())
-    assert line, err[-3000:]  # one line: no traceback, no crash report, no Prefect line
-    kept, total, remain = (int(g.replace(",", "")) for g in line.groups())
-    assert total == len(planned) and kept + remain == total
-    left = [pid for pid in children | descendants(run.pid) if exists(pid)]
-    assert not left, f"processes left behind: {[(pid, cmdline(pid)) for pid in left]}"
-    assert not list(tmp.glob("mafiabench-*"))
-    landed_before = len(landing.raw_records(folder))
-    assert 12 <= landed_before < len(planned)
-    assert kept <= landed_before  # landed in the warehouse; a shard written but not landed yet lands at the next start
+        assert run.returncode == 130, err[-3000:]
+        assert elapsed < 3.0, f"took {elapsed:.1f} s to stop"
+        assert out == ""
+        line = re.fullmatch(r"interrupted: ([\d,]+) of ([\d,]+) planned games kept \(landed\), ([\d,]+) to play; "
+                            r"run the same command again to resume", err.strip())
+        assert line, err[-3000:]  # one line: no traceback, no crash report, no Prefect line
+        kept, total, remain = (int(g.replace(",", "")) for g in line.groups())
+        assert total == len(planned) and kept + remain == total
+        left = [pid for pid in children | descendants(run.pid) if exists(pid)]
+        assert not left, f"processes left behind: {[(pid, cmdline(pid)) for pid in left]}"
+        assert not list(tmp.glob("mafiabench-*"))
+        landed_before = len(landing.raw_records(folder))
+        assert 12 <= landed_before < len(planned)
+        assert kept <= landed_before  # landed in the warehouse; a shard written but not landed lands at the next start
 
-    # the shared server outlived the run (the next one reuses it) and no run holds it: it stops once idle
-    assert exists(state.server_pid)
-    resumed = subprocess.run(cmd, cwd=ROOT, env=env(home, tmp), capture_output=True, text=True, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert ServerState.read(server_dir(home)) == state, "the resume reused the server"
+        # the shared server outlived the run, and the next one reuses it
+        assert exists(state.server_pid)
+        resumed = subprocess.run(cmd, cwd=ROOT, env=env(home, tmp), capture_output=True, text=True, timeout=600)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        assert ServerState.read(server_dir(home)) == state, "the resume reused the server"
     counts = dict(re.findall(r"^  (skipped \(already landed\)|loaded from raw folder|played) +(\d+)",
                              resumed.stdout, re.M))
     assert int(counts["skipped (already landed)"]) + int(counts["loaded from raw folder"]) == landed_before
     assert int(counts["played"]) == len(planned) - landed_before, resumed.stdout
+    # no run holds the server now: it stops once idle
     wait_for(lambda: not exists(state.server_pid) and not exists(state.keeper_pid), timeout=300)
     assert ServerState.read(server_dir(home)) is None
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -84,9 +85,11 @@ def kill9(proc: subprocess.Popen[str]) -> None:
     proc.stderr.close()
 
 
-def test_kill_9_on_the_prefect_path_leaves_no_server_and_no_staging_folder(tmp_path: Path, spawn: Spawn) -> None:
+def test_kill_9_on_the_prefect_path_leaves_no_server_and_no_staging_folder(
+    tmp_path: Path, spawn: Spawn, prefect_home: Callable[[Path], Path]
+) -> None:
     warehouse = tmp_path / "wh" / "w.duckdb"
-    home = tmp_path / "prefect-home"
+    home = prefect_home(tmp_path / "prefect-home")
     dash = tmp_path / "dash"
     exp = tmp_path / "debris.toml"
     exp.write_text(EXPERIMENT.format(warehouse=warehouse))

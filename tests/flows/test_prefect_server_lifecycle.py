@@ -80,11 +80,9 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 @pytest.fixture
-def homes(tmp_path: Path) -> Iterator[dict[str, Path]]:
+def homes(tmp_path: Path, prefect_home: Callable[[Path], Path]) -> Iterator[dict[str, Path]]:
     names = ("running", "idle", "killed", "stopped")
-    made = {name: tmp_path / name / "prefect-home" for name in names}
-    for home in made.values():
-        home.mkdir(parents=True)
+    made = {name: prefect_home(tmp_path / name / "prefect-home") for name in names}
     yield made
     for home in made.values():  # whatever a failed assertion left, its home deleted or not
         if home.exists():

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,12 @@ def processes_with(text: str) -> list[int]:
 
 
 @pytest.mark.slow
-def test_serve_runs_on_schedule_and_stops_cleanly_on_sigterm(tmp_path: Path) -> None:
+def test_serve_runs_on_schedule_and_stops_cleanly_on_sigterm(
+    tmp_path: Path, prefect_home: Callable[[Path], Path]
+) -> None:
     (tmp_path / "served.toml").write_text(SMALL)
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}  # serve starts its own server
-    env.update(PREFECT_HOME=str(tmp_path / "prefect-home"), PREFECT_UI_ENABLED="false",
+    env.update(PREFECT_HOME=str(prefect_home(tmp_path / "prefect-home")), PREFECT_UI_ENABLED="false",
                PREFECT_RUNNER_POLL_FREQUENCY="1", PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS="2")
     out, err = open(tmp_path / "out.txt", "w+b"), open(tmp_path / "err.txt", "w+b")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
