@@ -1,0 +1,131 @@
+"""A scheduled run's increment: N games landed and built, 1% more landed (new ids), then `mafiabench build` timed
+incremental against `mafiabench build --full-refresh` of the same warehouse, side by side.
+
+    .venv/bin/python benchmarks/bench_increment.py 100000
+    .venv/bin/python benchmarks/bench_increment.py 1000000 --shards /tmp/inc-shards   # write once, reuse after
+
+The games are bench_landing.py's (policy players played once with the engine, then copied under new ids and seeds),
+N + N/100 of them (`--extra` to change the share) as shard files with sidecars, written outside the timing into
+`<shards>/base` and `<shards>/extra`. Untimed: the base N are landed and built (whole) once, which publishes the
+warehouse the increment adds to. Timed, each in a fresh process (peak RSS is the command's own): landing the extra
+games, then `mafiabench build` (incremental) on the warehouse, and `mafiabench build --full-refresh` on a copy of it
+taken before, so both build the same games. Each build's own per-model table is kept: the slowest models are printed.
+At 1,000,000 games the builds run one after the other (each about 3 GB at its peak; the copy needs the warehouse's
+size again on disk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_landing import LAND, write_shards
+
+PER_FILE = 500  # games a shard file of bench_landing's holds
+
+
+def shards(folder: Path, games: int, extra: int) -> tuple[Path, Path]:
+    """`folder/base` (the first `games`) and `folder/extra` (the next `extra`), written unless already there."""
+    base, more = folder / "base", folder / "extra"
+    if list(base.glob("*.jsonl")) and list(more.glob("*.jsonl")):
+        print(f"reused the shard files of {folder}", flush=True)
+        return base, more
+    if games % PER_FILE or extra % PER_FILE:
+        raise SystemExit(f"games and their share must be multiples of {PER_FILE} (the games of a shard file)")
+    t0 = time.perf_counter()
+    shutil.rmtree(base, ignore_errors=True)
+    shutil.rmtree(more, ignore_errors=True)
+    write_shards(games + extra, min(20_000, games), base)
+    more.mkdir(parents=True)
+    for lines in sorted(base.glob("*.jsonl"))[games // PER_FILE:]:
+        for part in base.glob(lines.stem + ".*"):
+            part.rename(more / part.name)
+    print(f"wrote {games:,} + {extra:,} games in {time.perf_counter() - t0:.1f} s (not timed)", flush=True)
+    return base, more
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int, str, str]:
+    """Run `cmd`: its wall, CPU (user + system), peak RSS (MB), exit code, output and standard error."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        out.seek(0)
+        err.seek(0)
+        return (wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, os.waitstatus_to_exitcode(status),
+                out.read(), err.read())
+
+
+def land(warehouse: Path, folder: Path, env: dict[str, str]) -> tuple[float, float, float]:
+    wall, cpu, rss, code, _, err = timed([sys.executable, "-c", LAND, str(warehouse), str(folder)], env)
+    if code:
+        raise SystemExit(f"landing failed: {err[-2000:]}")
+    return wall, cpu, rss
+
+
+def build(warehouse: Path, env: dict[str, str], *flags: str) -> tuple[float, float, float, int, str, str]:
+    return timed([sys.executable, "-m", "mafiabench.cli", "build", "-v", "--warehouse", str(warehouse), *flags], env)
+
+
+def slowest(table: str, n: int = 8) -> str:
+    """The slowest models of a build's per-model table (`mafiabench build`'s standard error)."""
+    rows = []
+    for line in table.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[-1].endswith("s") and parts[0] in ("staging", "intermediate", "marts"):
+            try:
+                rows.append((float(parts[-1][:-1]), parts[1], parts[2]))
+            except ValueError:
+                continue
+    rows.sort(reverse=True)
+    total = sum(s for s, _, _ in rows)
+    head = ", ".join(f"{name} {kind} {s:.2f}" for s, name, kind in rows[:n])
+    return f"models {total:.1f} s summed: {head}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("games", type=int)
+    parser.add_argument("--extra", type=float, default=0.01, help="share of N landed after the first build")
+    parser.add_argument("--shards", type=Path, help="keep the shard files here; reuse them when it has some")
+    parser.add_argument("--src", type=Path, help="package sources (default: this checkout's)")
+    args = parser.parse_args()
+    extra = round(args.games * args.extra)
+    env = {**os.environ, "PYTHONPATH": str(args.src or Path(__file__).resolve().parents[1] / "src")}
+    with tempfile.TemporaryDirectory(prefix="bench-increment-") as tmp:
+        base, more = shards(args.shards or Path(tmp) / "shards", args.games, extra)
+        landing = Path(tmp) / "landing"
+        landing.mkdir()
+        for part in base.iterdir():
+            os.symlink(part.resolve(), landing / part.name)
+        warehouse, copy = Path(tmp) / "w.duckdb", Path(tmp) / "full.duckdb"
+        wall, _, _ = land(warehouse, landing, env)
+        print(f"landed {args.games:,} games in {wall:.1f} s; load average {os.getloadavg()}", flush=True)
+        wall, cpu, rss, code, _, _ = build(warehouse, env)
+        print(f"first build (whole): {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, exit code {code}; "
+              f"load average {os.getloadavg()}", flush=True)
+        for part in more.iterdir():
+            os.symlink(part.resolve(), landing / part.name)
+        wall, cpu, rss = land(warehouse, landing, env)
+        print(f"land {extra:,} more games: {wall:.1f} s (process), CPU {cpu:.1f} s, peak RSS {rss:.0f} MB", flush=True)
+        shutil.copyfile(warehouse, copy)
+        for label, path, flags in (("incremental", warehouse, ()), ("--full-refresh", copy, ("--full-refresh",))):
+            wall, cpu, rss, code, summary, table = build(path, env, *flags)
+            print(f"build {label}: {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, exit code {code}; "
+                  f"load average {os.getloadavg()}", flush=True)
+            print("  " + "\n  ".join(summary.strip().splitlines()), flush=True)
+            print("  " + slowest(table), flush=True)
+            if os.environ.get("BENCH_TABLES"):
+                print(table, flush=True)
+            path.unlink()
+
+
+if __name__ == "__main__":
+    main()
