@@ -37,12 +37,14 @@ lint: setup
 	$(BIN)/mypy
 
 # The 25 slowest tests are printed at the end and the whole output kept in test-artifacts/durations.txt (bash for
-# pipefail: the tests' exit code, not tee's, is the target's).
+# pipefail: the tests' exit code, not tee's, is the target's). --dist loadfile: a file is one unit of work (its
+# module-scoped fixtures made once), the files reading the session's shared studies one unit together
+# (tests/support/scheduling.py); --no-loadscope-reorder keeps tests/conftest.py's order, files with a slow test first.
 test: SHELL := /bin/bash
 test: .SHELLFLAGS := -o pipefail -c
 test: setup browser lint
 	mkdir -p test-artifacts
-	$(BIN)/python -m pytest -n 2 -p no:cacheprovider --durations=25 | tee test-artifacts/durations.txt
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -p no:cacheprovider --durations=25 | tee test-artifacts/durations.txt
 
 # CMake, a C++ compiler and Ninja from Debian where missing and apt is usable; otherwise the install step below says
 # which one is missing (never a skip).

@@ -145,3 +145,24 @@ def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], P
 
     return new
 
+
+# -- the order the tests run in, and on which worker -----------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Files holding a test marked `slow` run first (each file's own order kept): under `make test`'s two workers
+    the long tests start early and the run ends on the many short ones, so no worker idles at the end while the
+    other finishes a minute-long test."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist, never called
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile`: a file is one unit of work (a module-scoped fixture is made once), and the files reading the
+    session's shared studies one unit together (support.scheduling); any other --dist: xdist's own."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from support.scheduling import scheduler
+
+    return scheduler(config, log)

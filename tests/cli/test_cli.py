@@ -103,6 +103,7 @@ def test_run_names_a_missing_key_before_starting_anything(tmp_path: Path, monkey
     assert not (tmp_path / "w.duckdb").exists()
 
 
+@pytest.mark.slow
 def test_run_without_prefect_then_publish(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     exp = tmp_path / "exp.toml"
     exp.write_text('name = "tiny"\ngames_per_cell = 6\n[[cells]]\nname = "p"\n'

@@ -20,6 +20,8 @@ from mafiabench.study.spec import parse_experiment
 from mafiabench.warehouse.landing import record_run
 from support.stopping import stopping_experiment
 
+pytestmark = pytest.mark.slow  # a study played, built and rendered, once for the module
+
 
 def page_cells(out: Path) -> dict[str, list[str]]:
     """The stopping table of win-rates.html: cell name -> its cells' text."""

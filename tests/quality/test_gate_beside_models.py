@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from support.gate import declared_suites
 
 
+@pytest.mark.slow
 def test_a_build_process_never_imports_gx_itself(tmp_path: Path) -> None:
     """The gate runs in DuckDB: a build loads no Great Expectations (importing it and its context cost 2-3 s of CPU,
     in a helper process until issue 37), starts no helper process, and passes its gate."""
@@ -32,6 +35,7 @@ print(result.published, len(result.validation), "great_expectations" in sys.modu
     assert gx_loaded == "False" and helper_loaded == "False"
 
 
+@pytest.mark.slow
 def test_the_gate_waits_for_the_python_models_it_reads(tmp_path: Path) -> None:
     """The build runs its Python models beside the gate: a suite over a Python model's table must wait for it, and
     read the new rows, not those of the published build (here made to fail that suite)."""

@@ -80,6 +80,7 @@ def experiment(tmp_path: Path, address: str) -> Any:
     })
 
 
+@pytest.mark.slow
 def test_a_killed_worker_loses_no_game_and_duplicates_none(tmp_path: Path, cluster: Any) -> None:
     address, workers, log = cluster
     exp = experiment(tmp_path, address)

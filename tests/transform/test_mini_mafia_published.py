@@ -26,6 +26,8 @@ from scipy import optimize
 from mafiabench.record import GameRecord
 from support.records import design, landed, mini_record, one, rows
 
+pytestmark = pytest.mark.slow  # 14,000 games built and a NUTS fit, once for the module
+
 PUBLISHED = Path(__file__).parents[1] / "fixtures" / "published_mini_mafia"
 NAMES = ("Alice", "Bob", "Charlie", "Diana")
 GAMES_PER_CELL = 100

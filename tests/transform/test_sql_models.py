@@ -124,6 +124,7 @@ def test_a_published_view_reads_published_marts_and_only_the_built_games() -> No
     assert not rows(con, "select view_name from duckdb_views() where starts_with(view_name, '__staged_')")
 
 
+@pytest.mark.slow
 def test_rebuild_is_idempotent_and_a_failed_model_changes_nothing(
     tmp_path: Path, fresh_warehouse: duckdb.DuckDBPyConnection
 ) -> None:
