@@ -182,14 +182,19 @@ def test_transient_then_success(
 @pytest.mark.parametrize("provider", PROVIDERS)
 @pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
 def test_both_transports_send_and_classify_faults_alike(
-    srv: FakeModelServer, endpoints: dict[str, EndpointConfig], provider: str, transport: str
+    srv: FakeModelServer, endpoints: dict[str, EndpointConfig], provider: str, transport: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The SDK's aiohttp transport (the default) and its httpx one: same answers, and a dropped or refused
     connection is a "connection" error naming the URL, a hung request a "timeout" (the SDKs' aiohttp adapter
     reports all three as timeouts; `dropped_connection` tells them apart)."""
     ep = replace(endpoints[provider], options={"transport": transport})
     backend = resolve_backend(f"{provider}/m", {provider: ep})
-    settings = GenerateSettings(timeout_s=0.3, max_attempts=2, backoff_base_s=0.001, backoff_max_s=0.01)
+    # Timed by events, not by the machine's speed: an answer has all the time a loaded machine needs, and a hung
+    # request hangs far longer than the client waits for it.
+    settings = GenerateSettings(timeout_s=60.0, max_attempts=2, backoff_base_s=0.001, backoff_max_s=0.01)
+    hung = replace(settings, timeout_s=0.3)
+    monkeypatch.setattr(srv, "hang_s", 120.0)
 
     async def call() -> tuple[Completion, str]:
         try:
@@ -205,7 +210,7 @@ def test_both_transports_send_and_classify_faults_alike(
     srv.push_faults(["disconnect"])
     assert generate(backend, settings=settings).error_class == "connection"
     srv.push_faults(["timeout"])
-    assert generate(backend, settings=settings).error_class == "timeout"
+    assert generate(backend, settings=hung).error_class == "timeout"
     with socket.socket() as s:  # a port nobody listens on: the endpoint is down
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
