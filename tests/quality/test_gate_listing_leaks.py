@@ -12,12 +12,13 @@ import pytest
 from scipy.stats import binomtest
 
 from mafiabench.publish import build_warehouse
-from mafiabench.warehouse.listing_leaks import holm, listing_leaks
+from mafiabench.warehouse.listing_leaks import PositionLeak, holm, listing_leaks
 from mafiabench.warehouse.raw import load_records
 from support.records import engine_records, mini_record, rows
 
 RULE = ("no simulated study lists its players in an order that tells their role (mart_listing_leaks: Holm-adjusted "
-        "exact binomial p < 0.001 at a listed position with at least 10 games)")
+        "exact binomial p < 0.001 and a departure of at least 5 percentage points at a listed position with at least "
+        "10 games)")
 
 
 def mafia_first(record: Any) -> Any:
@@ -35,6 +36,24 @@ def test_holm_by_hand() -> None:
     # sorted: 0.005 * 4 = 0.02, 0.01 * 3 = 0.03, 0.03 * 2 = 0.06, 0.04 * 1 = 0.04 -> raised to 0.06 (monotone)
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([0.5, 0.6]) == pytest.approx([1.0, 1.0]) and holm([]) == []
+
+
+def test_a_significant_departure_under_five_points_is_not_a_leak() -> None:
+    # BENCHMARKS' million games copied from 20,000 (each seating 50 times): the second seat is mafia in 25.22% of
+    # 1,000,000 four-player games against 25% expected. Exact two-sided p by scipy; hand: z = 2,200 / sqrt(1e6 * 0.25
+    # * 0.75) = 5.08, p about 4e-7: significant, but a 0.22-point cue tells no reader a role.
+    p = binomtest(252_200, 1_000_000, 0.25).pvalue
+    assert 1e-7 < p < 1e-6
+    small = PositionLeak("simulation:bench", True, "seats", 2, 1_000_000, 252_200, 250_000.0, p, 4 * p, 4)
+    assert small.significant and not small.leak and small.verdict == "small departure"
+    assert small.departure == pytest.approx(0.0022)
+    # the same departure at 5 points is a leak; the human export's first seat (43 of 43, expected about 12.9) too
+    big = dataclasses.replace(small, mafia=300_000)
+    assert big.leak and big.verdict == "leak"
+    human = PositionLeak("ibraheem2022-human", False, "seats", 1, 43, 43, 12.9, 1e-23, 1.7e-28, 20)
+    assert human.leak and human.departure == pytest.approx(0.7)
+    # not significant: no leak whatever the departure
+    assert dataclasses.replace(small, mafia=300_000, p_holm=0.5).verdict == "no leak"
 
 
 def test_a_study_that_lists_the_mafia_first_is_refused(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:

@@ -178,7 +178,8 @@ def listing_cues(m: Marts, sources: list[str]) -> list[dict[str, Any]]:
         header = [r for r in rows if r["source"] == source and r["listing"] != "seats"]
         out.append({"source": source, "leaks": seats,
                     "header": "leak" if any(r["verdict"] == "leak" for r in header) else
-                    "no leak" if any(r["verdict"] == "no leak" for r in header) else "too few games"})
+                    "no leak" if any(r["verdict"] in ("no leak", "small departure") for r in header) else
+                    "too few games"})
     return out
 
 

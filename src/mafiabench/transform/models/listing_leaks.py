@@ -14,7 +14,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from mafiabench.warehouse.listing_leaks import ALPHA, MIN_GAMES, listing_leaks
+from mafiabench.warehouse.listing_leaks import ALPHA, MIN_EFFECT, MIN_GAMES, listing_leaks
 
 LISTING_LEAKS_SCHEMA = {
     "source": pl.Utf8,
@@ -33,6 +33,7 @@ LISTING_LEAKS_SCHEMA = {
     "min_games": pl.Int64,
     "leak": pl.Boolean,
     "verdict": pl.Utf8,
+    "min_effect": pl.Float64,
 }
 
 
@@ -56,6 +57,7 @@ def listing_leak_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFram
             "min_games": MIN_GAMES,
             "leak": None if r.p_value is None else r.leak,
             "verdict": r.verdict,
+            "min_effect": MIN_EFFECT,
         }
         for r in listing_leaks(con)
     ]
