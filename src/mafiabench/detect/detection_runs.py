@@ -185,6 +185,20 @@ class DetectReport:
         return dict(self.__dict__)
 
 
+def _scope(spec: DetectorSpec, game_ids: Sequence[str] | None, where: list[str], params: dict[str, Any]) -> None:
+    """Add the sources, experiments and games a detection asks for to a `raw_games` filter: the one scope that
+    `load_games` reads and `left_out_games` accounts for."""
+    if spec.sources is not None:
+        where.append("source in (select unnest($sources))")
+        params["sources"] = list(spec.sources)
+    if spec.experiments is not None:
+        where.append("(source <> 'simulation' or experiment in (select unnest($experiments)))")
+        params["experiments"] = list(spec.experiments)
+    if game_ids is not None:
+        where.append("game_id in (select unnest($ids))")
+        params["ids"] = list(game_ids)
+
+
 def load_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Sequence[str] | None = None
                ) -> list[GameInput]:
     """Finished games with their players and events, from the raw tables."""
@@ -197,15 +211,7 @@ def load_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, game_ids: Seq
             where.append("(coalesce(valid, true) or source <> 'simulation')")
     elif spec.valid_only:
         where.append("coalesce(valid, true)")
-    if spec.sources is not None:
-        where.append("source in (select unnest($sources))")
-        params["sources"] = list(spec.sources)
-    if spec.experiments is not None:
-        where.append("(source <> 'simulation' or experiment in (select unnest($experiments)))")
-        params["experiments"] = list(spec.experiments)
-    if game_ids is not None:
-        where.append("game_id in (select unnest($ids))")
-        params["ids"] = list(game_ids)
+    _scope(spec, game_ids, where, params)
     games = con.execute(
         f"select game_id, source, variant from raw_games where {' and '.join(where)} order by game_id", params
     ).fetchall()
@@ -250,15 +256,7 @@ def left_out_games(con: duckdb.DuckDBPyConnection, spec: DetectorSpec, read: Seq
     each as "<game id> (<source>): <why>", in game id order; why in the order `load_games` filters."""
     where = ["variant in (select unnest($variants))", "game_id not in (select unnest($read))"]
     params: dict[str, Any] = {"variants": list(spec.variants), "read": list(read)}
-    if spec.sources is not None:
-        where.append("source in (select unnest($sources))")
-        params["sources"] = list(spec.sources)
-    if spec.experiments is not None:
-        where.append("(source <> 'simulation' or experiment in (select unnest($experiments)))")
-        params["experiments"] = list(spec.experiments)
-    if game_ids is not None:
-        where.append("game_id in (select unnest($ids))")
-        params["ids"] = list(game_ids)
+    _scope(spec, game_ids, where, params)
     pinned = spec.imported_games is not None
     if pinned:
         params["pinned"] = list(spec.imported_games or ())

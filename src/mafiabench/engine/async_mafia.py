@@ -284,14 +284,7 @@ class AsyncMafia(GameEngine):
         ticks = -(-seconds // rules.tick_seconds)
 
         def release(now: int) -> None:
-            ready = sorted(q for q in queue if q[0] <= now)
-            for item in ready:
-                queue.remove(item)
-                at, _, speaker, text, truncated = item
-                self.emit(
-                    phase, rnd, kind, actor=speaker, text=text, visibility=visibility, truncated=truncated,
-                    data={"clock": clock_text(at)},
-                )  # fmt: skip
+            self._release(queue, now, phase, rnd, kind, visibility)
 
         for tick in range(ticks):
             self.clock = start + tick * rules.tick_seconds
@@ -337,6 +330,19 @@ class AsyncMafia(GameEngine):
         release(end - 1)  # every queued message appears before `end` by construction
         assert not queue
 
+    def _release(self, queue: list[tuple[int, int, str, str, bool]], now: int, phase: Phase, rnd: int, kind: str,
+                 visibility: str) -> None:
+        """Post the queued messages whose typing has ended by `now`, in the order they appear (then in the order
+        they were queued), and take them off the queue: both schedulers' one way of making a message public."""
+        ready = sorted(q for q in queue if q[0] <= now)
+        for item in ready:
+            queue.remove(item)
+            at, _, speaker, text, truncated = item
+            self.emit(
+                phase, rnd, kind, actor=speaker, text=text, visibility=visibility, truncated=truncated,
+                data={"clock": clock_text(at)},
+            )  # fmt: skip
+
     def _chat_llmafia(self, phase: Phase, rnd: int, participants: list[str], seconds: int) -> Script:
         """LLMafia's loops on the virtual clock: whoever's last call has returned is asked (those returning at the
         same second in one batch, from the same view); a sender's message is generated from that view and posted
@@ -350,14 +356,7 @@ class AsyncMafia(GameEngine):
         order = 0
 
         def release(now: int) -> None:
-            ready = sorted(q for q in queue if q[0] <= now)
-            for item in ready:
-                queue.remove(item)
-                at, _, speaker, text, truncated = item
-                self.emit(
-                    phase, rnd, kind, actor=speaker, text=text, visibility=visibility, truncated=truncated,
-                    data={"clock": clock_text(at)},
-                )  # fmt: skip
+            self._release(queue, now, phase, rnd, kind, visibility)
 
         while (now := min(loop_at.values())) < end:
             self.clock = now
