@@ -166,3 +166,12 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     from support.scheduling import scheduler
 
     return scheduler(config, log)
+
+
+@pytest.fixture(scope="module")
+def tab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A headless chromium page (support.browser), one per test module: the browser tests' shared way in."""
+    from support.browser import chromium
+
+    with chromium(tmp_path_factory.mktemp("chromium")) as page:
+        yield page

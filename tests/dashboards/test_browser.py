@@ -16,7 +16,6 @@ from __future__ import annotations
 import io
 import shutil
 from base64 import b64decode
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
@@ -28,7 +27,7 @@ from PIL import Image, ImageChops
 from mafiabench.dashboards import charts, render_dashboards
 from mafiabench.dashboards.html import Page as HtmlPage
 from mafiabench.dashboards.html import render_page
-from support.browser import CHROMIUM, DRAWN, N_CHARTS, Page, chromium
+from support.browser import CHROMIUM, DRAWN, N_CHARTS, Page
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 
@@ -47,12 +46,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from support.dashboards import shared_site
 
     return shared_site(tmp_path_factory)[1]
-
-
-@pytest.fixture(scope="module")
-def tab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
-    with chromium(tmp_path_factory.mktemp("chromium")) as page:
-        yield page
 
 
 def test_every_page_opens_without_errors_and_draws_its_charts(site: Path, tab: Page) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mafiabench.cli import main
-from support.browser import CHROMIUM, DRAWN, Page, chromium
+from support.browser import CHROMIUM, DRAWN, Page
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
 
@@ -28,12 +28,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     assert main(["run", str(DEMO), "--no-prefect", "--no-progress", "--publish", "--dashboards", str(out),
                  "--warehouse", str(folder / "w.duckdb")]) == 0
     yield out
-
-
-@pytest.fixture(scope="module")
-def tab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
-    with chromium(tmp_path_factory.mktemp("chromium")) as page:
-        yield page
 
 
 CELLS = """Array.from(document.querySelectorAll('table.detector-accuracy')).map(t =>

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urljoin, urlparse
 
@@ -24,7 +23,7 @@ from mafiabench.cli import main
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord
 from mafiabench.warehouse import raw as warehouse
-from support.browser import CHROMIUM, DRAWN, N_CHARTS, Page, chromium
+from support.browser import CHROMIUM, DRAWN, N_CHARTS, Page
 from support.dashboards import study_records
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
@@ -56,12 +55,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         con.close()
     assert main(["dashboards", "--warehouse", str(db), "--out", str(out)]) == 0
     return out
-
-
-@pytest.fixture(scope="module")
-def tab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
-    with chromium(tmp_path_factory.mktemp("chromium-games")) as page:
-        yield page
 
 
 def click(tab: Page, x: float, y: float) -> None:

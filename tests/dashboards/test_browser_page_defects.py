@@ -3,12 +3,11 @@ test_browser.py drives it) on the dashboards of test_dashboards' small study."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from support.browser import CHROMIUM, Page, chromium
+from support.browser import CHROMIUM, Page
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")]
 
@@ -18,12 +17,6 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from support.dashboards import shared_site
 
     return shared_site(tmp_path_factory)[1]
-
-
-@pytest.fixture(scope="module")
-def tab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Page]:
-    with chromium(tmp_path_factory.mktemp("chromium")) as page:
-        yield page
 
 
 PRICED_COLUMN = """(() => { const table = Array.from(document.querySelectorAll('table')).find(t =>
