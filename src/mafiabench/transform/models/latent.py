@@ -288,9 +288,16 @@ def cross_validated_brier(
     ridge: float = DEFAULT_RIDGE,
 ) -> tuple[float, float]:
     """(Brier of the latent model, Brier of a constant rate), both on held-out games of a k-fold split."""
-    y = np.asarray(mafia_won, dtype=float)
     # Coded once: each fold's fit and prediction work on the codes (the same fits as from the names).
     roles = [_codes(x) for x in (mafioso, detective, villager)]
+    return _cross_validated_brier_coded(roles, np.asarray(mafia_won, dtype=float), folds=folds, seed=seed,
+                                        ridge=ridge)
+
+
+def _cross_validated_brier_coded(
+    roles: Sequence[Coded], y: np.ndarray, *, folds: int, seed: int, ridge: float
+) -> tuple[float, float]:
+    """`cross_validated_brier` on coded games (mafioso, detective, villager, as `_codes` codes them)."""
     n = len(y)
     order = np.random.default_rng(seed).permutation(n)
     fold_of = np.empty(n, dtype=np.int64)
@@ -386,21 +393,23 @@ def latent_tables(
     """Fit the latent model per study and prompt version on scored Mini-Mafia games with a scripted night (one
     model per role): games under another prompt version are another experiment, as in the capability marts. Each
     row says which fit it holds (`method`); the cross-validated Brier score refits the point estimate per fold.
-    Data NUTS cannot learn from (`not_fitted_reason`) is not sampled: its fit row says why, with no abilities."""
+    Data NUTS cannot learn from (`not_fitted_reason`) is not sampled: its fit row says why, with no abilities.
+
+    The fits read the games' (mafioso, villager, detective) cells, counted in DuckDB (a few hundred rows for a
+    million games); only the cross-validation, whose folds split games, reads one row per game, and only for a
+    study it fits (each game's cell number and outcome, not its names)."""
     method = method or latent_method()
-    games = con.sql(
-        """select study, prompt_version, mafioso_model, detective_model, villager_model, mafia_won
-           from fct_games
-           where variant = 'mini-mafia' and is_scored and coalesce(night_mode, 'scripted') = 'scripted'
-             and mafioso_model is not null and detective_model is not null and villager_model is not null
-           order by study, prompt_version, game_id"""
+    cells = con.sql(
+        f"""select study, prompt_version, mafioso_model, villager_model, detective_model, count(*) as n,
+                  count(*) filter (where mafia_won) as w
+           from fct_games where {_LATENT_GAMES}
+           group by all
+           order by study, prompt_version, mafioso_model, villager_model, detective_model"""
     ).pl()
     abilities: list[dict[str, Any]] = []
     fits: list[dict[str, Any]] = []
-    for (study, version), part in games.group_by(["study", "prompt_version"], maintain_order=True):
-        m, d, v = part["mafioso_model"], part["detective_model"], part["villager_model"]
-        y = part["mafia_won"].to_numpy().astype(float)
-        games_by = {role: dict(part.group_by(f"{role}_model").len().rows())
+    for (study, version), part in cells.group_by(["study", "prompt_version"], maintain_order=True):
+        games_by = {role: dict(part.group_by(f"{role}_model").agg(pl.col("n").sum()).rows())
                     for role in ("mafioso", "detective", "villager")}
         reason = not_fitted_reason(part, games_by) if method == "nuts" else None
         rows: list[dict[str, Any]]
@@ -409,11 +418,12 @@ def latent_tables(
         elif method == "nuts":
             rows, fit_row = _nuts_rows(study, version, part, games_by)
         else:
-            rows, fit_row = _map_rows(study, version, m, d, v, y, games_by, ridge)
+            rows, fit_row = _map_rows(study, version, part, games_by, ridge)
         abilities += rows
         brier_model, brier_const = (math.nan, math.nan)
-        if len(y) >= folds and reason is None:
-            brier_model, brier_const = cross_validated_brier(m, d, v, y, folds=folds, ridge=ridge)
+        if int(part["n"].sum()) >= folds and reason is None:
+            roles, y = _games_coded(con, study, version, part)
+            brier_model, brier_const = _cross_validated_brier_coded(roles, y, folds=folds, seed=0, ridge=ridge)
         fits.append(
             {
                 "study": study,
@@ -441,13 +451,50 @@ def latent_tables(
     }
 
 
-def not_fitted_reason(part: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]]) -> str | None:
+# The games the latent model fits: scored Mini-Mafia games with a scripted night and a model in every role.
+_LATENT_GAMES = """variant = 'mini-mafia' and is_scored and coalesce(night_mode, 'scripted') = 'scripted'
+             and mafioso_model is not null and detective_model is not null and villager_model is not null"""
+
+
+def _games_coded(
+    con: duckdb.DuckDBPyConnection, study: str, version: str | None, cells: pl.DataFrame
+) -> tuple[list[Coded], np.ndarray]:
+    """One study's games in game-id order as the cross-validation reads them: each role's model coded as `_codes`
+    codes the names (sorted distinct names, each game's index among them), and each game's outcome (1.0: the mafia
+    won). DuckDB numbers each game's cell in the order of `cells` (sorted by mafioso, villager, detective, as the
+    cells query sorts them); the names come from the cells, so a million games cost two integer columns."""
+    found = con.execute(
+        f"""with games as (
+                select game_id, mafioso_model, villager_model, detective_model, mafia_won
+                from fct_games
+                where {_LATENT_GAMES} and study = $study and prompt_version is not distinct from $version
+            ),
+            cells as (
+                select *, (row_number() over (order by mafioso_model, villager_model, detective_model) - 1)::int
+                    as cell
+                from (select distinct mafioso_model, villager_model, detective_model from games)
+            )
+            select c.cell, g.mafia_won
+            from games as g inner join cells as c using (mafioso_model, villager_model, detective_model)
+            order by g.game_id""",
+        {"study": study, "version": version},
+    ).fetchnumpy()
+    cell = np.asarray(found["cell"], dtype=np.int64)
+    roles = []
+    for role in ("mafioso", "detective", "villager"):
+        names, codes = _codes(cells[f"{role}_model"])
+        roles.append((names, codes[cell]))
+    return roles, np.asarray(found["mafia_won"], dtype=float)
+
+
+def not_fitted_reason(cells: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]]) -> str | None:
     """Why NUTS would learn nothing from these games (None: it can): one model in every role (one cell, nothing to
     compare), only scripted players (`policy/...`: their play is a rule, whose exact win rates mart_baselines gives,
     not an ability), or fewer cells than the free parameters (a model per role less the shift and the scale the
-    normalisation fixes). Sampling such data only reports R-hat NaN or a prior's draws as "not converged"."""
+    normalisation fixes). Sampling such data only reports R-hat NaN or a prior's draws as "not converged". `cells`:
+    one row per (mafioso, villager, detective) model combination with its games `n` and mafia wins `w`."""
     models = {role: sorted(games_by[role]) for role in ("mafioso", "detective", "villager")}
-    games, wins = part.height, int(part["mafia_won"].sum())
+    games, wins = int(cells["n"].sum()), int(cells["w"].sum())
     if all(len(names) == 1 for names in models.values()):
         return (f"one model in every role ({', '.join(f'{r} {n[0]}' for r, n in models.items())}): nothing to "
                 f"compare; the mafia won {wins} of {games} games")
@@ -455,37 +502,34 @@ def not_fitted_reason(part: pl.DataFrame, games_by: Mapping[str, Mapping[str, in
     if all(name.startswith("policy/") for name in everyone):
         return (f"only scripted players ({', '.join(everyone)}): their play is a fixed rule, not an ability to "
                 "estimate (mart_baselines gives the exact win rates of the policies it knows)")
-    cells = part.select("mafioso_model", "detective_model", "villager_model").n_unique()
     free = sum(len(names) for names in models.values()) - 2
-    if cells < free:
-        return (f"{cells} cells of games for {free} free parameters ({len(models['mafioso'])} mafioso, "
+    if cells.height < free:
+        return (f"{cells.height} cells of games for {free} free parameters ({len(models['mafioso'])} mafioso, "
                 f"{len(models['detective'])} detective and {len(models['villager'])} villager models, less the "
                 "shift and the scale): the design cannot place them")
     return None
 
 
-def _not_fitted_row(part: pl.DataFrame) -> dict[str, Any]:
-    cells = part.select("mafioso_model", "detective_model", "villager_model").n_unique()
+def _not_fitted_row(cells: pl.DataFrame) -> dict[str, Any]:
     return {
-        "n_games": part.height, "n_cells": cells, "log_likelihood": None, "converged": None, "chains": None,
-        "draws": None, "divergences": None, "max_r_hat": None, "min_ess": None, "scale": None, "iterations": None,
+        "n_games": int(cells["n"].sum()), "n_cells": cells.height, "log_likelihood": None, "converged": None,
+        "chains": None, "draws": None, "divergences": None, "max_r_hat": None, "min_ess": None, "scale": None,
+        "iterations": None,
     }
 
 
-def _one_sided(part: pl.DataFrame, role: str) -> set[str]:
+def _one_sided(cells: pl.DataFrame, role: str) -> set[str]:
     """Models whose every game in `role` ended the same way (the data bound them on one side only)."""
-    by = part.group_by(f"{role}_model").agg(pl.col("mafia_won").sum().alias("w"), pl.len().alias("n"))
+    by = cells.group_by(f"{role}_model").agg(pl.col("w").sum(), pl.col("n").sum())
     return {r[0] for r in by.filter((pl.col("w") == 0) | (pl.col("w") == pl.col("n"))).rows()}
 
 
 def _nuts_rows(
-    study: str, version: str | None, part: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]]
+    study: str, version: str | None, cells: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]]
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    cells = part.group_by(["mafioso_model", "villager_model", "detective_model"]).agg(
-        pl.len().alias("n"), pl.col("mafia_won").sum().alias("w")).sort(["mafioso_model", "villager_model",
-                                                                          "detective_model"])
-    fit = fit_latent_nuts([(mi, vk, dj, int(n), int(w)) for mi, vk, dj, n, w in cells.rows()])
-    one_sided = {role: _one_sided(part, role) for role in ("mafioso", "detective", "villager")}
+    cell_rows = cells.select("mafioso_model", "villager_model", "detective_model", "n", "w").rows()
+    fit = fit_latent_nuts([(mi, vk, dj, int(n), int(w)) for mi, vk, dj, n, w in cell_rows])
+    one_sided = {role: _one_sided(cells, role) for role in ("mafioso", "detective", "villager")}
     # A villager scale is placed by how decisive its games were; with a single villager model it is the scale.
     if len(games_by["villager"]) == 1:
         one_sided["villager"] = set()
@@ -514,7 +558,7 @@ def _nuts_rows(
                 "note": "; ".join(notes) or None,
             })
     # The log-likelihood at the posterior means: v (m - d) = c (a - b) draw by draw, whatever the normalisation.
-    mi, vk, dj, n, w = (np.array(c) for c in zip(*cells.rows(), strict=True))
+    mi, vk, dj, n, w = (np.array(c) for c in zip(*cell_rows, strict=True))
     est = {k: dict(zip(fit.models[k], fit.estimate[k], strict=True)) for k in ("m", "d", "v")}
     eta = np.array([est["v"][k] * (est["m"][i] - est["d"][j]) for i, k, j in zip(mi, vk, dj, strict=True)])
     fit_row = {
@@ -527,10 +571,12 @@ def _nuts_rows(
 
 
 def _map_rows(
-    study: str, version: str | None, m: pl.Series, d: pl.Series, v: pl.Series, y: np.ndarray,
-    games_by: Mapping[str, Mapping[str, int]], ridge: float,
+    study: str, version: str | None, cells: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]], ridge: float,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    fit = fit_latent(m, d, v, y, ridge=ridge)
+    # On the cells, each with its games and wins: the fit game by game, to the bit (tests/transform/
+    # test_latent_counts.py).
+    fit = _fit_coded(_codes(cells["mafioso_model"]), _codes(cells["detective_model"]), _codes(cells["villager_model"]),
+                     cells["w"].to_numpy().astype(float), ridge=ridge, games=cells["n"].to_numpy().astype(float))
     se = fit.se()
     ok = fit.identified()
     sep = fit.separated if fit.separated is not None else np.zeros(len(ok), dtype=bool)
