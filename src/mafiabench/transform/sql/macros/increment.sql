@@ -27,7 +27,10 @@ main.__staged__increment_games
 {%- endmacro %}
 
 {#- Post-hook of every model: in an incremental build, a model a per-game model reads (a staging view, int_turns)
-    also gets its delta, the rows of the increment's games, once, for all its per-game readers. -#}
+    also gets its delta, the rows of the increment's games, once, for all its per-game readers. The increment's ids
+    are a constant list (a variable of dbt's connection), not a subquery: DuckDB pushes a constant filter through the
+    view down to the table scan, where a semi-join would run the view's projection (stg_events' JSON parsing) over
+    every row first (a million games' 21 million events: 1.7 s of the increment's build for each such view). -#}
 {% macro increment_delta() -%}
     {%- if execute and var('increment', false) and config.get('materialized') != 'per_game' -%}
         {%- set read = [] -%}
@@ -38,8 +41,12 @@ main.__staged__increment_games
             {%- endif -%}
         {%- endfor -%}
         {%- if read -%}
+set variable mafiabench_increment_games = (
+    select coalesce(list(game_id), []::VARCHAR[]) from {{ increment_games() }}
+);
 create or replace table {{ increment_delta_relation(this).include(database=false) }} as
-select * from {{ this.include(database=false) }} where game_id in (select game_id from {{ increment_games() }})
+select * from {{ this.include(database=false) }}
+where list_contains(getvariable('mafiabench_increment_games'), game_id)
         {%- endif -%}
     {%- endif -%}
 {%- endmacro %}
