@@ -20,12 +20,6 @@ main.__staged__increment_games
     {%- do return(relation.incorporate(path={'identifier': relation.identifier ~ '__delta'})) -%}
 {%- endmacro %}
 
-{#- The whole staged relation, never narrowed: for a per-game model that also needs every game (see
-    fct_player_games). -#}
-{% macro ref_whole(name) -%}
-    {%- do return(builtins.ref(name).include(database=false)) -%}
-{%- endmacro %}
-
 {#- Post-hook of every model: in an incremental build, a model a per-game model reads (a staging view, int_turns)
     also gets its delta, the rows of the increment's games, once, for all its per-game readers. The increment's ids
     are a constant list (a variable of dbt's connection), not a subquery: DuckDB pushes a constant filter through the
@@ -112,8 +106,19 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
 
 {#- fct_player_games.settings_varied: whether a study played a model under more than one setting. -#}
 {% macro settings_per_model(players, games) -%}
-    select g.study, p.model, count(distinct nullif(p.model_settings, '')) > 1 as settings_varied
-    from {{ players }} as p
-    inner join {{ games }} as g on g.game_id = p.game_id
-    group by g.study, p.model
+    {{ settings_per_model_seen(
+        "select g.study, p.model, p.model_settings from " ~ players ~ " as p inner join " ~ games
+            ~ " as g on g.game_id = p.game_id"
+    ) }}
+{%- endmacro %}
+
+{#- The same from (study, model, model_settings) rows: each query given is one part of every game's seats. -#}
+{% macro settings_per_model_seen() -%}
+    select study, model, count(distinct nullif(model_settings, '')) > 1 as settings_varied
+    from (
+        {%- for part in varargs %}
+        {{ 'union all ' if not loop.first }}select distinct study, model, model_settings from ({{ part }})
+        {%- endfor %}
+    )
+    group by study, model
 {%- endmacro %}

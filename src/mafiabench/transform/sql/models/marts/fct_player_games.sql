@@ -1,4 +1,4 @@
-{#- settings_varied is a study's, over every game: an incremental build reads every game for it (ref_whole), and
+{#- settings_varied is a study's, over every game: an incremental build reads every game's settings for it, and
     rewrites the published rows of games whose settings_varied the increment changed (macros/increment.sql). -#}
 {{ config(meta={'increment_rewrites': true}) }}
 
@@ -29,7 +29,17 @@ last_turns as (
 settings_per_model as (
     -- Whether the study played the model under more than one setting (say two temperatures): only then do the
     -- win-rate marts split the model's rows by them (a seat whose settings are unknown, '', is no other setting).
-    {{ settings_per_model(ref_whole('int_player_games'), ref_whole('fct_games')) }}
+{%- if increment_narrows() %}
+    -- Incremental: the published games' settings as published (fct_player_games carries study, model and
+    -- settings), without the increment's games, beside the increment's own; the same as over every game.
+    {{ settings_per_model_seen(
+        "select study, model, model_settings from " ~ increment_published()
+            ~ " where game_id not in (select game_id from " ~ increment_games() ~ ")",
+        "select g.study, p.model, p.model_settings from players as p inner join games as g on g.game_id = p.game_id"
+    ) }}
+{%- else %}
+    {{ settings_per_model(ref('int_player_games'), ref('fct_games')) }}
+{%- endif %}
 ),
 
 final as (
