@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
 
 import duckdb
 
@@ -82,37 +84,96 @@ class PositionLeak:
                 f"{self.mafia} of {self.n} (expected {self.expected:.1f}; binomial p = {self.p_value:.2g})")
 
 
-def _counts(con: duckdb.DuckDBPyConnection) -> list[tuple[str, bool, str, int, int, int, float]]:
-    """(source, simulated, listing, position, games, mafia, expected count) per listed position of finished games."""
-    return con.execute(f"""
-        with games as (
+Count = tuple[str, bool, str, int, int, int, float]
+
+_GAMES = """games as (
             select game_id, source = 'simulation' as simulated,
                    case when source = 'simulation' then 'simulation:' || coalesce(experiment, '?') else source end
                        as src
             from raw_games where status = 'finished'
-        ),
-        players as (
-            select p.game_id, p.name, p.team = 'mafia' as is_mafia,
-                   count(*) filter (where p.team = 'mafia') over w * 1.0 / count(*) over w as share,
-                   row_number() over (partition by p.game_id order by p.seat nulls last, p.name) as position
-            from raw_players p semi join games g on g.game_id = p.game_id
-            window w as (partition by p.game_id)
+        )"""
+# A player's seat as a bit of its game's mask of seats (null outside 0..62: that game is ranked one by one).
+_SEAT_BIT = "case when seat between 0 and 62 then 1::bigint << seat::bigint end"
+
+
+def _counts(con: duckdb.DuckDBPyConnection) -> list[Count]:
+    """(source, simulated, listing, position, games, mafia, expected count) per listed position of finished games.
+
+    One pass over the players, grouped by game, without ordering them: a game whose players sit on distinct seats
+    in 0..62 (every simulated game, and the imports with seats) is its set of seats and its set of mafia seats, two
+    bit masks, and the position of a seat is its rank among the game's seats (the order `seat nulls last, name`
+    gives). Games of a source with the same masks are counted together, a few rows, and ranked here. The other
+    games (no seats, or seats repeated or out of range) and the detector's listings are ranked one player at a
+    time, by a window, in a second query that only runs when there are some. The expected count is the exact sum
+    of the games' n_mafia / n_players, rounded once (a float sum in DuckDB's thread order differed in the last bits
+    from one run to the next)."""
+    by_masks = con.execute(f"""
+        with {_GAMES},
+        per_game as (
+            select game_id, count(*) as n, count(*) filter (where team = 'mafia') as m,
+                   bit_or({_SEAT_BIT}) as seats,
+                   coalesce(bit_or(case when team = 'mafia' then {_SEAT_BIT} end), 0) as mafia_seats
+            from raw_players
+            group by game_id
+        )
+        select g.src, g.simulated, p.n, p.m,
+               -- null: the seats do not rank the game's players alone (the second query ranks them)
+               case when bit_count(p.seats) = p.n then p.seats end as seats, p.mafia_seats, count(*) as games
+        from per_game as p inner join games as g using (game_id)
+        group by all""").fetchall()
+    # (source, simulated, listing, position, n_players, n_mafia, mafia at the position, games)
+    rows: list[tuple[Any, ...]] = []
+    for src, simulated, n, m, seats, mafia_seats, games in by_masks:
+        if seats is not None:  # the k-th lowest seat of the mask is listed k-th
+            ranked_seats = [seat for seat in range(63) if seats >> seat & 1]
+            rows += [(src, simulated, SEATS, k, n, m, bool(mafia_seats >> seat & 1), games)
+                     for k, seat in enumerate(ranked_seats, start=1)]
+    ranked_apart = any(r[4] is None for r in by_masks)
+    if ranked_apart or con.execute("select count(*) from raw_detection_transcripts").fetchall()[0][0]:
+        rows += _counts_one_by_one(con)
+    totals: dict[tuple[str, bool, str, int], list[Any]] = {}
+    for src, simulated, listing, pos, n, m, mafia, games in rows:
+        total = totals.setdefault((src, simulated, listing, pos), [0, 0, Fraction(0)])
+        total[0] += games
+        total[1] += games if mafia else 0
+        total[2] += Fraction(games * m, n)
+    counts = [(*key, n, k, float(expected)) for key, (n, k, expected) in totals.items()]
+    # As `order by all` orders them: nulls last, strings by code point.
+    return sorted(counts, key=lambda r: tuple((x is None, x) for x in r[:4]))
+
+
+def _counts_one_by_one(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    """The rows `_counts` cannot rank from seat masks, counted per (source, simulated, listing, position, n_players,
+    n_mafia, mafia): the seat listing of games whose seats do not rank their players, and every detector listing."""
+    return con.execute(f"""
+        with {_GAMES},
+        apart as (
+            select game_id from raw_players
+            group by game_id having coalesce(bit_count(bit_or({_SEAT_BIT})), 0) <> count(*)
         ),
         listed as (
             select distinct on (game_id, cut, position) game_id, cut, position, name
             from (select game_id, cut, unnest(players) as name, generate_subscripts(players, 1) as position
                   from raw_detection_transcripts)
         ),
+        players as (
+            select p.game_id, p.name, p.team = 'mafia' as is_mafia,
+                   count(*) filter (where p.team = 'mafia') over w as m, count(*) over w as n,
+                   row_number() over (partition by p.game_id order by p.seat nulls last, p.name) as position
+            from raw_players as p semi join games as g on g.game_id = p.game_id
+            where p.game_id in (select game_id from apart) or p.game_id in (select game_id from listed)
+            window w as (partition by p.game_id)
+        ),
         rows as (
-            select game_id, '{SEATS}' as listing, position, is_mafia, share from players
+            select game_id, '{SEATS}' as listing, position, n, m, is_mafia
+            from players where game_id in (select game_id from apart)
             union all
-            select l.game_id, '{DETECTOR}', l.position, p.is_mafia, p.share
-            from listed l join players p on p.game_id = l.game_id and p.name = l.name
+            select l.game_id, '{DETECTOR}', l.position, p.n, p.m, p.is_mafia
+            from listed as l inner join players as p on p.game_id = l.game_id and p.name = l.name
         )
-        select g.src, g.simulated, r.listing, r.position::int, count(*)::int, count(*) filter (where r.is_mafia)::int,
-               sum(r.share)
-        from rows r join games g using (game_id)
-        group by all order by all""").fetchall()
+        select g.src, g.simulated, r.listing, r.position, r.n, r.m, coalesce(r.is_mafia, false), count(*)
+        from rows as r inner join games as g using (game_id)
+        group by all""").fetchall()
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
