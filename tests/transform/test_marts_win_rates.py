@@ -44,6 +44,9 @@ def test_invalid_games_are_not_scored_but_counted(con) -> None:
     r = one(con, "select * from mart_win_rates where dimension = 'all'")
     assert r["n"] == 11 and r["n_invalid"] == 1
     assert r["k"] == 8
+    # A model's seats count the invalid game too (validity is the game's: a player's row does not carry it).
+    v = one(con, "select * from mart_win_rates where dimension = 'model_as_villager' and value = 'V'")
+    assert (v["n_invalid"], v["n_unfinished"]) == (1, 0)
 
 
 def test_model_per_role_counts_each_game_once(con) -> None:

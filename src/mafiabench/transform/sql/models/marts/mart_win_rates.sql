@@ -1,40 +1,73 @@
-{#- What a grouping row needs of its game to be counted: carried on every row, so no join back to the games. -#}
-{%- set outcome = "is_scored, winner, tie_decided, fallback_decided, status, valid" %}
+{#- A grouping row's counts over its scored games: `WON` is "the row's team won". -#}
+{%- set scored_counts = [
+    ("n", "is_scored"),
+    ("k", "is_scored and WON"),
+    ("k_tie", "is_scored and WON and tie_decided"),
+    ("n_tie_decided", "is_scored and tie_decided"),
+    ("n_fallback_decided", "is_scored and fallback_decided"),
+] %}
+{%- set totals = ["n", "k", "k_tie", "n_tie_decided", "n_fallback_decided", "n_unfinished", "n_invalid"] %}
 
 with games as (
+    -- The games counted per combination of their groupings (a few rows for a million games), each grouping below
+    -- adding up the combinations it spans: the counts of counting the games one by one.
     select
-        game_id, variant, experiment, study, prompt_version, cell, source,
-        {{ outcome }}
+        variant, experiment, study, prompt_version, cell, source,
+{%- for name, condition in scored_counts %}
+        count(*) filter (where {{ condition | replace("WON", "winner = 'mafia'") }}) as {{ name }},
+{%- endfor %}
+        count(*) filter (where status = 'unfinished') as n_unfinished,
+        count(*) filter (where not valid) as n_invalid
     from {{ ref('fct_games') }}
+    group by variant, experiment, study, prompt_version, cell, source
 ),
 
 game_groups as (
     -- Game-level groupings count mafia wins; each game once.
-    select variant, 'all' as dimension, 'all' as value, '' as model_settings, 'mafia' as team, {{ outcome }}
+    select variant, 'all' as dimension, 'all' as value, '' as model_settings, 'mafia' as team, {{ totals | join(', ') }}
     from games
     union all
-    select variant, 'experiment', coalesce(experiment, '(none)'), '', 'mafia', {{ outcome }} from games
+    select variant, 'experiment', coalesce(experiment, '(none)'), '', 'mafia', {{ totals | join(', ') }} from games
     union all
-    select variant, 'study', study, '', 'mafia', {{ outcome }} from games
+    select variant, 'study', study, '', 'mafia', {{ totals | join(', ') }} from games
     union all
-    select variant, 'prompt_version', coalesce(prompt_version, '(none)'), '', 'mafia', {{ outcome }} from games
+    select variant, 'prompt_version', coalesce(prompt_version, '(none)'), '', 'mafia', {{ totals | join(', ') }}
+    from games
     union all
-    select variant, 'cell', cell, '', 'mafia', {{ outcome }} from games
+    select variant, 'cell', cell, '', 'mafia', {{ totals | join(', ') }} from games
     union all
-    select variant, 'source', source, '', 'mafia', {{ outcome }} from games
+    select variant, 'source', source, '', 'mafia', {{ totals | join(', ') }} from games
+),
+
+seats as (
+    -- A model in a role counts the wins of that role's team, once per game (two villagers of one model = 1); a
+    -- study that played the model under several settings (two temperatures) gets a row per setting. The game's
+    -- outcome is carried on every player's row (no join back to the games).
+    select distinct
+        variant, 'model_as_' || role as dimension, model as value,
+        case when settings_varied then model_settings else '' end as model_settings, team, game_id,
+        is_scored, won, tie_decided, fallback_decided
+    from {{ ref('fct_player_games') }}
+),
+
+flagged as (
+    -- The games an unfinished or invalid count needs, the only outcome a player's row does not carry.
+    select game_id, status = 'unfinished' as unfinished, not valid as invalid
+    from {{ ref('fct_games') }}
+    where status = 'unfinished' or not valid
 ),
 
 role_groups as (
-    -- A model in a role counts the wins of that role's team, once per game (two villagers of one model = 1); a
-    -- study that played the model under several settings (two temperatures) gets a row per setting.
-    select r.variant, r.dimension, r.value, r.model_settings, r.team, {{ outcome }}
-    from (
-        select distinct
-            variant, 'model_as_' || role as dimension, model as value,
-            case when settings_varied then model_settings else '' end as model_settings, team, game_id
-        from {{ ref('fct_player_games') }}
-    ) as r
-    inner join games as g on g.game_id = r.game_id
+    select
+        s.variant, s.dimension, s.value, s.model_settings, s.team,
+{%- for name, condition in scored_counts %}
+        count(*) filter (where {{ condition | replace("WON", "won") }}) as {{ name }},
+{%- endfor %}
+        count(*) filter (where f.unfinished) as n_unfinished,
+        count(*) filter (where f.invalid) as n_invalid
+    from seats as s
+    left join flagged as f on f.game_id = s.game_id
+    group by s.variant, s.dimension, s.value, s.model_settings, s.team
 ),
 
 groups as (
@@ -50,13 +83,9 @@ counted as (
         value,
         model_settings,
         team,
-        count(*) filter (where is_scored) as n,
-        count(*) filter (where is_scored and winner = team) as k,
-        count(*) filter (where is_scored and winner = team and tie_decided) as k_tie,
-        count(*) filter (where is_scored and tie_decided) as n_tie_decided,
-        count(*) filter (where is_scored and fallback_decided) as n_fallback_decided,
-        count(*) filter (where status = 'unfinished') as n_unfinished,
-        count(*) filter (where not valid) as n_invalid
+{%- for total in totals %}
+        sum({{ total }})::bigint as {{ total }}{{ "," if not loop.last }}
+{%- endfor %}
     from groups
     group by variant, dimension, value, model_settings, team
 ),
