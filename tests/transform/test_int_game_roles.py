@@ -40,7 +40,7 @@ def con():
                     models={"Alice": "Ma", "Bob": "Ma", "Charlie": "D", "Diana": "V"},
                     votes={"Alice": "Charlie", "Bob": "Charlie", "Charlie": "Alice"}),
     ]
-    return landed(recs)
+    return landed(recs, only=["int_game_roles"])
 
 
 @pytest.mark.parametrize("game_id", sorted(EXPECTED))

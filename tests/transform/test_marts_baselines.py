@@ -11,7 +11,7 @@ from support.records import landed, rows
 
 
 def test_baselines_mart_matches_the_library() -> None:
-    c = landed([])
+    c = landed([], only=["mart_baselines"])
     got = {r["case"]: r for r in rows(c, "select * from mart_baselines")}
     expected = baseline_table()
     assert set(got) == {b["profile"] for b in expected}

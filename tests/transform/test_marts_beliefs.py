@@ -76,7 +76,8 @@ def jsd(p: dict[str, float], q: dict[str, float]) -> float:
 
 @pytest.fixture(scope="module")
 def con():
-    return landed([classic_record()])
+    return landed([classic_record()],
+                  only=["mart_deception_scores", "mart_strategic_consistency", "mart_classic_configurations"])
 
 
 def test_deception_score_is_a_mean_over_villagers_of_their_means_over_days(con) -> None:
@@ -92,7 +93,7 @@ def test_deception_score_is_a_mean_over_villagers_of_their_means_over_days(con) 
 
 def test_without_p_mafia_the_published_d_stands_alone() -> None:
     """A game whose prompt asked the vote distribution only (the appendix, classic/v4) has D_i, and no P(mafia) D."""
-    con = landed([classic_record(elicited=False)])
+    con = landed([classic_record(elicited=False)], only=["mart_deception_scores", "mart_classic_configurations"])
     r = one(con, "select * from mart_deception_scores")
     assert r["deception_score"] == pytest.approx(0.5)
     assert r["deception_score_mafia_probability"] is None and r["n_villagers_suspected"] == 0
@@ -118,7 +119,8 @@ def test_classic_configuration_table(con) -> None:
 
 
 def test_two_studies_in_one_warehouse_are_never_pooled() -> None:
-    con = landed([classic_record("a1", "first"), classic_record("a2", "first"), classic_record("b1", "second")])
+    con = landed([classic_record("a1", "first"), classic_record("a2", "first"), classic_record("b1", "second")],
+                 only=["mart_deception_scores", "mart_classic_configurations"])
     got = rows(con, "select study, n, k from mart_classic_configurations order by study")
     assert got == [{"study": "first", "n": 2, "k": 2}, {"study": "second", "n": 1, "k": 1}]
     studies = rows(con, "select study, count(*) as n from mart_deception_scores group by study order by study")

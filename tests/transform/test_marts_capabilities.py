@@ -15,7 +15,7 @@ def beta_sd(k: int, n: int) -> float:
 
 def test_homogeneous_games_count_once_per_game_and_once_per_capability() -> None:
     recs = cell_records("h", n=9, mafia_wins=4, models="X", design=design("X/X", None, "X", "X"))
-    c = landed(recs)
+    c = landed(recs, only=["mart_capability_win_rates", "mart_win_rates"])
     caps = rows(c, "select capability, n, k, laplace_mean from mart_capability_win_rates order by capability")
     got = [(r["capability"], r["n"], r["k"]) for r in caps]
     assert got == [("deceive", 9, 4), ("detect", 9, 5), ("disclose", 9, 5)]
@@ -29,7 +29,7 @@ def test_homogeneous_games_count_once_per_game_and_once_per_capability() -> None
 
 def test_homogeneous_games_get_all_three_capabilities_even_if_the_design_names_one() -> None:
     recs = cell_records("h", n=3, mafia_wins=1, models="X", design=design("X/X", "deceive", "X", "X"))
-    c = landed(recs)
+    c = landed(recs, only=["int_capability_games"])
     assert one(c, "select count(distinct capability) as n from int_capability_games")["n"] == 3
 
 
@@ -40,7 +40,7 @@ def test_capability_is_inferred_for_imported_games_without_design() -> None:
         + cell_records("dis", n=2, mafia_wins=1, models={"mafioso": "B", "detective": "T", "villager": "B"})
         + cell_records("mix", n=2, mafia_wins=1, models={"mafioso": "P", "detective": "Q", "villager": "R"})
     )
-    c = landed(recs)
+    c = landed(recs, only=["mart_capability_win_rates"])
     got = rows(c, "select capability, target_model, background, target_role, n "
                   "from mart_capability_win_rates order by 1")
     assert [(r["capability"], r["target_model"], r["background"], r["target_role"], r["n"]) for r in got] == [
@@ -64,7 +64,7 @@ def scored():
         models = {"mafioso": target, "detective": bg, "villager": bg}
         recs += cell_records(f"{bg}{target}", n=4, mafia_wins=k, models=models,
                              design=design(f"{target}|{bg}", "deceive", target, bg))
-    return landed(recs)
+    return landed(recs, only=["mart_capability_scores", "mart_capability_win_rates"])
 
 
 def test_z_scores_by_hand(scored) -> None:
@@ -93,6 +93,6 @@ def test_explicit_cells_of_a_designed_experiment_measure_no_capability() -> None
     recs = cell_records("b", n=3, mafia_wins=1, models="policy/random", design=explicit)
     recs += cell_records("p", n=3, mafia_wins=1, models={"mafioso": "policy/random", "detective": "policy/informed",
                                                           "villager": "policy/random"}, design=explicit)
-    c = landed(recs)
+    c = landed(recs, only=["int_capability_games", "mart_win_rates"])
     assert rows(c, "select * from int_capability_games") == []
     assert one(c, "select n from mart_win_rates where dimension = 'cell' and value = 'baseline'")["n"] == 6

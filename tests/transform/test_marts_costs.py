@@ -20,7 +20,8 @@ def con():
         call(2, "fake", "anything", inp=50, out=5),
         call(3, "acme", "unknown-model", inp=10, out=1, error="APIError", failed=True),
     ]
-    return landed([mini_record("g", calls=calls, design={"experiment": "e", "cell": "c1", "capabilities": []})])
+    return landed([mini_record("g", calls=calls, design={"experiment": "e", "cell": "c1", "capabilities": []})],
+                  only=["fct_model_calls", "mart_game_costs", "mart_cell_costs"])
 
 
 def test_price_table_is_versioned() -> None:
@@ -60,13 +61,13 @@ def test_cell_costs(con) -> None:
 def test_run_operations_from_the_run_ledger() -> None:
     from mafiabench.warehouse.landing import record_run
 
-    c = landed([])
+    c = landed([], only=["mart_runs"])
     record_run(c, {"run_id": "r1", "experiment": "e", "status": "done", "wall_s": 10.0, "games_planned": 100,
                    "games_already_landed": 40, "games_played": 50, "games_done": 90, "games_failed": 10,
                    "calls": 200, "failed_calls": 5, "games_concurrency": 7.5})
     from mafiabench.transform.build.marts import build_models
 
-    build_models(c)
+    build_models(c, only=["mart_runs"])
     r = one(c, "select * from mart_runs")
     assert (r["games_planned"], r["games_done"], r["games_skipped_already_landed"], r["games_failed"]) == (
         100, 90, 40, 10

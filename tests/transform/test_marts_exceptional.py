@@ -24,7 +24,7 @@ def con():
     # Charlie casts no vote (a human game's abstention): every vote cast went to him: unanimous, and wrong.
     recs.append(mini_record("unanimous", models="Y", votes={"Alice": "Charlie", "Bob": "Charlie"}))
     recs.append(mini_record("fallback", models="Y", votes=MAFIA_WIN_VOTES, fallback_voters=["Charlie"]))
-    return landed(recs)
+    return landed(recs, only=["mart_exceptional_games"])
 
 
 def test_upset_in_a_lopsided_cell(con) -> None:
@@ -39,7 +39,8 @@ def test_upset_in_a_lopsided_cell(con) -> None:
 
 
 def test_upset_threshold_is_configurable() -> None:
-    c = landed(cell_records("cell", n=20, mafia_wins=1, models=WEAK_MAFIA), upset_threshold=0.01)
+    c = landed(cell_records("cell", n=20, mafia_wins=1, models=WEAK_MAFIA), upset_threshold=0.01,
+               only=["mart_exceptional_games"])
     assert rows(c, "select * from mart_exceptional_games where rule = 'upset'") == []
 
 
@@ -62,7 +63,7 @@ def test_rare_level1_failure_by_a_model_that_almost_never_fails() -> None:
     models = {"mafioso": "M", "detective": "careful", "villager": "V"}
     recs = [mini_record(f"ok{i}", models=models, votes=TOWN_WIN_VOTES) for i in range(25)]
     recs.append(mini_record("slip", models=models, votes={"Alice": "Charlie", "Bob": "Charlie", "Charlie": "Alice"}))
-    c = landed(recs)
+    c = landed(recs, only=["mart_exceptional_games"])
     got = rows(c, "select * from mart_exceptional_games where rule = 'rare_level1_failure'")
     assert [r["game_id"] for r in got] == ["slip"]
     assert got[0]["probability"] == pytest.approx(1 / 27)
@@ -73,7 +74,7 @@ def test_transcript_links_match_the_dashboards() -> None:
     from mafiabench.dashboards import transcript_path
 
     ids = ["plain-1", "index", "has space/and slash", "é", "x" * 200]
-    c = landed([mini_record(i) for i in ids])
+    c = landed([mini_record(i) for i in ids], only=["fct_games"])
     got = {r["game_id"]: r["transcript_path"] for r in rows(c, "select game_id, transcript_path from fct_games")}
     assert got == {i: transcript_path(i) for i in ids}
 
@@ -92,7 +93,7 @@ def test_patterns_are_rare_ranked_and_per_study() -> None:
     other = cell_records("o", n=25, mafia_wins=1, models=models,
                          design={"experiment": "small", "cell": "c", "game_index": 0, "capabilities": [],
                                  "target": None, "background": None})
-    c = landed(common + other)
+    c = landed(common + other, only=["mart_exceptional_games"])
     got = rows(c, "select game_id, study, rule, rank_in_study, read_first from mart_exceptional_games "
                   "order by study, rank_in_study")
     # 10 of 30 games in "big" have the pattern (33%): none is flagged; "big" has no upset (10 of 30 mafia wins).

@@ -13,7 +13,8 @@ from support.records import landed, one, rows
 
 @pytest.fixture(scope="module")
 def con():  # type: ignore[no-untyped-def]
-    c = landed([hand.play()])
+    c = landed([hand.play()], only=["stg_statements", "mart_statement_labels", "mart_statement_detection",
+                                    "mart_statement_rates", "mart_statement_lenses"])
     yield c
     c.close()
 

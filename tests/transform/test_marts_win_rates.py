@@ -26,7 +26,7 @@ def con():
         mini_record("fb", models={"mafioso": "M2", "detective": "D", "villager": "V"}, votes=MAFIA_WIN_VOTES,
                     fallback_voters=["Charlie"])
     )
-    return landed(recs)
+    return landed(recs, only=["mart_win_rates", "fct_games"])
 
 
 def test_overall_mafia_win_rate_with_laplace_beta_wilson_and_tie_split(con) -> None:
@@ -70,7 +70,7 @@ def test_tie_decided_game_facts(con) -> None:
 
 
 def test_empty_group_gets_uninformative_interval() -> None:
-    c = landed([mini_record("x", valid=False, votes=TIE_VOTES, eliminated="Alice")])
+    c = landed([mini_record("x", valid=False, votes=TIE_VOTES, eliminated="Alice")], only=["mart_win_rates"])
     r = one(c, "select * from mart_win_rates where dimension = 'all'")
     assert (r["n"], r["k"], r["laplace_mean"], r["wilson_low"], r["wilson_high"]) == (0, 0, 0.5, 0.0, 1.0)
     assert r["rate"] is None
