@@ -1,7 +1,11 @@
 with players as (
     -- Only players who played a day: a Mini-Mafia night victim never spoke or voted, its "win" is its team's. Each
-    -- study is read on its own (a warehouse may hold the published Mini-Mafia study beside a new run).
-    select * from {{ ref('fct_player_games') }} where is_scored and played_a_day
+    -- study is read on its own (a warehouse may hold the published Mini-Mafia study beside a new run). Players
+    -- alike in every column read below are counted together (a few hundred rows for a million games).
+    select study, variant, has_communication, name, seat, role, won, tie_decided, count(*) as players
+    from {{ ref('fct_player_games') }}
+    where is_scored and played_a_day
+    group by all
 ),
 
 settings as (
@@ -18,23 +22,25 @@ name_genders as (
 ),
 
 keyed as (
-    select study, variant, setting, 'name' as dimension, name as value, role, won, tie_decided from settings
+    select study, variant, setting, 'name' as dimension, name as value, role, won, tie_decided, players
+    from settings
     union all
-    select s.study, s.variant, s.setting, 'gender', g.gender, s.role, s.won, s.tie_decided
+    select s.study, s.variant, s.setting, 'gender', g.gender, s.role, s.won, s.tie_decided, s.players
     from settings as s
     inner join name_genders as g on g.name = s.name
     union all
     -- A source without seats (Mini-Mafia batches list players by name) says so: 'unknown', never a guess.
-    select study, variant, setting, 'seat', coalesce(cast(seat as varchar), 'unknown'), role, won, tie_decided
+    select study, variant, setting, 'seat', coalesce(cast(seat as varchar), 'unknown'), role, won, tie_decided,
+        players
     from settings
 ),
 
 counted as (
     select
         study, variant, setting, dimension, value, coalesce(role, 'all') as role,
-        count(*) as n,
-        count(*) filter (where won) as k,
-        count(*) filter (where won and tie_decided) as k_tie
+        sum(players)::bigint as n,
+        coalesce(sum(players) filter (where won), 0)::bigint as k,
+        coalesce(sum(players) filter (where won and tie_decided), 0)::bigint as k_tie
     from keyed
     group by grouping sets (
         (study, variant, setting, dimension, value, role), (study, variant, setting, dimension, value)
