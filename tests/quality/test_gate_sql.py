@@ -106,6 +106,34 @@ def test_clean_rows_are_counted_in_the_database_not_fetched() -> None:
     assert fetched == []  # no sample was needed; the counts were one row of numbers
 
 
+def test_distinct_keys_are_shown_in_the_suites_one_scan() -> None:
+    """A uniqueness check whose keys are all distinct needs no query of its own (their hashes, counted in the suite's
+    scan, are distinct); a repeated key, or a floating-point key column, gets the exact count."""
+    con = duckdb.connect()
+    con.execute("create table k as select i, 'g' || (i // 4) as game, 'n' || (i % 4) as name, i / 8 as x "
+                "from range(40000) r(i)")
+    exact: list[str] = []
+    real = expectations.SqlSuite._scalar
+
+    def scalar(self: expectations.SqlSuite, sql: str) -> int:
+        exact.append(sql)
+        return real(self, sql)
+
+    checks = (Check("ExpectColumnValuesToBeUnique", {"column": "i"}, "i unique"),
+              Check("ExpectCompoundColumnsToBeUnique", {"column_list": ["game", "name"]}, "a name once a game"),
+              Check("ExpectCompoundColumnsToBeUnique", {"column_list": ["game", "x"]}, "x once a game"))
+    expectations.SqlSuite._scalar = scalar  # type: ignore[method-assign]
+    try:
+        clean = run_suites(con, suites=[Suite("k", "select * from k", checks[:2])])
+        empty = run_suites(con, suites=[Suite("k", "select * from k where i < 0", checks[:2])])
+        assert [r.unexpected_count for r in clean + empty] == [0, 0, 0, 0] and exact == []
+        con.execute("insert into k values (7, 'g1', 'n3', 9.5)")  # i = 7 twice, and game g1's n3 twice
+        repeated = run_suites(con, suites=[Suite("k", "select * from k", checks)])
+    finally:
+        expectations.SqlSuite._scalar = real  # type: ignore[method-assign]
+    assert [r.unexpected_count for r in repeated] == [2, 2, 0] and len(exact) == 3  # x is a double: counted exactly
+
+
 def test_every_declared_check_compiles_to_sql() -> None:
     for suite in declared_suites():
         for check in suite.checks:
