@@ -1,6 +1,8 @@
-"""The `mart_ratings_complete` suite (transform/models/ratings.yml) groups each (game, model) once for speed: it must
-return the rows of the rule as first written, with `count(distinct ...)`, on tables full of edge cases (missing teams
-and models, a model twice in a game, a game id twice, unscored and one-team games)."""
+"""Rules rewritten for speed (issue 37) return the rows of the rule as first written, kept here as the reference, on
+tables full of edge cases. `mart_ratings_complete` (transform/models/ratings.yml) groups each (game, model) once
+rather than counting distinct values twice: missing teams and models, a model twice in a game, a game id twice,
+unscored and one-team games. `orphan_rows` (raw_games.yml) checks four tables' rows in one stream against the landed
+ids: missing ids on either side, one table's orphans, several tables'."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 
 from support.gate import declared_suites
 
-# The rule as first written (issue 37 made it cheaper): the reference the declared query must equal.
+# The rules as first written: the references the declared queries must equal.
 REFERENCE = """
 with rated as (
     select g.study, g.game_id
@@ -31,6 +33,26 @@ from played
 left join mart_ratings m on m.study = played.study and m.model = played.model and m.side = 'overall'
 where played.games >= 20 and m.model is null
 """
+
+
+ORPHANS = """
+select 'raw_players' as grain_table, game_id, count(*) as n_rows from raw_players
+  where game_id not in (select game_id from raw_games) group by all
+union all
+select 'raw_events', game_id, count(*) from raw_events
+  where game_id not in (select game_id from raw_games) group by all
+union all
+select 'raw_model_calls', game_id, count(*) from raw_model_calls
+  where game_id not in (select game_id from raw_games) group by all
+union all
+select 'raw_beliefs', game_id, count(*) from raw_beliefs
+  where game_id not in (select game_id from raw_games) group by all
+"""
+
+
+def _suite(name: str) -> str:
+    [suite] = [s for s in declared_suites() if s.name == name]
+    return suite.query
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, rows: list[tuple[object, ...]]) -> None:
@@ -62,11 +84,10 @@ def _warehouse(seed: int) -> duckdb.DuckDBPyConnection:
 @pytest.mark.parametrize("seed", range(40))
 def test_the_declared_rule_returns_the_reference_rows(seed: int) -> None:
     """At the threshold of 1 game rather than 20 (the random warehouses are small), so most cases have rows."""
-    [suite] = [s for s in declared_suites() if s.name == "mart_ratings_complete"]
+    query = _suite("mart_ratings_complete")
     con = _warehouse(seed)
-    declared, reference = (query.replace("played.games >= 20", "played.games >= 1") for query in (suite.query,
-                                                                                                     REFERENCE))
-    assert declared != suite.query
+    declared, reference = (q.replace("played.games >= 20", "played.games >= 1") for q in (query, REFERENCE))
+    assert declared != query
     rows = sorted(con.execute(declared).fetchall(), key=repr)
     assert rows == sorted(con.execute(reference).fetchall(), key=repr)
     assert seed % 2 or rows  # rows are compared, not just two empty answers
@@ -84,5 +105,20 @@ def test_a_missing_rating_fails_and_twice_in_a_game_counts_once() -> None:
         con.execute("insert into fct_player_games values (?, 'mafia', ?), (?, 'town', ?), (?, 'town', ?)",
                     [f"g{i}", mafia, f"g{i}", town, f"g{i}", town])
     con.execute("insert into mart_ratings values ('s', 'overall', 'A')")
-    [suite] = [s for s in declared_suites() if s.name == "mart_ratings_complete"]
-    assert con.execute(suite.query).fetchall() == [("s", "B", 20)]
+    assert con.execute(_suite("mart_ratings_complete")).fetchall() == [("s", "B", 20)]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_orphan_rows_rule_returns_the_reference_rows(seed: int) -> None:
+    rng = random.Random(seed)
+    con = duckdb.connect()
+    ids = [f"g{i}" for i in range(8)] + [None]
+    landed = rng.sample(ids[:-1], rng.randint(0, 6)) if seed % 6 else [*ids[:4], None]  # a null id: no orphan
+    con.execute("create table raw_games (game_id varchar)")
+    _insert(con, "raw_games", [(g,) for g in landed])
+    for table in ("raw_players", "raw_events", "raw_model_calls", "raw_beliefs"):
+        con.execute(f"create table {table} (game_id varchar, x integer)")
+        _insert(con, table, [(rng.choice(ids), i) for i in range(rng.randint(0, 30))])
+    rows = sorted(con.execute(_suite("orphan_rows")).fetchall(), key=repr)
+    assert rows == sorted(con.execute(ORPHANS).fetchall(), key=repr)
+    assert bool(rows) == (seed % 6 != 0)  # rows are compared, not just two empty answers
