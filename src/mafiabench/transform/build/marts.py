@@ -179,11 +179,19 @@ def staged_views(con: duckdb.DuckDBPyConnection, staged: Staged) -> Iterator[duc
     cursor): the Python models and the gate read the build being staged, readers still see the published one."""
     cur = con.cursor()
     try:
-        for name, (relation, _) in staged.relations.items():
-            cur.execute(f'create or replace temp view "{name}" as select * from main."{relation}"')
+        add_staged_views(cur, staged, set())
         yield cur
     finally:
         cur.close()
+
+
+def add_staged_views(cur: duckdb.DuckDBPyConnection, staged: Staged, seen: set[str]) -> None:
+    """Give a `staged_views` cursor the relations staged since: those not in `seen` (the names it has; updated).
+    Safe while a Python model stages its tables on another thread (the relations are copied first)."""
+    for name, (relation, _) in list(staged.relations.items()):
+        if name not in seen:
+            cur.execute(f'create or replace temp view "{name}" as select * from main."{relation}"')
+            seen.add(name)
 
 
 # While dbt builds the models: no checkpoint at each model's commit (DuckDB's default starts one whenever the
@@ -296,10 +304,16 @@ def python_outputs(staged: Staged) -> set[str]:
     return {table for step in staged.python_steps for table in step.outputs}
 
 
-def stage_python(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
-    """Run the staged build's Python models (each reads the dbt models, none another Python model's tables)."""
+def stage_python(con: duckdb.DuckDBPyConnection, staged: Staged,
+                 written: Callable[[tuple[str, ...]], None] | None = None, first: Iterable[str] = ()) -> None:
+    """Run the staged build's Python models (each reads the dbt models, none another Python model's tables);
+    `written` hears of each model's tables once they are staged (the gate starts the suites that read them). The
+    models that write a table named in `first` run first (the gate's suites over them can then run beside the
+    others); `staged.models` lists them in the registry's order all the same."""
     steps, staged.python_steps = staged.python_steps, []
-    for step in steps:
+    early = set(first)
+    runs: dict[str, ModelRun] = {}
+    for step in sorted(steps, key=lambda s: not early & set(s.outputs)):  # stable: the registry's order otherwise
         t0 = time.perf_counter()
         with staged_views(con, staged) as cur:
             frames = step.run(cur)
@@ -307,12 +321,13 @@ def stage_python(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
                 write_table(cur, STAGED_PREFIX + table, frames[table])
         for table in step.outputs:
             staged.relations[table] = (STAGED_PREFIX + table, "table")
-        staged.models.append(
-            ModelRun(step.name, step.layer, "python", "table", time.perf_counter() - t0,
-                     sum(frames[t].height for t in step.outputs))
-        )
+        runs[step.name] = ModelRun(step.name, step.layer, "python", "table", time.perf_counter() - t0,
+                                   sum(frames[t].height for t in step.outputs))
         if staged.progress is not None:
             staged.progress.done(step.name)
+        if written is not None:
+            written(step.outputs)
+    staged.models.extend(runs[step.name] for step in steps)
 
 
 _STAGED_NAME = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(STAGED_PREFIX)}(?=[A-Za-z0-9_])")
