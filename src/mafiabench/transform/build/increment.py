@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -55,9 +56,8 @@ def state_key(project: Path, variables: dict[str, Any]) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
-def per_game_models(con: duckdb.DuckDBPyConnection, project: Path) -> list[str]:
-    """The project's per-game models."""
-    parsed = dbt_runner.manifest(project, dbt_runner.warehouse_file(con))
+def per_game_models(parsed: Any) -> list[str]:
+    """The per-game models of a parsed project (`dbt_runner.manifest`)."""
     return sorted(n.name for n in parsed.nodes.values()
                   if n.resource_type == "model" and n.config.materialized == "per_game")
 
@@ -70,13 +70,15 @@ def published_key(con: duckdb.DuckDBPyConnection) -> str | None:
     return str(found[0][0]) if found else None
 
 
-def plan(con: duckdb.DuckDBPyConnection, project: Path, key: str) -> Increment | None:
-    """The increment since the published build (written to `INCREMENT_GAMES`), or None when the build must be whole."""
+def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) -> Increment | None:
+    """The increment since the published build (written to `INCREMENT_GAMES`), or None when the build must be whole.
+    `parsed()` gives the parsed project (`dbt_runner.manifest`); it is asked for only after the increment's query,
+    so that a caller can have dbt imported and the project parsed on another thread meanwhile."""
     if published_key(con) != key:
         return None
     tables = {r[0] for r in con.execute(
         "select table_name from duckdb_tables() where schema_name = 'main' and not temporary").fetchall()}
-    if not set(per_game_models(con, project)) <= tables:
+    if "fct_games" not in tables:
         return None
     con.execute(f"""
         create or replace table main.{INCREMENT_GAMES} as
@@ -94,6 +96,9 @@ def plan(con: duckdb.DuckDBPyConnection, project: Path, key: str) -> Increment |
         f"select count(*), count(*) filter (where game_id in (select game_id from main.fct_games)) "
         f"from main.{INCREMENT_GAMES}"
     ).fetchall()[0]
+    if not set(per_game_models(parsed())) <= tables:
+        con.execute(f"drop table main.{INCREMENT_GAMES}")
+        return None
     return Increment(games=int(games), replaces=bool(replaces))
 
 
