@@ -15,28 +15,31 @@ with turns as (
         truncated,
         format_failure
     from {{ ref('stg_events') }}
-    where event_type in ('message', 'silence') and phase = 'day' and flag is null
+    where {{ is_discussion_turn() }}
+),
+
+games as (
+    select game_id, last_turn_seq from {{ ref('int_game_turns') }}
 ),
 
 final as (
     select
-        game_id,
-        seq,
-        day,
-        discussion_round,
-        speaker,
-        event_type,
-        text,
-        truncated,
-        format_failure,
-        -- Words as the pieces between single spaces: one more than the spaces, the count `string_split(x, ' ')`
-        -- gives, without building a list per turn (a third of this model's CPU at a million games).
-        case when event_type = 'message' then length(trimmed) - length(replace(trimmed, ' ', '')) + 1 else 0 end
-            as words,
-        -- The last turn of the last day with discussion: the "last speaker" of the final round (seq grows with
-        -- days). A window, not a join, so that a query not asking for it does not compute it.
-        seq = max(seq) over (partition by game_id) as is_last_turn
-    from turns
+        t.game_id,
+        t.seq,
+        t.day,
+        t.discussion_round,
+        t.speaker,
+        t.event_type,
+        t.text,
+        t.truncated,
+        t.format_failure,
+        {{ turn_words('t.event_type', 't.trimmed') }} as words,
+        -- The last turn of the last day with discussion (seq grows with days): int_game_turns' last turn, one row
+        -- a game, rather than a window over every turn (DuckDB makes that window a second pass over the turns,
+        -- which a reader not asking for the flag paid too).
+        t.seq = g.last_turn_seq as is_last_turn
+    from turns as t
+    left join games as g on g.game_id is not distinct from t.game_id
 )
 
 select * from final
