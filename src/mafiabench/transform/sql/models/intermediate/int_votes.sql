@@ -13,7 +13,9 @@ with votes as (
     where event_type = 'vote' and flag is null
 ),
 
-players as (
+players as not materialized (
+    -- Read twice (voter and target) rather than buffered once: DuckDB would otherwise keep all 4M seats of 1M games
+    -- in memory for the second join, which costs more than scanning the stored table again.
     select game_id, name, role, team, model, out_seq from {{ ref('int_player_games') }}
 ),
 
