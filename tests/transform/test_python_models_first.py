@@ -1,5 +1,6 @@
-"""`stage_python` runs first the Python models whose tables the gate reads (`first`), says when each model's tables
-are staged (`written`: the gate then starts the suites over them), and lists the models in the registry's order."""
+"""`stage_python` runs first the Python models whose tables the gate reads (`first`, in its order), says when each
+model's tables are staged (`written`: the gate then starts the suites over them), and lists the models in the
+registry's order."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def test_the_models_the_gate_reads_run_first_and_are_heard_of_as_staged(tmp_path
         heard.append(tables)
         assert all(t in staged.relations for t in tables)  # readable when heard of
 
-    stage_python(con, staged, written, first={"c", "b2"})
-    assert ran == ["m_b", "m_c", "m_a", "m_d"]  # those the gate reads first, each group in the registry's order
-    assert heard == [("b1", "b2"), ("c",), ("a",), ("d",)]
+    stage_python(con, staged, written, first=["c", "b2"])
+    assert ran == ["m_c", "m_b", "m_a", "m_d"]  # those the gate reads first, in its order; the others as registered
+    assert heard == [("c",), ("b1", "b2"), ("a",), ("d",)]
     assert [m.name for m in staged.models] == ["m_a", "m_b", "m_c", "m_d"]
-    assert con.execute("select n from __staged_c").fetchall() == [(2,)] and staged.python_steps == []
+    assert con.execute("select n from __staged_c").fetchall() == [(1,)] and staged.python_steps == []

@@ -313,12 +313,12 @@ def stage_python(con: duckdb.DuckDBPyConnection, staged: Staged,
                  written: Callable[[tuple[str, ...]], None] | None = None, first: Iterable[str] = ()) -> None:
     """Run the staged build's Python models (each reads the dbt models, none another Python model's tables);
     `written` hears of each model's tables once they are staged (the gate starts the suites that read them). The
-    models that write a table named in `first` run first (the gate's suites over them can then run beside the
-    others); `staged.models` lists them in the registry's order all the same."""
+    models that write a table named in `first` run first, in the order of `first` (the gate's suites over them can
+    then run beside the others); `staged.models` lists them in the registry's order all the same."""
     steps, staged.python_steps = staged.python_steps, []
-    early = set(first)
+    rank = {table: i for i, table in enumerate(dict.fromkeys(first))}
     runs: dict[str, ModelRun] = {}
-    for step in sorted(steps, key=lambda s: not early & set(s.outputs)):  # stable: the registry's order otherwise
+    for step in sorted(steps, key=lambda s: min([rank.get(t, len(rank)) for t in s.outputs])):  # stable
         t0 = time.perf_counter()
         with staged_views(con, staged) as cur:
             frames = step.run(cur)
