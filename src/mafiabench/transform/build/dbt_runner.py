@@ -14,6 +14,7 @@ connections, so the caller's open connection sees what dbt built, and dbt's conn
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -277,6 +278,11 @@ def manifest(project: Path, path: Path) -> Any:
                 parsed = res.result
                 _store_cached(file, parsed)
             _MANIFESTS[key] = parsed
+            # The manifest's objects live as long as the process: out of the cyclic collector's sight, the rest of
+            # the build's collections stop walking them again and again (a build at a million games, measured at
+            # load 13-15: 3.4-3.8 s of collections -> 1.6-1.8 s). Objects alive now are only kept from the
+            # collector (not from reference counting), once per manifest loaded.
+            gc.freeze()
         return _MANIFESTS[key]
 
 
