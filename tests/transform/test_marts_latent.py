@@ -77,7 +77,7 @@ def test_cross_validated_brier_gain_positive_with_structure_and_not_without() ->
 def test_latent_marts_are_built_from_games() -> None:
     recs = cell_records("a", n=20, mafia_wins=15, models={"mafioso": "A", "detective": "D", "villager": "V"})
     recs += cell_records("b", n=20, mafia_wins=5, models={"mafioso": "B", "detective": "D", "villager": "V"})
-    c = landed(recs)
+    c = landed(recs, only=["mart_latent_fit", "mart_latent_abilities"])
     fit = one(c, "select * from mart_latent_fit")
     assert fit["n_games"] == 40 and fit["n_cells"] == 2 and fit["converged"] and fit["cv_folds"] == 5
     assert fit["brier_gain"] > 0
@@ -118,7 +118,7 @@ def test_a_model_that_won_every_game_is_not_identified_and_does_not_blur_the_oth
 def test_the_mart_says_which_parameters_are_not_identified() -> None:
     recs = cell_records("a", n=20, mafia_wins=20, models={"mafioso": "A", "detective": "D", "villager": "V"})
     recs += cell_records("b", n=20, mafia_wins=8, models={"mafioso": "B", "detective": "D", "villager": "V"})
-    c = landed(recs)
+    c = landed(recs, only=["mart_latent_fit", "mart_latent_abilities"])
     ab = {(r["ability"], r["model"]): r for r in rows(c, "select * from mart_latent_abilities")}
     a = ab[("deceive", "A")]
     assert a["identified"] is False and a["ci_low"] is None and a["ci_high"] is None
@@ -164,7 +164,7 @@ def test_cross_validation_on_codes_is_the_cross_validation_on_names(seed: int) -
 
 def nuts_build(recs: list, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("MAFIABENCH_LATENT_METHOD", "nuts")
-    return landed(recs)
+    return landed(recs, only=["mart_latent_fit", "mart_latent_abilities"])
 
 
 def test_the_mart_holds_the_sampled_model_normalised_as_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
