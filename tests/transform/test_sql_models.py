@@ -76,6 +76,17 @@ def _copy_project(tmp_path: Path) -> Path:
     return dst
 
 
+@pytest.fixture(scope="module")
+def broken_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The project with mart_win_rates broken (a column that is not there), made once for the module: dbt parses a
+    copied project afresh (its path and digest are new), the slow part of a failed build."""
+    d = _copy_project(tmp_path_factory.mktemp("broken"))
+    (d / "models" / "marts" / "mart_win_rates.sql").write_text(
+        "with final as (select no_such_column from {{ ref('fct_games') }})\nselect * from final\n"
+    )
+    return d
+
+
 def test_unknown_reference_is_reported(tmp_path: Path) -> None:
     d = _copy_project(tmp_path)
     (d / "models" / "marts" / "mart_typo.sql").write_text(
@@ -126,28 +137,25 @@ def test_a_published_view_reads_published_marts_and_only_the_built_games() -> No
 
 @pytest.mark.slow
 def test_rebuild_is_idempotent_and_a_failed_model_changes_nothing(
-    tmp_path: Path, fresh_warehouse: duckdb.DuckDBPyConnection
+    broken_project: Path, fresh_warehouse: duckdb.DuckDBPyConnection
 ) -> None:
     con = fresh_warehouse
     load_records(con, cell_records("a", n=6, mafia_wins=2, models="X"))
-    build_models(con)
+    wanted = ["mart_win_rates"]  # and what it reads: fct_games among them
+    build_models(con, only=wanted)
     first = rows(con, "select * from mart_win_rates order by all")
-    build_models(con)
+    build_models(con, only=wanted)
     assert rows(con, "select * from mart_win_rates order by all") == first
     # A broken model aborts the build; what was published before stays as it was.
-    d = _copy_project(tmp_path)
-    (d / "models" / "marts" / "mart_win_rates.sql").write_text(
-        "with final as (select no_such_column from {{ ref('fct_games') }})\nselect * from final\n"
-    )
     load_records(con, cell_records("b", n=4, mafia_wins=4, models="X"))
     with pytest.raises(BuildError, match="mart_win_rates"):
-        build_models(con, sql_dir=d)
+        build_models(con, sql_dir=broken_project, only=wanted)
     assert rows(con, "select * from mart_win_rates order by all") == first
     assert rows(con, "select count(*) as n from fct_games")[0]["n"] == 6
 
 
 def test_the_build_settings_hold_while_dbt_runs_and_are_restored_after_a_build_or_a_failed_one(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_warehouse: duckdb.DuckDBPyConnection
+    broken_project: Path, monkeypatch: pytest.MonkeyPatch, fresh_warehouse: duckdb.DuckDBPyConnection
 ) -> None:
     """No checkpoint per model while dbt builds (a global setting, so dbt's own connection has it) and unordered
     inserts; the caller's settings come back whether the build passed or raised."""
@@ -165,15 +173,13 @@ def test_the_build_settings_hold_while_dbt_runs_and_are_restored_after_a_build_o
         return run(c, *args, **kwargs)
 
     monkeypatch.setattr(transform.dbt_runner, "run", spying_run)
-    build_models(con)
+    build_models(con, only=["mart_win_rates"])
     ((other_threshold, _, threshold, ordered),) = seen
     assert other_threshold == threshold == "7.4 GiB" != before[0][0]  # 8 GB, as DuckDB prints it
     assert ordered is False
     assert con.execute(settings).fetchall() == before
-    d = _copy_project(tmp_path)
-    (d / "models" / "marts" / "mart_win_rates.sql").write_text("with final as (select nope)\nselect * from final\n")
     with pytest.raises(BuildError, match="mart_win_rates"):
-        build_models(con, sql_dir=d)
+        build_models(con, sql_dir=broken_project, only=["mart_win_rates"])
     assert con.execute(settings).fetchall() == before
 
 
