@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import io
 from pathlib import Path
 
 import polars as pl
@@ -14,25 +16,34 @@ from support.records import cell_records
 
 
 @pytest.fixture(scope="module")
-def warehouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
+    """(warehouse, stdout, stderr): five games landed and built by `mafiabench build`, its output kept for
+    test_build_prints_a_summary (one build fewer than building again there)."""
     path = tmp_path_factory.mktemp("wh") / "w.duckdb"
     con = connect(path)
     load_records(con, cell_records("g", n=5, mafia_wins=2, models="X"))
     con.close()
-    assert main(["build", "--warehouse", str(path)]) == 0
-    return path
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        assert main(["build", "--warehouse", str(path)]) == 0
+    return path, out.getvalue(), err.getvalue()
 
 
-def test_build_prints_a_summary(warehouse: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.fixture(scope="module")
+def warehouse(built: tuple[Path, str, str]) -> Path:
+    return built[0]
+
+
+def test_build_prints_a_summary(built: tuple[Path, str, str], capsys: pytest.CaptureFixture[str]) -> None:
     """One line by default (models, time, the slowest three, the gate's verdict); the per-model table with -v. Not a
     terminal, so no bar either: the output is the line alone."""
+    warehouse, first_out, first_err = built
+    assert first_out.count("\n") == 1 and "-> PUBLISHED" in first_out and "slowest: " in first_out
+    assert first_err == ""
     assert main(["build", "--warehouse", str(warehouse), "--no-validate"]) == 0
     out = capsys.readouterr()
     assert out.out.count("\n") == 1 and "NOT PUBLISHED" in out.out and "slowest: " in out.out
     assert out.err == ""
-    assert main(["build", "--warehouse", str(warehouse)]) == 0
-    out = capsys.readouterr()
-    assert out.out.count("\n") == 1 and "-> PUBLISHED" in out.out and out.err == ""
     assert main(["build", "--warehouse", str(warehouse), "-v"]) == 0
     out = capsys.readouterr()
     assert "PUBLISHED" in out.out and "mart_win_rates" in out.err and out.err.count("\n") > 40

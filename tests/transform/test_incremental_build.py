@@ -66,7 +66,10 @@ def _full_rebuild(con: duckdb.DuckDBPyConnection, tmp: Path) -> dict[str, Counte
     con.execute("checkpoint")
     source = con.execute("select path from duckdb_databases() where database_name = current_database()").fetchone()
     assert source is not None
-    copy = tmp / f"full-{len(list(tmp.iterdir()))}.duckdb"
+    # A new folder each time, the file named as the test's own (w.duckdb): dbt's parsed project is kept per warehouse
+    # name (transform.build.dbt_runner), so another name would cost another parse.
+    copy = tmp / f"full-{len(list(tmp.iterdir()))}" / "w.duckdb"
+    copy.parent.mkdir()
     shutil.copyfile(source[0], copy)
     other = duckdb.connect(str(copy))
     try:
