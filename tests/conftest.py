@@ -146,6 +146,17 @@ def prefect_home(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], P
     return new
 
 
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """Prefect's test harness (a temporary server with its own database: about ten seconds to start), once per
+    session for the flows run in-process; support.scheduling runs the files that use it on one worker, so it starts
+    once under `make test` too."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
 # -- the order the tests run in, and on which worker -----------------------------------------------------------------
 
 
@@ -160,7 +171,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist, never called
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadfile`: a file is one unit of work (a module-scoped fixture is made once), and the files reading the
-    session's shared studies one unit together (support.scheduling); any other --dist: xdist's own."""
+    session's shared studies one unit together, those on Prefect's test harness another (support.scheduling); any
+    other --dist: xdist's own."""
     if config.getvalue("dist") != "loadfile":
         return None
     from support.scheduling import scheduler

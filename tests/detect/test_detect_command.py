@@ -7,9 +7,6 @@ command's two paths (plain and Prefect) and that `mafiabench run` detects after 
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-import tempfile
 from pathlib import Path
 
 import duckdb
@@ -161,12 +158,8 @@ def test_detect_command_refuses_what_it_cannot_run(tmp_path: Path, capsys: pytes
 
 
 @pytest.mark.slow
-def test_detect_flow_on_prefect_lands_once(tmp_path: Path) -> None:
+def test_detect_flow_on_prefect_lands_once(tmp_path: Path, prefect_harness: None) -> None:
     """The Prefect path: the flow imports, detects and returns the report; a second flow run lands nothing."""
-    if "prefect" not in sys.modules:
-        os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
-    from prefect.testing.utilities import prefect_test_harness
-
     from mafiabench.detect.detection_runs import DetectorSpec
     from mafiabench.flows.detect import detect_flow
 
@@ -189,11 +182,10 @@ def test_detect_flow_on_prefect_lands_once(tmp_path: Path) -> None:
     )
     from mafiabench.flows.study import study_flow
 
-    with prefect_test_harness(server_startup_timeout=90):
-        first = asyncio.run(detect_flow(experiment_path=str(exp)))
-        second = asyncio.run(detect_flow(warehouse=str(wh), spec=DetectorSpec(models=("policy/most-voted",),
-                                                                               sources=("llmafia",))))
-        summary = asyncio.run(study_flow(experiment_path=str(study), progress=False))
+    first = asyncio.run(detect_flow(experiment_path=str(exp)))
+    second = asyncio.run(detect_flow(warehouse=str(wh), spec=DetectorSpec(models=("policy/most-voted",),
+                                                                           sources=("llmafia",))))
+    summary = asyncio.run(study_flow(experiment_path=str(study), progress=False))
     assert first["imports"] and "llmafia" in first["imports"][0]
     assert first["landed"] == first["planned"] > 0 and not first["failed"]
     assert second["landed"] == 0 and second["already_landed"] == first["planned"]

@@ -1,16 +1,12 @@
 """The Prefect flow, once, on the demo experiment: shard tasks, landing, the summary artifact.
 
-The logic is tested without Prefect (test_study.py); this checks the wiring. `prefect_test_harness` costs about ten
-seconds, so it is started once per session, with PREFECT_HOME in a temp folder set before prefect is imported.
+The logic is tested without Prefect (test_study.py); this checks the wiring, on Prefect's test harness (the session's
+`prefect_harness`, tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,26 +14,6 @@ import duckdb
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-
-_QUIET = {
-    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-    "DO_NOT_TRACK": "1",
-    "PREFECT_TASKS_DEFAULT_NO_CACHE": "true",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
-}
-
-
-@pytest.fixture(scope="session")
-def prefect_harness() -> Iterator[None]:
-    if "prefect" not in sys.modules:
-        os.environ.setdefault("PREFECT_HOME", tempfile.mkdtemp(prefix="prefect-home-"))
-    for key, value in _QUIET.items():
-        os.environ.setdefault(key, value)
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
 
 def _flow_module() -> Any:
     from mafiabench.commands.run import flow_module
