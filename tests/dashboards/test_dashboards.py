@@ -174,7 +174,7 @@ def test_unsafe_game_ids_get_distinct_safe_pages() -> None:
 
 
 def _copy(study: Path, tmp_path: Path) -> Path:
-    target = tmp_path / "copy.duckdb"
+    target = tmp_path / "w.duckdb"  # the name of the shared study's: its parsed dbt project is read, not parsed again
     shutil.copy(study, target)
     return target
 
@@ -210,7 +210,7 @@ def test_failed_gate_leaves_the_previous_dashboards_untouched(
     finally:
         con.close()
     assert snapshot(out) == before
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["copy.duckdb", "dashboards"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dashboards", "w.duckdb"]
 
 
 def test_the_command_refuses_with_one_clear_line(

@@ -123,7 +123,8 @@ def shared_site(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     images; both test files use it read-only (building costs ~10 s, rendering with images a few more)."""
     folder, lock = _shared(tmp_path_factory, "dashboards-study")
     try:
-        db, out = folder / "study.duckdb", folder / "dashboards"
+        # w.duckdb, as most tests name theirs: dbt's parsed project is kept per warehouse name, and read, not parsed
+        db, out = folder / "w.duckdb", folder / "dashboards"
         if not (folder / "done").is_file():
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir()
