@@ -142,7 +142,7 @@ def test_belief_answers_cut_by_their_token_cap_are_counted() -> None:
             if e.random_fallback:
                 expected_fallbacks += 1
                 expected_cut += c["finish_reason"] == "length"
-    con = landed(records)
+    con = landed(records, only=["mart_belief_fallbacks"])
     got = rows(con, "select sum(n_belief_answers) as n, sum(n_fallbacks) as f, sum(n_cut_by_cap) as c "
                     "from mart_belief_fallbacks")[0]
     assert (got["n"], got["f"], got["c"]) == (expected_n, expected_fallbacks, expected_cut)
