@@ -38,7 +38,7 @@ def expected(seqs: list[int | None]) -> Any:
 
 @pytest.fixture(scope="module")
 def con():
-    c = landed([mini_record(g) for g in BREAKS])
+    c = landed([mini_record(g) for g in BREAKS], only=["int_game_checks"])
     for game, sql in BREAKS.items():
         if sql:
             c.execute(f"{sql} and game_id = ?" if " where " in sql else f"{sql} where game_id = ?", [game])

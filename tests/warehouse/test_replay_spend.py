@@ -88,7 +88,7 @@ def test_the_cost_marts_count_the_calls_and_tokens_of_every_attempt(tmp_path: Pa
             for table in ("raw_model_calls", "raw_replaced_calls")
         )
         assert replaced is not None and replaced[0] > 0 and replaced[1] > 0  # the replaced attempts spent tokens
-        build_models(con)
+        build_models(con, only=["mart_game_costs", "mart_cell_costs"])
         per_game = con.execute(
             "select sum(n_calls), sum(n_replaced_calls), sum(total_tokens) from mart_game_costs"
         ).fetchone()
