@@ -14,6 +14,10 @@ LEVEL2_FAIL = {"Alice": "Charlie", "Bob": "Alice", "Charlie": "Alice"}
 ACCUSE = [("Bob", "I investigated alice: she is the mafioso."), ("Alice", "Not me."), ("Charlie", "Hmm.")]
 
 
+# What the tests and the failures page read (and what those read): the rest of a build would only cost time.
+READ = ["mart_reasoning_failures", "int_reasoning_opportunities", "mart_format_failures", "fct_games", "mart_win_rates"]
+
+
 @pytest.fixture(scope="module")
 def con():
     return landed(
@@ -28,7 +32,8 @@ def con():
             mini_record("told", models=MODELS, votes=LEVEL2_FAIL, mafioso_knows_detective=True),
             mini_record("ff", models=MODELS, votes=TOWN_WIN_VOTES, fallback_voters=["Charlie"],
                         messages=[("Charlie", None), ("Bob", "x"), ("Alice", "y"), ("Charlie", "z")]),
-        ]
+        ],
+        only=READ,
     )
 
 
@@ -80,7 +85,7 @@ def ablation():
                     prompt_version=version)
         for version, games in ABLATION.items()
         for game_id, votes, messages, fallback in games
-    ])
+    ], only=READ)
 
 
 def test_reasoning_failures_per_prompt_version(ablation) -> None:
