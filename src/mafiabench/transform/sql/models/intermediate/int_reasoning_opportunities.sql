@@ -1,8 +1,10 @@
-with votes as (
+-- Its two inputs read four and three times are scanned again by each reader (`not materialized`): DuckDB would
+-- otherwise buffer 3M votes and 4M seats of a million games, which costs more than the scans.
+with votes as not materialized (
     select * from {{ ref('int_votes') }} where vote_kind = 'day' and voter_active
 ),
 
-players as (
+players as not materialized (
     select game_id, name, role, team, model, out_seq from {{ ref('int_player_games') }}
 ),
 
