@@ -14,14 +14,17 @@ tallies as (
 ),
 
 rounds as (
+    -- A round's counts from its tallies (one row per target), not from its votes again: every vote is in one
+    -- tally, so the sums are the counts. Its two best counts among named targets give the best count among the
+    -- players who were not eliminated (below) without joining every tally to the elimination.
     select
         game_id,
         round,
-        list(voter) as voters,
-        count(*) as n_voters,
-        count(distinct target) as n_targets,
-        count(*) filter (where random_fallback) as n_fallback_votes
-    from day_votes
+        sum(n_votes)::bigint as n_voters,
+        count(target) as n_targets,
+        sum(n_fallback_votes)::bigint as n_fallback_votes,
+        max(n_votes, 2) filter (where target is not null) as top_votes
+    from tallies
     group by game_id, round
 ),
 
@@ -29,14 +32,6 @@ eliminations as (
     select game_id, round, seq, target as eliminated, tie_break
     from {{ ref('stg_events') }}
     where event_type = 'elimination' and phase = 'day'
-),
-
-others as (
-    -- The best count among the players who were not eliminated (a tie shows as an equal count).
-    select e.game_id, e.round, max(t.n_votes) as max_votes_for_others
-    from eliminations as e
-    inner join tallies as t on t.game_id = e.game_id and t.round = e.round and t.target <> e.eliminated
-    group by e.game_id, e.round
 ),
 
 players as (
@@ -52,17 +47,25 @@ joined as (
         p.role as eliminated_role,
         p.team as eliminated_team,
         e.tie_break,
-        coalesce(list_contains(r.voters, e.eliminated), false) as eliminated_voted,
+        exists (
+            select 1 from day_votes as v
+            where v.game_id = e.game_id and v.round = e.round and v.voter = e.eliminated
+        ) as eliminated_voted,
         r.n_voters,
         r.n_targets,
         r.n_fallback_votes,
         coalesce(t.n_votes, 0) as votes_for_eliminated,
         coalesce(t.n_fallback_votes, 0) as fallback_votes_for_eliminated,
-        coalesce(o.max_votes_for_others, 0) as max_votes_for_others
+        -- The best count among the players who were not eliminated (a tie shows as an equal count): the best
+        -- count, unless it is the eliminated player's own, then the second best (equal to it in a tie).
+        coalesce(case
+            when e.eliminated is null then null
+            when t.n_votes is null or r.top_votes[1] > t.n_votes then r.top_votes[1]
+            else r.top_votes[2]
+        end, 0) as max_votes_for_others
     from eliminations as e
     left join rounds as r on r.game_id = e.game_id and r.round = e.round
     left join tallies as t on t.game_id = e.game_id and t.round = e.round and t.target = e.eliminated
-    left join others as o on o.game_id = e.game_id and o.round = e.round
     left join players as p on p.game_id = e.game_id and p.name = e.eliminated
 ),
 
