@@ -23,7 +23,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -207,7 +207,7 @@ def _close_dbt_connections() -> None:
             DuckDBConnectionManager._ENV = None
 
 
-MANIFESTS_KEPT = 16  # newest cached manifests kept (each ~1.4 MB): one per project version and warehouse name
+MANIFESTS_KEPT = 32  # the most recently used cached manifests kept (each ~1.9 MB): one per project and warehouse name
 
 
 def cache_dir(name: str) -> Path:
@@ -270,6 +270,9 @@ def manifest(project: Path, path: Path) -> Any:
             file = _manifest_cache_file(project, digest, path.stem)
             with _root_logging_kept():
                 parsed = _load_cached(file)
+            if parsed is not None:
+                with suppress(OSError):
+                    os.utime(file)  # kept by last use: the files dropped beyond MANIFESTS_KEPT are the least used
             if parsed is None:
                 res = _invoke(_runner(), "parse", [*_common_args(project, path), "--no-partial-parse"])
                 _close_dbt_connections()
