@@ -1,4 +1,10 @@
-with decisions as (
+with events as (
+    select e.*, g.variant, g.night_mode
+    from {{ ref('stg_events') }} as e
+    inner join {{ ref('stg_games') }} as g on g.game_id = e.game_id
+),
+
+decisions as (
     select
         game_id, seq, round, actor,
         case
@@ -9,17 +15,11 @@ with decisions as (
         end as action,
         format_failure,
         random_fallback
-    from {{ ref('stg_events') }}
+    from events
     where (event_type in ('message', 'silence', 'vote') and flag is null)
-        -- Night choices the agents made: not the scripted Mini-Mafia night, not classic's derived kill (below).
+        -- Night choices the agents made: not the scripted Mini-Mafia night, not classic's derived kill.
         or (event_type = 'investigate' and not is_scripted)
-    union all
-    -- Kills the agents chose: Mini-Mafia with agents at night. Only the kill events are joined to their games,
-    -- not the nine million others (whose decision does not depend on the game's rules).
-    select e.game_id, e.seq, e.round, e.actor, 'night' as action, e.format_failure, e.random_fallback
-    from {{ ref('stg_events') }} as e
-    inner join {{ ref('stg_games') }} as g on g.game_id = e.game_id
-    where e.event_type = 'kill' and g.variant = 'mini-mafia' and g.night_mode = 'agents'
+        or (event_type = 'kill' and variant = 'mini-mafia' and night_mode = 'agents')
 ),
 
 players as (
