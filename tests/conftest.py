@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import signal
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from mafiabench import scratch
+from support.processes import hear_ctrl_c
 
 if TYPE_CHECKING:
     import duckdb
@@ -38,11 +38,9 @@ if "MAFIABENCH_CACHE_DIR" not in os.environ:
     os.environ["MAFIABENCH_CACHE_DIR"] = str(scratch.make("cache"))
 # The local Prefect server the session's runs share stops soon after the last one (and before its home is removed).
 os.environ.setdefault("MAFIABENCH_PREFECT_IDLE_S", "20")
-# The commands the tests start take a Ctrl-C as from a terminal, however the suite was started: a script's background
-# job (`make test &`) ignores SIGINT, an ignored signal stays ignored across exec, and a `play` at a pty then never
-# heard its Ctrl-C (test_human_play_pty waited out its 600 s cap). A handler, unlike SIG_IGN, is reset at exec.
-if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+# The commands the tests start take a Ctrl-C as from a terminal, however the suite was started (support.processes;
+# test_human_play_pty once waited out its 600 s cap when `make test` ran as a background job).
+hear_ctrl_c()
 
 # The fake provider draws its injected faults afresh in every run unless told a seed: tests pin it, so a test's
 # faults are the same on every machine (tests about re-runs set their own).

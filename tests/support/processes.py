@@ -27,6 +27,14 @@ def cli_env(**extra: str) -> dict[str, str]:
     return out
 
 
+def hear_ctrl_c() -> None:
+    """Let the commands this process starts take Ctrl-C as from a terminal, however it was started: a script's
+    background job (`make test &`) ignores SIGINT and an ignored signal stays ignored across exec (a `play` at a pty
+    then never heard its Ctrl-C); a handler, unlike SIG_IGN, is reset to the default at exec."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def ctrl_c(proc: subprocess.Popen[str]) -> None:
     """SIGINT as a terminal sends it: to the whole process group (the child was started in its own session)."""
     os.killpg(proc.pid, signal.SIGINT)
