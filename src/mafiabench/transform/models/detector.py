@@ -197,7 +197,9 @@ def detection_rows(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     rows = con.execute(
         """with mafia as (
                select game_id, list(name order by name) as mafia, count(*) as n_mafia
-               from raw_players where team = 'mafia' group by game_id
+               from raw_players
+               where team = 'mafia' and game_id in (select game_id from raw_detections)
+               group by game_id
            ),
            last_cut as (
                select game_id, detector, prompt_sha256, max(cut) as last_cut
@@ -401,6 +403,8 @@ def dataset_rows(con: duckdb.DuckDBPyConnection, pinned: Collection[tuple[int, i
     """Table I over the games a detector read (a game's length is its number of day cuts, its last cut), per game
     set: every game read, and beside it, for an imported source that read games its importer's rules exclude, the
     rule-valid games alone."""
+    if not con.execute("select count(*) from (select 1 from raw_detections limit 1)").fetchall()[0][0]:
+        return []  # no game was read: nothing to measure (the talk query would still scan every event)
     every = _dataset_metrics(con, valid_only=False)
     valid = {(r["source"], r["study"]): r for r in _dataset_metrics(con, valid_only=True)}
     out = []
