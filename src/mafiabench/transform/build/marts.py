@@ -318,20 +318,22 @@ def stage_python(con: duckdb.DuckDBPyConnection, staged: Staged,
     steps, staged.python_steps = staged.python_steps, []
     rank = {table: i for i, table in enumerate(dict.fromkeys(first))}
     runs: dict[str, ModelRun] = {}
-    for step in sorted(steps, key=lambda s: min([rank.get(t, len(rank)) for t in s.outputs])):  # stable
-        t0 = time.perf_counter()
-        with staged_views(con, staged) as cur:
+    # One cursor for every model: its views of the staged build are made once (about 60 of them: 0.03-0.09 s a
+    # cursor at a million games), not once per model; none reads another's tables.
+    with staged_views(con, staged) as cur:
+        for step in sorted(steps, key=lambda s: min([rank.get(t, len(rank)) for t in s.outputs])):  # stable
+            t0 = time.perf_counter()
             frames = step.run(cur)
             for table in step.outputs:
                 write_table(cur, STAGED_PREFIX + table, frames[table])
-        for table in step.outputs:
-            staged.relations[table] = (STAGED_PREFIX + table, "table")
-        runs[step.name] = ModelRun(step.name, step.layer, "python", "table", time.perf_counter() - t0,
-                                   sum(frames[t].height for t in step.outputs))
-        if staged.progress is not None:
-            staged.progress.done(step.name)
-        if written is not None:
-            written(step.outputs)
+            for table in step.outputs:
+                staged.relations[table] = (STAGED_PREFIX + table, "table")
+            runs[step.name] = ModelRun(step.name, step.layer, "python", "table", time.perf_counter() - t0,
+                                       sum(frames[t].height for t in step.outputs))
+            if staged.progress is not None:
+                staged.progress.done(step.name)
+            if written is not None:
+                written(step.outputs)
     staged.models.extend(runs[step.name] for step in steps)
 
 
