@@ -52,7 +52,7 @@ class ProfiledConnection:
 
     def _keep(self, query: str) -> None:
         profile = json.loads(self.con.get_profiling_information(format="json"))
-        self.queries.append((query, [o for top in profile["operator"] for o in walk(_operator(top))]))
+        self.queries.append((query, [o for top in profile.get("operator", []) for o in walk(_operator(top))]))
 
     def execute(self, query: str, parameters: Any = None) -> _Result:
         rows = self.con.execute(query, parameters).fetchall()

@@ -718,26 +718,33 @@ def _wilson(wins: np.ndarray, games: np.ndarray, z: float = Z95) -> tuple[np.nda
 GAMES_SQL = """
 create or replace temp table {name} as
 with codes as (
-    -- Each distinct seat (team, role, model, variant) gets a number: a game's line-up is the sorted list of its
-    -- seats' numbers, an exact key that is cheap to build and group (strings joined per seat and game cost 3 times
-    -- the CPU at a million games), and everything else about the game's seats is read back from it per line-up.
-    -- Numbered as recorded (a role '' and a missing role are two numbers, read back as the same seat below).
+    -- Each distinct seat (team, role, model, variant) gets a number: a game's line-up is the multiset of its seats'
+    -- numbers (`key`: below), an exact key that is cheap to build and group (strings joined per seat and game cost
+    -- 3 times the CPU at a million games), and everything else about the game's seats is read back from it per
+    -- line-up. Numbered as recorded (a role '' and a missing role are two numbers, read back as the same seat below).
     select
         team, role, model, variant, coalesce(nullif(role, ''), team) as seat_role,
         (row_number() over (order by team, role, model, variant) - 1)::integer as seat
     from (select distinct team, role, model, {variant} as variant from fct_player_games)
 ),
 
+width as (
+    -- The bits each seat number's count takes in a summed key (`COUNTED_KEY`): the codes share a hugeint's 127.
+    select least(62, 127 // greatest(count(*), 1))::integer as bits from codes
+),
+
 per_game as (
     select
         p.game_id,
-        list_sort(list(c.seat)) as seats
+        {key} as seats,
+        count(*) as players
     from fct_player_games as p
     inner join codes as c
         on c.team is not distinct from p.team
         and c.role is not distinct from p.role
         and c.model is not distinct from p.model
         and c.variant is not distinct from {p_variant}
+    cross join width as w
     group by p.game_id
 ),
 
@@ -751,7 +758,8 @@ counted as (
         g.status,
         count(*) as games,
         count_if(g.mafia_won) as wins,
-        min(g.game_id, {ids}) filter (where g.is_scored) as game_ids
+        min(g.game_id, {ids}) filter (where g.is_scored) as game_ids,
+        max(s.players) as players
     from fct_games as g
     inner join per_game as s on s.game_id = g.game_id
     group by all
@@ -774,9 +782,8 @@ line_ups as (
         array_to_string(list_sort(list(c.team || chr(31) || c.seat_role || chr(31) || c.model)
             filter (where c.team in ('mafia', 'town'))), chr(30)) as line_up,
         case when min(c.variant) = max(c.variant) then min(c.variant) end as variant
-    from (select distinct seats from counted) as d
-    cross join unnest(d.seats) as u(seat)
-    inner join codes as c on c.seat = u.seat
+    from ({seats}) as d
+    inner join codes as c on c.seat = d.seat
     group by d.seats
 ),
 
@@ -796,13 +803,30 @@ final as (
              else 'no_winner' end as category,
         g.games,
         g.wins,
-        g.game_ids
+        g.game_ids,
+        g.players,
+        w.bits
     from counted as g
     inner join line_ups as s on s.seats = g.seats
+    cross join width as w
 )
 
 select * from final
 """
+# A game's line-up as the sum over its seats of 2^(number x bits): exact while no seat number occurs 2^bits times in a
+# game (a game of fewer than 2^bits players; `game_counts` checks), cheaper to build and group than a sorted list.
+COUNTED_KEY = {
+    "key": "sum(1::hugeint << (c.seat * w.bits))",
+    "seats": "select d.seats, c.seat from (select distinct seats from counted) as d cross join codes as c "
+             "cross join width as w "
+             "cross join unnest(range(((d.seats >> (c.seat * w.bits)) & ((1::hugeint << w.bits) - 1))::bigint))",
+}
+# The sorted list of the seat numbers: exact for any game.
+LISTED_KEY = {
+    "key": "list_sort(list(c.seat))",
+    "seats": "select d.seats, u.seat from (select distinct seats from counted) as d "
+             "cross join unnest(d.seats) as u(seat)",
+}
 
 
 LatentHeldOut = Callable[[LineUps], "np.ndarray | None"]
@@ -827,14 +851,20 @@ def game_counts(con: duckdb.DuckDBPyConnection) -> GameCounts:
     name = f"rating_games_{uuid.uuid4().hex[:8]}"
     columns = {r[0] for r in con.execute("select column_name from (describe fct_player_games)").fetchall()}
     has_variant = "variant" in columns
-    con.execute(
-        GAMES_SQL.format(
-            name=name,
-            variant="variant" if has_variant else "null::varchar",
-            p_variant="p.variant" if has_variant else "null::varchar",
-            ids=GAME_IDS_PER_PAIR,
+    for key in (COUNTED_KEY, LISTED_KEY):
+        con.execute(
+            GAMES_SQL.format(
+                name=name,
+                variant="variant" if has_variant else "null::varchar",
+                p_variant="p.variant" if has_variant else "null::varchar",
+                ids=GAME_IDS_PER_PAIR,
+                **key,
+            )
         )
-    )
+        # The summed key is exact when every game has fewer than 2^bits players (a seat number counts at most that).
+        fits = con.execute(f"select coalesce(bool_and(bits > 0 and players < (1::hugeint << bits)), true) from {name}")
+        if fits.fetchall()[0][0]:
+            break
     try:
         return GameCounts(
             coverage=con.sql(
