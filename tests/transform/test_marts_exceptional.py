@@ -38,6 +38,15 @@ def test_upset_in_a_lopsided_cell(con) -> None:
     assert r["cell"].startswith("mafioso=weak")
 
 
+def test_a_town_win_is_an_upset_where_the_mafia_nearly_always_wins() -> None:
+    # 19 mafia wins and one town win: the town win's p = (0 + 1) / (19 + 2) = 1/21, the mafia wins' 19/21.
+    c = landed(cell_records("strong", n=20, mafia_wins=19, models=WEAK_MAFIA), only=["mart_exceptional_games"])
+    got = rows(c, "select game_id, probability, reason from mart_exceptional_games where rule = 'upset'")
+    assert [(r["game_id"], r["reason"]) for r in got] == [
+        ("strong-19", "town won, which the other 19 games of this cell put at 4.8%")]
+    assert got[0]["probability"] == pytest.approx(1 / 21)
+
+
 def test_upset_threshold_is_configurable() -> None:
     c = landed(cell_records("cell", n=20, mafia_wins=1, models=WEAK_MAFIA), upset_threshold=0.01,
                only=["mart_exceptional_games"])

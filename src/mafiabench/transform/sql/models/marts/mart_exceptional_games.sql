@@ -1,5 +1,9 @@
 with games as (
-    select * from {{ ref('fct_games') }} where is_scored
+    -- Read by several parts below, so DuckDB keeps it: only the columns they read (a million games' every column
+    -- cost most of the mart).
+    select game_id, study, variant, cell, winner, mafia_won, detective_revealed, mafioso_name, transcript_path
+    from {{ ref('fct_games') }}
+    where is_scored
 ),
 
 cell_counts as (
@@ -8,18 +12,30 @@ cell_counts as (
     group by study, variant, cell
 ),
 
+upset_outcomes as (
+    -- Probability of an outcome under its cell's Laplace rate with the game itself left out:
+    -- (k_outcome - 1 + 1) / (n - 1 + 2); the same for every game of the cell with that outcome, so it is worked out
+    -- per cell and outcome, and only the rare ones are joined to their games.
+    select * from (
+        select study, variant, cell, n, outcome_mafia_won,
+            (case when outcome_mafia_won then k_mafia else n - k_mafia end) as k_outcome,
+            (case when outcome_mafia_won then k_mafia else n - k_mafia end) * 1.0 / (n + 1) as p
+        from cell_counts
+        cross join (values (true), (false)) as o (outcome_mafia_won)
+    )
+    where p <= cast({{ var('upset_threshold') }} as double)
+),
+
 upsets as (
-    -- Probability of the game's outcome under its cell's Laplace rate with the game itself left out:
-    -- (k_outcome - 1 + 1) / (n - 1 + 2).
     select
         g.game_id,
         'upset' as rule,
-        (case when g.mafia_won then c.k_mafia else c.n - c.k_mafia end) * 1.0 / (c.n + 1) as p,
+        c.p,
         g.winner || ' won, which the other ' || (c.n - 1) || ' games of this cell put at '
-            || round(100.0 * (case when g.mafia_won then c.k_mafia else c.n - c.k_mafia end) / (c.n + 1), 1)
-            || '%' as reason
+            || round(100.0 * c.k_outcome / (c.n + 1), 1) || '%' as reason
     from games as g
-    inner join cell_counts as c on c.study = g.study and c.variant = g.variant and c.cell = g.cell
+    inner join upset_outcomes as c
+        on c.study = g.study and c.variant = g.variant and c.cell = g.cell and c.outcome_mafia_won = g.mafia_won
 ),
 
 study_sizes as (
@@ -96,7 +112,7 @@ rare_failures as (
 ),
 
 flagged as (
-    select game_id, rule, p, reason from upsets where p <= cast({{ var('upset_threshold') }} as double)
+    select game_id, rule, p, reason from upsets  -- at most the threshold already (upset_outcomes)
     union all
     select game_id, rule, p, reason from pattern_rates where p <= cast({{ var('upset_threshold') }} as double)
     union all
