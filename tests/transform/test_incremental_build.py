@@ -108,7 +108,8 @@ def test_an_increment_publishes_what_a_full_rebuild_does(tmp_path: Path) -> None
     result = build_warehouse(con)
     assert result.published
     incremental = {m.name for m in result.models if m.materialized == "incremental"}
-    assert {"fct_games", "fct_player_games", "int_player_games", "int_decisions"} <= incremental
+    assert {"fct_games", "fct_player_games", "int_player_games", "int_decisions",
+            "mart_deception_scores"} <= incremental
     published = _published(con)
     landed = con.execute("select count(*) from raw_games").fetchone()
     assert landed is not None and sum(published["fct_games"].values()) == landed[0]

@@ -1,5 +1,9 @@
-with players as (
-    select * from {{ ref('fct_player_games') }}
+{#- A game's rows read that game's beliefs and seats only: built for the increment's games alone in an incremental
+    build (`per_game`, dbt_project.yml). -#}
+with players as not materialized (
+    -- Read again by each join below rather than kept whole (a million games' seats, every column, cost most of the
+    -- mart); the joins start from the beliefs.
+    select game_id, name, role, study, model, variant, won from {{ ref('fct_player_games') }}
 ),
 
 day_beliefs as (
