@@ -9,7 +9,7 @@ players as not materialized (
 ),
 
 games as (
-    select game_id, variant, mafioso_knows_detective from {{ ref('stg_games') }}
+    select game_id, variant, mafioso_knows_detective, prompt_version from {{ ref('stg_games') }}
 ),
 
 known_mafia as (
@@ -89,7 +89,8 @@ level2 as (
 ),
 
 final as (
-    select o.*, g.variant
+    -- The game's prompt version too, which mart_reasoning_failures groups by: the mart then reads this table alone.
+    select o.*, g.variant, g.prompt_version
     from (select * from level1 union all select * from level2) as o
     inner join games as g on g.game_id = o.game_id
 )

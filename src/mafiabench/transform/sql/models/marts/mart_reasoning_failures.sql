@@ -1,8 +1,8 @@
 with opportunities as (
     -- Each prompt version is its own experiment (a prompt ablation plays one variant under two): never pooled.
-    select o.*, coalesce(g.prompt_version, '(none)') as prompt_version
-    from {{ ref('int_reasoning_opportunities') }} as o
-    inner join {{ ref('stg_games') }} as g on g.game_id = o.game_id
+    -- Each opportunity carries its game's variant and prompt version.
+    select * replace (coalesce(prompt_version, '(none)') as prompt_version)
+    from {{ ref('int_reasoning_opportunities') }}
 ),
 
 counted as (
