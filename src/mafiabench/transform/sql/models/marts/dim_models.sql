@@ -1,20 +1,33 @@
-with players as (
-    select * from {{ ref('int_player_games') }}
+with seats as (
+    -- The seats counted per model, provider, raw name, variant and role first (a few rows for a million games):
+    -- the lists and role counts below read those, not every seat once per list.
+    select model, provider, model_raw, variant, role, count(*) as n
+    from {{ ref('int_player_games') }}
+    group by all
+),
+
+games as (
+    -- Each model's games, each once (the one count that needs the seats' games).
+    select model, count(distinct game_id) as n_games
+    from {{ ref('int_player_games') }}
+    group by model
 ),
 
 final as (
     select
-        model,
-        string_agg(distinct provider, ', ' order by provider) as providers,
-        string_agg(distinct model_raw, ', ' order by model_raw) as raw_names,
-        count(distinct game_id) as n_games,
-        count(*) as n_seats,
-        count(*) filter (where role = 'mafioso') as n_as_mafioso,
-        count(*) filter (where role = 'detective') as n_as_detective,
-        count(*) filter (where role in ('villager', 'bystander')) as n_as_villager,
-        string_agg(distinct variant, ', ' order by variant) as variants
-    from players
-    group by model
+        s.model,
+        string_agg(distinct s.provider, ', ' order by s.provider) as providers,
+        string_agg(distinct s.model_raw, ', ' order by s.model_raw) as raw_names,
+        any_value(g.n_games) as n_games,
+        sum(s.n)::bigint as n_seats,
+        coalesce(sum(s.n) filter (where s.role = 'mafioso'), 0)::bigint as n_as_mafioso,
+        coalesce(sum(s.n) filter (where s.role = 'detective'), 0)::bigint as n_as_detective,
+        coalesce(sum(s.n) filter (where s.role in ('villager', 'bystander')), 0)::bigint as n_as_villager,
+        string_agg(distinct s.variant, ', ' order by s.variant) as variants
+    from seats as s
+    -- A seat without a model is a model of its own (null), as in `group by model`.
+    left join games as g on g.model is not distinct from s.model
+    group by s.model
 )
 
 select * from final
