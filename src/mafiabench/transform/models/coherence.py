@@ -117,16 +117,17 @@ SUMMARY_SCHEMA = {
 def coherence_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
     """Per mafioso of a study's main configurations (Strategema section 4.4): coherence beside D_i; per study, the
     Pearson r with its p-value and the two bands."""
-    statements = con.sql(
-        """select d.game_id, d.study, d.mafioso, d.model, d.deception_score, e.text
+    query = """select d.game_id, d.study, d.mafioso, d.model, d.deception_score, e.text
            from mart_deception_scores as d
            inner join mart_classic_games as g on g.game_id = d.game_id and g.is_main
            inner join stg_events as e
                on e.game_id = d.game_id and e.actor = d.mafioso and e.event_type = 'message'
            where e.text is not null and trim(e.text) <> ''
            order by d.study, d.game_id, d.mafioso, e.seq"""
-    ).pl()
-    name, embed = current_embedder()
+    # Without a deception score there is no statement to read: `limit 0` gives the same empty frame without the scan
+    # of every event DuckDB makes all the same (0.1-0.2 s at a million games).
+    scored = con.execute("select count(*) from (select 1 from mart_deception_scores limit 1)").fetchall()[0][0]
+    statements = con.sql(query if scored else f"{query}\n           limit 0").pl()
     groups: dict[tuple[str, str], dict[str, Any]] = {}
     for row in statements.iter_rows(named=True):
         g = groups.setdefault(
@@ -134,6 +135,8 @@ def coherence_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
             {"study": row["study"], "model": row["model"], "deception_score": row["deception_score"], "texts": []},
         )
         g["texts"].append(row["text"])
+    # The embedding model (torch, where installed) is loaded only for statements to embed; no row names it otherwise.
+    name, embed = current_embedder() if groups else ("", None)
     vectors: dict[str, np.ndarray] = {}
     if embed is not None:
         unique = sorted({t for g in groups.values() for t in g["texts"]})
