@@ -16,8 +16,10 @@ from mafiabench.transform.models.ratings import GameCounts, game_counts
 from support.query_profile import ProfiledConnection
 
 
-def _warehouse(games: list[tuple[str, bool, list[tuple[str, str, str]]]]) -> duckdb.DuckDBPyConnection:
-    """fct_games and fct_player_games of (game id, mafia won, [(team, role, model) per seat])."""
+def _warehouse(games: list[tuple[str, bool, list[tuple[str, str, str]]]], *, sizes: bool = False
+               ) -> duckdb.DuckDBPyConnection:
+    """fct_games and fct_player_games of (game id, mafia won, [(team, role, model) per seat]); with `sizes`,
+    fct_games.n_players too."""
     con = duckdb.connect()
     con.execute("create table fct_games (study varchar, game_id varchar, status varchar, valid boolean, "
                 "is_scored boolean, mafia_won boolean)")
@@ -27,6 +29,10 @@ def _warehouse(games: list[tuple[str, bool, list[tuple[str, str, str]]]]) -> duc
         con.execute("insert into fct_games values ('s', ?, 'finished', true, true, ?)", [game_id, won])
         con.executemany("insert into fct_player_games values (?, ?, ?, ?, ?)",
                         [[game_id, i, *seat] for i, seat in enumerate(seats)])
+    if sizes:
+        con.execute("alter table fct_games add column n_players integer")
+        con.execute("update fct_games as g set n_players = (select count(*) from fct_player_games as p "
+                    "where p.game_id = g.game_id)")
     return con
 
 
@@ -37,7 +43,7 @@ def _counts(con: duckdb.DuckDBPyConnection, monkeypatch: Any, *, listed: bool) -
             m.setattr(ratings, "COUNTED_KEY", ratings.LISTED_KEY)
         profiled = ProfiledConnection(con)
         got = game_counts(profiled)  # type: ignore[arg-type]
-    return got, sum("create or replace temp table" in q for q, _ in profiled.queries)
+    return got, sum("with codes as" in q for q, _ in profiled.queries)
 
 
 def _same(a: GameCounts, b: GameCounts) -> None:
@@ -69,13 +75,16 @@ def test_the_summed_key_counts_as_the_list_key(monkeypatch: pytest.MonkeyPatch) 
     assert summed.self_play["games"].to_list() == [1]
 
 
+def _overflowing() -> list[tuple[str, bool, list[tuple[str, str, str]]]]:
+    models = [f"m{i:02d}" for i in range(42)]
+    games = [(f"g{i}", i % 2 == 0, _seats(["X"], [m])) for i, m in enumerate(models)]
+    return [*games, ("four", True, _seats(["X"], ["m00"] * 4)), ("one", False, _seats(["X"], ["m01"]))]
+
+
 def test_a_game_where_a_seat_number_could_overflow_is_counted_by_the_list(monkeypatch: pytest.MonkeyPatch) -> None:
     # 43 seat numbers (43 models as villagers, one as mafioso): 127 // 43 = 2 bits a number, so four villagers of
     # one model would carry into the next number: "4 x m00" sums to "1 x m01" (1 << 2 = 4, in m01's bits).
-    models = [f"m{i:02d}" for i in range(42)]
-    games = [(f"g{i}", i % 2 == 0, _seats(["X"], [m])) for i, m in enumerate(models)]
-    games += [("four", True, _seats(["X"], ["m00"] * 4)), ("one", False, _seats(["X"], ["m01"]))]
-    con = _warehouse(games)
+    con = _warehouse(_overflowing())
     got, runs = _counts(con, monkeypatch, listed=False)
     assert runs == 2  # the summed key could not hold: counted again by the list
     listed, _ = _counts(con, monkeypatch, listed=True)
@@ -84,3 +93,20 @@ def test_a_game_where_a_seat_number_could_overflow_is_counted_by_the_list(monkey
     four = "\x1e".join(["mafia\x1fmafioso\x1fX", *["town\x1fvillager\x1fm00"] * 4])
     one = "mafia\x1fmafioso\x1fX\x1etown\x1fvillager\x1fm01"
     assert by_line_up[four] == 1 and by_line_up[one] == 2  # g1 and "one"
+
+
+def test_games_recorded_as_too_large_for_the_summed_key_are_counted_by_the_list_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The same games with their sizes recorded (fct_games.n_players: five players in "four", 2 bits a seat number):
+    # one count, by the list, not a summed count thrown away.
+    con = _warehouse(_overflowing(), sizes=True)
+    got, runs = _counts(con, monkeypatch, listed=False)
+    assert runs == 1
+    listed, _ = _counts(con, monkeypatch, listed=True)
+    _same(got, listed)
+    # Sizes that allow the summed key do not prevent it.
+    small = _warehouse([("a", True, _seats(["A"], ["B", "B"])), ("b", False, _seats(["B"], ["A", "A"]))], sizes=True)
+    assert _counts(small, monkeypatch, listed=False)[1] == 1
+    profiled = ProfiledConnection(small)
+    game_counts(profiled)  # type: ignore[arg-type]
+    assert any("sum(1::hugeint" in q for q, _ in profiled.queries)

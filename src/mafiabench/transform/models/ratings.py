@@ -715,22 +715,27 @@ def _wilson(wins: np.ndarray, games: np.ndarray, z: float = Z95) -> tuple[np.nda
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
+CODES_SQL = """
+create or replace temp table {name}_codes as
+-- Each distinct seat (team, role, model, variant) gets a number: a game's line-up is the multiset of its seats'
+-- numbers (`key`: below), an exact key that is cheap to build and group (strings joined per seat and game cost 3 times
+-- the CPU at a million games), and everything else about the game's seats is read back from it per line-up. Numbered
+-- as recorded (a role '' and a missing role are two numbers, read back as the same seat below).
+select
+    team, role, model, variant, coalesce(nullif(role, ''), team) as seat_role,
+    (row_number() over (order by team, role, model, variant) - 1)::integer as seat
+from (select distinct team, role, model, {variant} as variant from fct_player_games)
+"""
+
 GAMES_SQL = """
 create or replace temp table {name} as
 with codes as (
-    -- Each distinct seat (team, role, model, variant) gets a number: a game's line-up is the multiset of its seats'
-    -- numbers (`key`: below), an exact key that is cheap to build and group (strings joined per seat and game cost
-    -- 3 times the CPU at a million games), and everything else about the game's seats is read back from it per
-    -- line-up. Numbered as recorded (a role '' and a missing role are two numbers, read back as the same seat below).
-    select
-        team, role, model, variant, coalesce(nullif(role, ''), team) as seat_role,
-        (row_number() over (order by team, role, model, variant) - 1)::integer as seat
-    from (select distinct team, role, model, {variant} as variant from fct_player_games)
+    select * from {name}_codes
 ),
 
 width as (
-    -- The bits each seat number's count takes in a summed key (`COUNTED_KEY`): the codes share a hugeint's 127.
-    select least(62, 127 // greatest(count(*), 1))::integer as bits from codes
+    -- The bits each seat number's count takes in a summed key (`COUNTED_KEY`).
+    select {bits}::integer as bits
 ),
 
 per_game as (
@@ -851,18 +856,20 @@ def game_counts(con: duckdb.DuckDBPyConnection) -> GameCounts:
     name = f"rating_games_{uuid.uuid4().hex[:8]}"
     columns = {r[0] for r in con.execute("select column_name from (describe fct_player_games)").fetchall()}
     has_variant = "variant" in columns
-    for key in (COUNTED_KEY, LISTED_KEY):
+    con.execute(CODES_SQL.format(name=name, variant="variant" if has_variant else "null::varchar"))
+    bits = min(62, 127 // max(1, con.execute(f"select count(*) from {name}_codes").fetchall()[0][0]))
+    for key in _keys(con, bits):
         con.execute(
             GAMES_SQL.format(
                 name=name,
-                variant="variant" if has_variant else "null::varchar",
                 p_variant="p.variant" if has_variant else "null::varchar",
                 ids=GAME_IDS_PER_PAIR,
+                bits=bits,
                 **key,
             )
         )
         # The summed key is exact when every game has fewer than 2^bits players (a seat number counts at most that).
-        fits = con.execute(f"select coalesce(bool_and(bits > 0 and players < (1::hugeint << bits)), true) from {name}")
+        fits = con.execute(f"select coalesce(bool_and(players < (1::hugeint << bits)), true) from {name}")
         if fits.fetchall()[0][0]:
             break
     try:
@@ -896,6 +903,15 @@ def game_counts(con: duckdb.DuckDBPyConnection) -> GameCounts:
         )
     finally:
         con.execute(f"drop table if exists {name}")
+        con.execute(f"drop table if exists {name}_codes")
+
+
+def _keys(con: duckdb.DuckDBPyConnection, bits: int) -> tuple[dict[str, str], ...]:
+    """The keys to count the games by, in order: the summed key unless the games' recorded sizes (`fct_games.n_players`,
+    where there is one: a hint, `game_counts` checks the counts themselves) say a seat number could take 2^bits."""
+    has_size = con.execute("select count(*) from (describe fct_games) where column_name = 'n_players'").fetchall()
+    largest = con.execute("select max(n_players) from fct_games").fetchall()[0][0] if has_size[0][0] else None
+    return (LISTED_KEY,) if largest is not None and largest >= 2**bits else (COUNTED_KEY, LISTED_KEY)
 
 
 def rating_tables(
