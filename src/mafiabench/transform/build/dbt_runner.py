@@ -302,9 +302,10 @@ def run(
     select: Sequence[str] | None = None,
     variables: dict[str, Any] | None = None,
     on_model: Callable[[str, int], None] | None = None,
+    exclude: Sequence[str] = (),
 ) -> list[NodeResult]:
-    """`dbt run` (models) or `dbt test` (data tests) against the warehouse file behind `con`; `on_model(name, total)`
-    hears of each model as it is built (a progress bar)."""
+    """`dbt run` (models) or `dbt test` (data tests) against the warehouse file behind `con`, of the nodes selected
+    and not excluded; `on_model(name, total)` hears of each model as it is built (a progress bar)."""
     path = warehouse_file(con)
     parsed = manifest(project, path)
     args = [*_common_args(project, path, threads_for(con)), "--no-write-json", "--no-partial-parse"]
@@ -312,6 +313,8 @@ def run(
         args += ["--vars", json.dumps(variables)]
     if select:
         args += ["--select", *select]
+    if exclude:
+        args += ["--exclude", *exclude]
     with _LOCK:
         try:
             res = _invoke(_runner(parsed, on_model), command, args)

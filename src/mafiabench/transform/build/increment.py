@@ -14,13 +14,26 @@ A build is incremental only when the published per-game tables were built by the
 schema) is kept in `build_increment_state` and must equal this build's, and every per-game table must be published.
 Otherwise, and with `--full-refresh`, every model is built whole. A build of some models only (`only=`) is never
 incremental and clears the state, since it publishes some per-game tables and not others.
+
+An incremental build also *keeps* the SQL models whose inputs did not change (`kept_models`): a model that reads the
+same rows gives the same rows, so its published relation stays, dbt builds nothing for it, and the rest of the build
+(refs, the Python models, the gate, dbt's data tests) reads the published relation (`var('kept')`, macros/naming.sql).
+Which sources changed is decided from data (`changed_sources`): a table a game record lands in (`GRAIN_TABLES`)
+changed when it holds rows of the increment's games, and every source did when the increment replaces or removes
+published games; any other source (runs, protocol cards, detections, `ref_prices` ...) when its content fingerprint
+(`fingerprints`: rows and a sum of row hashes, kept in `SOURCES_TABLE` by the published build) differs. A change
+reaches every model downstream through the parsed project's `depends_on`; a model whose SQL or macros read a clock,
+a random generator, the environment or files (`VOLATILE`) is always rebuilt. The Python models are always rebuilt:
+what they compute also depends on the process (their code, `MAFIABENCH_LATENT_METHOD`, whether the coherence extra is
+installed), which no state here covers.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -29,10 +42,12 @@ from typing import Any
 import duckdb
 
 from mafiabench.transform.build import dbt_runner
-from mafiabench.warehouse.raw import RAW_SCHEMA
+from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA
 
 INCREMENT_GAMES = "__staged__increment_games"  # the increment's game ids (macros/increment.sql reads it)
 STATE_TABLE = "build_increment_state"
+SOURCES_TABLE = "build_source_fingerprints"  # the published build's fingerprint of each source not keyed by game
+PRICES = "ref_prices"  # written by every build (marts.ref_prices) before its models: a source like the raw tables
 FORMAT = 1  # of the increment machinery itself: raise it when a change to it must not mix with older builds
 
 
@@ -102,9 +117,109 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
     return Increment(games=int(games), replaces=bool(replaces))
 
 
-def record(con: duckdb.DuckDBPyConnection, key: str | None) -> None:
-    """Keep the published build's state key (in the publish transaction); None: the next build is whole."""
+def record(con: duckdb.DuckDBPyConnection, key: str | None, sources: dict[str, str] | None = None) -> None:
+    """Keep the published build's state key and its sources' fingerprints (in the publish transaction); None: the
+    next build is whole."""
     con.execute(f"create table if not exists main.{STATE_TABLE} (key VARCHAR)")
     con.execute(f"delete from main.{STATE_TABLE}")
+    con.execute(f"create table if not exists main.{SOURCES_TABLE} (source VARCHAR, fingerprint VARCHAR)")
+    con.execute(f"delete from main.{SOURCES_TABLE}")
     if key is not None:
         con.execute(f"insert into main.{STATE_TABLE} values (?)", [key])
+        if sources:
+            con.executemany(f"insert into main.{SOURCES_TABLE} values (?, ?)", sorted(sources.items()))
+
+
+# The sources fingerprinted by content: every declared table a game record does not land in, and the price table.
+# They stay small (a row per run, card, look, unreadable file, landed shard; per detection at most), and a build reads
+# them whole anyway.
+FINGERPRINTED = (*sorted(set(RAW_SCHEMA) - set(GRAIN_TABLES)), PRICES)
+
+
+def fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
+    """Each `FINGERPRINTED` table's content as text: its rows and the sum of its rows' hashes (in any order; a
+    duplicated row counts twice); "missing" for a table that is not there."""
+    present = {r[0] for r in con.execute(
+        "select table_name from duckdb_tables() where schema_name = 'main' and not temporary").fetchall()}
+    out = {}
+    for table in FINGERPRINTED:
+        if table not in present:
+            out[table] = "missing"
+            continue
+        rows, total = con.execute(f'select count(*), sum(hash(t)::hugeint) from main."{table}" as t').fetchall()[0]
+        out[table] = f"{rows} {total}"
+    return out
+
+
+def changed_sources(con: duckdb.DuckDBPyConnection, inc: Increment, now: dict[str, str]) -> set[str] | None:
+    """The sources whose rows differ from the published build's, by data alone (module docstring), given the
+    fingerprints of this build's (`now`); None when every source must count as changed (the increment replaces or
+    removes published games)."""
+    if inc.replaces:
+        return None
+    changed = {t for t in GRAIN_TABLES if inc.games and con.execute(
+        f'select exists (select 1 from main."{t}" where game_id in (select game_id from main.{INCREMENT_GAMES}))'
+    ).fetchall()[0][0]}
+    recorded: dict[str, str] = {}
+    if con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                   [SOURCES_TABLE]).fetchall():
+        recorded = dict(con.execute(f"select source, fingerprint from main.{SOURCES_TABLE}").fetchall())
+    return changed | {t for t, fingerprint in now.items() if recorded.get(t) != fingerprint}
+
+
+# What makes a model's rows other than a function of its inputs: a clock, a random generator, the environment, files
+# read outside the sources (DuckDB's functions; dbt's context). A false alarm only rebuilds the model.
+VOLATILE = re.compile(
+    r"\b(?:now|today|random|uuid|gen_random_uuid|setseed|get_current_timestamp|transaction_timestamp|env_var|"
+    r"getenv|read_(?:csv|csv_auto|parquet|json|json_auto|ndjson|text|blob)|glob)\s*\("
+    r"|\b(?:current_timestamp|current_date|current_time|localtimestamp|localtime|run_started_at|invocation_id|"
+    r"modules\.datetime|modules\.time)\b",
+    re.IGNORECASE,
+)
+
+
+def volatile(parsed: Any, node: Any) -> bool:
+    """Whether a model's SQL, or a macro of the project it calls (and so on), matches `VOLATILE`."""
+    seen: set[str] = set()
+    todo = [node]
+    while todo:
+        item = todo.pop()
+        if VOLATILE.search(getattr(item, "raw_code", None) or getattr(item, "macro_sql", "") or ""):
+            return True
+        for uid in item.depends_on.macros:
+            if uid not in seen and uid in parsed.macros and parsed.macros[uid].package_name == node.package_name:
+                seen.add(uid)
+                todo.append(parsed.macros[uid])
+    return False
+
+
+def kept_models(parsed: Any, changed: set[str] | None, published: Iterable[str]) -> set[str]:
+    """The SQL models an incremental build keeps: published, not `volatile`, and reading only sources not in
+    `changed` and models it keeps (dbt's `depends_on`). `changed` None: none."""
+    if changed is None:
+        return set()
+    models = {uid: n for uid, n in parsed.nodes.items() if n.resource_type == "model"}
+    have = set(published)
+    verdict: dict[str, bool] = {}
+
+    def keeps(uid: str) -> bool:
+        if uid not in verdict:
+            node = models[uid]
+            verdict[uid] = False  # a cycle (dbt refuses one) would read as changed
+            verdict[uid] = node.name in have and not volatile(parsed, node) and all(
+                keeps(dep) if dep in models
+                else dep in parsed.sources and parsed.sources[dep].identifier not in changed
+                and parsed.sources[dep].identifier in (*GRAIN_TABLES, *FINGERPRINTED)
+                for dep in node.depends_on.nodes
+            )
+        return verdict[uid]
+
+    return {models[uid].name for uid in models if keeps(uid)}
+
+
+def narrowed_reads(parsed: Any, kept: set[str]) -> set[str]:
+    """The kept models a rebuilt per-game model reads in an incremental build: each needs its delta, the rows of the
+    increment's games (macros/increment.sql), which the build takes from the published relation."""
+    models = {uid: n for uid, n in parsed.nodes.items() if n.resource_type == "model"}
+    return {models[dep].name for n in models.values() if n.config.materialized == "per_game" and n.name not in kept
+            for dep in n.depends_on.nodes if dep in models and models[dep].name in kept}

@@ -13,7 +13,9 @@ gate between the two, so readers only ever see marts that passed. `build_models`
 A build is *incremental* when it can be (`transform.build.increment`): the models keyed by game are computed for the
 games landed, replaced or removed since the published build, their staged relations are views over the published
 table and that delta, and `publish` applies each delta to its published table in the same transaction as the renames;
-everything else is rebuilt from them. `full_refresh` builds every model whole.
+everything else is rebuilt from them, but the SQL models whose inputs did not change: those are *kept* (their
+published relations stay and are read in their place; `increment.kept_models`). `full_refresh` builds every model
+whole.
 """
 
 from __future__ import annotations
@@ -84,6 +86,8 @@ class Staged:
     progress: BuildProgress | None = None
     increment: increment.Increment | None = None  # an incremental build's increment; None: built whole
     state_key: str | None = None  # what publishing records as the published build's (None: a partial build)
+    sources: dict[str, str] | None = None  # the fingerprints of the sources not keyed by game (`increment`)
+    kept: set[str] = field(default_factory=set)  # the SQL models kept: their published relations are read
 
 
 @dataclass
@@ -105,8 +109,10 @@ class BuildResult:
 
     def summary(self) -> str:
         n_tables = sum(1 for m in self.models if m.materialized in ("table", "incremental"))
+        n_kept = sum(1 for m in self.models if m.materialized == "kept")
+        kept = f", {n_kept} kept" if n_kept else ""
         lines = [
-            f"build {self.build_id}: {len(self.models)} models ({n_tables} tables) in {self.seconds:.2f}s",
+            f"build {self.build_id}: {len(self.models)} models ({n_tables} tables{kept}) in {self.seconds:.2f}s",
         ]
         if self.validated:
             lines.append(
@@ -249,6 +255,7 @@ def stage(
         wanted = set(only) if only is not None else None
         steps = [s for s in PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
         select = None
+        parsed: Any = None
         if wanted is not None:
             python_names = {n for s in PYTHON_MODELS for n in (s.name, *s.outputs)}
             select = [f"+{n}" for n in sorted(wanted - python_names)] + [f"+{d}" for s in steps for d in s.depends_on]
@@ -257,12 +264,17 @@ def stage(
         try:
             if select is None:
                 staged.state_key = increment.state_key(project, variables)
+                staged.sources = increment.fingerprints(con)
                 if not full_refresh:
                     staged.increment = increment.plan(con, staged.state_key, parsing.result)
-            parsing.result()
+            parsed = parsing.result()
         except DbtError as exc:
             raise BuildError(str(exc)) from exc
     inc = staged.increment
+    if inc is not None and staged.sources is not None:
+        staged.kept = increment.kept_models(parsed, increment.changed_sources(con, inc, staged.sources),
+                                            _published(con))
+        _kept_deltas(con, increment.narrowed_reads(parsed, staged.kept))
     if progress is not None:
         progress.expect("python", len(steps))
     if select == []:
@@ -272,8 +284,8 @@ def stage(
             try:
                 mode = {"increment": inc is not None, "increment_replaces": bool(inc and inc.replaces)}
                 results = dbt_runner.run(
-                    con, "run", project=project, select=select, variables={**variables, **mode},
-                    on_model=None if progress is None else _sql_built(progress),
+                    con, "run", project=project, select=select, variables={**variables, **mode, **_kept_var(staged)},
+                    on_model=None if progress is None else _sql_built(progress), exclude=sorted(staged.kept),
                 )
             except DbtError as exc:
                 discard(con, staged)
@@ -290,10 +302,40 @@ def stage(
         if kind != "view":
             rows = int(con.execute(f'select count(*) from main."{STAGED_PREFIX}{r.name}"').fetchall()[0][0])
         staged.models.append(ModelRun(r.name, _layer(r.path), "sql", kind, r.seconds, rows))
+    staged.models += [ModelRun(n.name, _layer(n.original_file_path), "sql", "kept", 0.0, None)
+                      for n in sorted(parsed.nodes.values(), key=lambda n: n.name) if n.resource_type == "model"
+                      and n.name in staged.kept] if staged.kept else []
     staged.python_steps = steps
     if python:
         stage_python(con, staged)
     return staged
+
+
+def _published(con: duckdb.DuckDBPyConnection) -> set[str]:
+    return {r[0] for r in con.execute(
+        "select table_name from duckdb_tables() where schema_name = 'main' and not temporary union all "
+        "select view_name from duckdb_views() where schema_name = 'main' and not internal and not temporary"
+    ).fetchall()}
+
+
+def _kept_var(staged: Staged) -> dict[str, list[str]]:
+    """dbt's var naming the kept models (macros/naming.sql's `ref` reads their published relations); none when none
+    is kept, so a build that keeps nothing runs dbt as before."""
+    return {"kept": sorted(staged.kept)} if staged.kept else {}
+
+
+def _kept_deltas(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    """The delta of each kept model a rebuilt per-game model reads (macros/increment.sql: the increment's rows of
+    it), from its published relation: the rows dbt would give it, since its inputs did not change. The game ids are
+    a constant list, pushed down to the scan as in the `increment_delta` post-hook."""
+    names = sorted(names)
+    if not names:
+        return
+    con.execute(f"set variable mafiabench_increment_games = "
+                f"(select coalesce(list(game_id), []::VARCHAR[]) from main.{increment.INCREMENT_GAMES})")
+    for name in names:
+        con.execute(f'create or replace table main."{STAGED_PREFIX}{name}__delta" as select * from main."{name}" '
+                    f"where list_contains(getvariable('mafiabench_increment_games'), game_id)")
 
 
 def _sql_built(progress: BuildProgress) -> Callable[[str, int], None]:
@@ -395,7 +437,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
             con.execute(sql)
         for table in scratch:
             con.execute(f'drop table main."{table}"')
-        increment.record(con, staged.state_key)
+        increment.record(con, staged.state_key, staged.sources)
         con.execute("commit")
     except BaseException:
         con.execute("rollback")
@@ -420,7 +462,7 @@ def data_tests(con: duckdb.DuckDBPyConnection, staged: Staged, sample: int = 5) 
     """The project's dbt data tests (generic and singular) on the staged build, each with a sample of the rows
     that break it."""
     try:
-        results = dbt_runner.run(con, "test", project=staged.project)
+        results = dbt_runner.run(con, "test", project=staged.project, variables=_kept_var(staged))
     except DbtError as exc:
         raise BuildError(str(exc)) from exc
     out: list[tuple[NodeResult, list]] = []

@@ -16,6 +16,13 @@ main.__staged__increment_games
     {%- do return(execute and var('increment', false) and config.get('materialized') == 'per_game') -%}
 {%- endmacro %}
 
+{#- Whether the build keeps a model (mafiabench.transform.build.increment.kept_models): its inputs did not change
+    since the published build, so dbt does not build it and its published relation is read instead. The build
+    gives the delta of a kept model a rebuilt per-game model reads (from the published relation). -#}
+{% macro increment_kept(name) -%}
+    {%- do return(execute and name in var('kept', [])) -%}
+{%- endmacro %}
+
 {% macro increment_delta_relation(relation) -%}
     {%- do return(relation.incorporate(path={'identifier': relation.identifier ~ '__delta'})) -%}
 {%- endmacro %}
@@ -30,7 +37,7 @@ main.__staged__increment_games
         {%- set read = [] -%}
         {%- for node in graph.nodes.values() -%}
             {%- if node.resource_type == 'model' and node.config.materialized == 'per_game'
-                    and model.unique_id in node.depends_on.nodes -%}
+                    and model.unique_id in node.depends_on.nodes and not increment_kept(node.name) -%}
                 {%- do read.append(node.name) -%}
             {%- endif -%}
         {%- endfor -%}

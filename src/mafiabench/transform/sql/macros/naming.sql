@@ -15,12 +15,16 @@
 {%- endmacro %}
 
 {#- References without the catalog name (the DuckDB file's stem), so a view stays valid when the file is renamed. -#}
-{#- In an incremental build a per-game model reads the deltas of what it refers to (macros/increment.sql). -#}
+{#- In an incremental build a per-game model reads the deltas of what it refers to, and every reference to a model
+    the build keeps (its inputs unchanged: `var('kept')`) reads its published relation (macros/increment.sql). -#}
 {% macro ref() -%}
     {%- set rel = builtins.ref(*varargs, **kwargs) -%}
     {%- if rel is not none and rel.include is defined -%}
         {%- if increment_narrows() -%}
             {%- do return(increment_delta_relation(rel).include(database=false)) -%}
+        {%- endif -%}
+        {%- if increment_kept(varargs[-1]) -%}
+            {%- do return(rel.incorporate(path={'identifier': varargs[-1]}).include(database=false)) -%}
         {%- endif -%}
         {%- do return(rel.include(database=false)) -%}
     {%- endif -%}

@@ -1,0 +1,97 @@
+"""Incremental builds compared with full rebuilds (transform.build.increment): a warehouse's published relations as
+multisets of rows, the same warehouse copied and built whole, and the comparison; and games of every shape the
+per-game models read."""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from mafiabench.publish import build_warehouse
+from mafiabench.transform.build import increment
+from mafiabench.warehouse.raw import GRAIN_TABLES
+from support.records import call, cell_records, design, engine_records
+
+BOOKKEEPING = {"build_runs", "validation_results", increment.STATE_TABLE, increment.SOURCES_TABLE}
+
+
+def model_call(i: int, temperature: float) -> dict[str, Any]:
+    c = call(i, "fake", "X", inp=100, out=5)
+    c["request"] = {"messages": [], "settings": {"temperature": temperature}}
+    return c
+
+
+def games(prefix: str, n: int, seed: int, *, temperature: float = 0.7) -> list[Any]:
+    """Games of every shape the per-game models read: engine games (mini-mafia and classic with beliefs), a
+    capability cell with model calls whose settings feed fct_player_games.settings_varied."""
+    recs = engine_records(n, seed=seed)
+    recs += engine_records(max(1, n // 4), seed=seed + 50, variant="classic",
+                           rules={"n_players": 6, "n_mafia": 1, "decision": "belief"})
+    recs += cell_records(prefix, n=4, mafia_wins=1, models="X", design=design("homogeneous|X", None, "X", "X"),
+                         calls=[model_call(0, temperature), model_call(1, temperature)], rotate_seats=True)
+    return recs
+
+
+def published(con: duckdb.DuckDBPyConnection, *, views: bool = True) -> dict[str, Counter[str]]:
+    """Every published relation (tables, raw tables included, and views) as a multiset of rows."""
+    names = [r[0] for r in con.execute(
+        "select table_name from duckdb_tables() where schema_name = 'main' and not temporary union all "
+        "select view_name from duckdb_views() where schema_name = 'main' and not internal and not temporary "
+        "and ?", [views]
+    ).fetchall()]
+    assert not [n for n in names if n.startswith("__staged")], "staged relations left behind"
+    return {n: Counter(_canonical(r) for r in con.execute(f'select * from main."{n}"').fetchall())
+            for n in names if n not in BOOKKEEPING}
+
+
+def _canonical(value: Any) -> str:
+    """A row as text, doubles to 9 significant digits: a sum over the same rows in another order (the published
+    tables' rows are in the order they were built, parts appended by each increment; DuckDB's threads) may differ in
+    the last bits, and a Python model's fit read from rows in another order (scipy's optimisers) a little more."""
+    if isinstance(value, float):
+        return f"{value:.9g}"
+    if isinstance(value, (list, tuple)):
+        return "(" + ", ".join(map(_canonical, value)) + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_canonical(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def full_rebuild(con: duckdb.DuckDBPyConnection, tmp: Path, **options: Any) -> dict[str, Counter[str]]:
+    """The same warehouse, copied, built whole (options: those of `build_warehouse`)."""
+    con.execute("checkpoint")
+    source = con.execute("select path from duckdb_databases() where database_name = current_database()").fetchone()
+    assert source is not None
+    # A new folder each time, the file named as the test's own (w.duckdb): dbt's parsed project is kept per warehouse
+    # name (transform.build.dbt_runner), so another name would cost another parse.
+    copy = tmp / f"full-{len(list(tmp.iterdir()))}" / "w.duckdb"
+    copy.parent.mkdir()
+    shutil.copyfile(source[0], copy)
+    other = duckdb.connect(str(copy))
+    try:
+        result = build_warehouse(other, full_refresh=True, **options)
+        assert result.published and all(m.materialized not in ("incremental", "kept") for m in result.models)
+        return published(other)
+    finally:
+        other.close()
+
+
+def assert_same(incremental: dict[str, Counter[str]], full: dict[str, Counter[str]]) -> None:
+    assert sorted(incremental) == sorted(full)
+    for name in full:
+        extra, missing = incremental[name] - full[name], full[name] - incremental[name]
+        assert not extra and not missing, f"{name}: rows more {list(extra)[:3]}, rows fewer {list(missing)[:3]}"
+
+
+def remove_game(con: duckdb.DuckDBPyConnection, game_id: str) -> None:
+    for table in GRAIN_TABLES:
+        con.execute(f"delete from {table} where game_id = ?", [game_id])
+
+
+def kept(result: Any) -> set[str]:
+    """The models a build kept (their published relations stand: `materialized` "kept" in its per-model table)."""
+    return {m.name for m in result.models if m.materialized == "kept"}
