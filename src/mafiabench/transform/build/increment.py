@@ -157,14 +157,21 @@ def changed_sources(con: duckdb.DuckDBPyConnection, inc: Increment, now: dict[st
     removes published games)."""
     if inc.replaces:
         return None
-    changed = {t for t in GRAIN_TABLES if inc.games and con.execute(
-        f'select exists (select 1 from main."{t}" where game_id in (select game_id from main.{INCREMENT_GAMES}))'
-    ).fetchall()[0][0]}
+    changed = {t for t in GRAIN_TABLES if inc.games and _holds_increment(con, t)}
     recorded: dict[str, str] = {}
     if con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
                    [SOURCES_TABLE]).fetchall():
         recorded = dict(con.execute(f"select source, fingerprint from main.{SOURCES_TABLE}").fetchall())
     return changed | {t for t, fingerprint in now.items() if recorded.get(t) != fingerprint}
+
+
+def _holds_increment(con: duckdb.DuckDBPyConnection, table: str) -> bool:
+    """Whether a table keyed by game has rows of the increment's games: first for one of them (a constant the scan
+    skips row groups by), which new games' rows answer at once; else for any of them (a whole scan)."""
+    probe = con.execute(f"select min(game_id) from main.{INCREMENT_GAMES}").fetchall()[0][0]
+    return bool(con.execute(f'select exists (select 1 from main."{table}" where game_id = ?)', [probe]).fetchall()[0][0]
+                or con.execute(f'select exists (select 1 from main."{table}" '
+                               f'where game_id in (select game_id from main.{INCREMENT_GAMES}))').fetchall()[0][0])
 
 
 # What makes a model's rows other than a function of its inputs: a clock, a random generator, the environment, files
