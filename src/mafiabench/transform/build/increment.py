@@ -151,13 +151,19 @@ def fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
     return out
 
 
-def changed_sources(con: duckdb.DuckDBPyConnection, inc: Increment, now: dict[str, str]) -> set[str] | None:
+def increment_rows(con: duckdb.DuckDBPyConnection) -> set[str]:
+    """The tables a game record lands in that hold rows of the increment's games (`INCREMENT_GAMES`)."""
+    return {t for t in GRAIN_TABLES if _holds_increment(con, t)}
+
+
+def changed_sources(con: duckdb.DuckDBPyConnection, inc: Increment, now: dict[str, str],
+                    landed: set[str]) -> set[str] | None:
     """The sources whose rows differ from the published build's, by data alone (module docstring), given the
-    fingerprints of this build's (`now`); None when every source must count as changed (the increment replaces or
-    removes published games)."""
+    fingerprints of this build's (`now`) and the tables holding rows of the increment's games (`increment_rows`);
+    None when every source must count as changed (the increment replaces or removes published games)."""
     if inc.replaces:
         return None
-    changed = {t for t in GRAIN_TABLES if inc.games and _holds_increment(con, t)}
+    changed = set(landed) if inc.games else set()
     recorded: dict[str, str] = {}
     if con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
                    [SOURCES_TABLE]).fetchall():
@@ -169,6 +175,8 @@ def _holds_increment(con: duckdb.DuckDBPyConnection, table: str) -> bool:
     """Whether a table keyed by game has rows of the increment's games: first for one of them (a constant the scan
     skips row groups by), which new games' rows answer at once; else for any of them (a whole scan)."""
     probe = con.execute(f"select min(game_id) from main.{INCREMENT_GAMES}").fetchall()[0][0]
+    if probe is None:
+        return False
     return bool(con.execute(f'select exists (select 1 from main."{table}" where game_id = ?)', [probe]).fetchall()[0][0]
                 or con.execute(f'select exists (select 1 from main."{table}" '
                                f'where game_id in (select game_id from main.{INCREMENT_GAMES}))').fetchall()[0][0])
