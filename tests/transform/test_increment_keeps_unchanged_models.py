@@ -44,6 +44,6 @@ def test_an_increment_keeps_what_it_does_not_change(tmp_path: Path) -> None:
     assert len(sql) == len([m for m in first.models if m.kind == "sql"])  # every model listed, kept or built
     after = _oids(con)
     assert all(after[name] == before[name] for name in kept(result))  # the very relations published before
-    assert all(after[name] != before[name] for name in {"mart_win_rates", "mart_deception_scores"})
+    assert all(after[name] != before[name] for name in {"mart_win_rates", "mart_format_failures"})
 
     assert_same(published(con), full_rebuild(con, tmp_path))
