@@ -1,4 +1,6 @@
-with day_votes as (
+with day_votes as not materialized (
+    -- Read twice (the tallies, and whether the eliminated player voted) rather than buffered once: scanning the
+    -- stored votes again costs less than keeping 3M of them in memory (a million games: 5.1 -> 4.0 CPU s).
     select * from {{ ref('int_votes') }} where vote_kind = 'day'
 ),
 
