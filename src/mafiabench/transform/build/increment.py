@@ -193,24 +193,32 @@ VOLATILE = re.compile(
 )
 
 
-def volatile(parsed: Any, node: Any) -> bool:
-    """Whether a model's SQL, or a macro of the project it calls (and so on), matches `VOLATILE`."""
-    seen: set[str] = set()
-    todo = [node]
-    while todo:
-        item = todo.pop()
-        if VOLATILE.search(getattr(item, "raw_code", None) or getattr(item, "macro_sql", "") or ""):
-            return True
-        for uid in item.depends_on.macros:
-            if uid not in seen and uid in parsed.macros and parsed.macros[uid].package_name == node.package_name:
-                seen.add(uid)
-                todo.append(parsed.macros[uid])
-    return False
+def volatile(parsed: Any, node: Any, known: dict[str, bool] | None = None) -> bool:
+    """Whether a model's SQL, or a macro of the project it calls (and so on), matches `VOLATILE`; `known` keeps
+    each macro's answer for the next model's (every model calls `ref`)."""
+    known = {} if known is None else known
+
+    def reads(uid: str, item: Any) -> bool:
+        if uid not in known:
+            known[uid] = False  # a macro calling itself is settled by its other calls
+            known[uid] = bool(VOLATILE.search(getattr(item, "raw_code", None) or getattr(item, "macro_sql", "") or "")
+                              or any(reads(m, parsed.macros[m]) for m in item.depends_on.macros
+                                     if m in parsed.macros and parsed.macros[m].package_name == node.package_name))
+        return known[uid]
+
+    return reads(node.unique_id, node)
 
 
-def kept_models(parsed: Any, changed: set[str] | None, published: Iterable[str]) -> set[str]:
-    """The SQL models an incremental build keeps: published, not `volatile`, and reading only sources not in
-    `changed` and models it keeps (dbt's `depends_on`). `changed` None: none."""
+def volatile_models(parsed: Any) -> set[str]:
+    """The models of a parsed project that are `volatile` (a scan of all their SQL: 20-90 ms, so the build runs it
+    beside the increment's queries)."""
+    known: dict[str, bool] = {}
+    return {n.name for n in parsed.nodes.values() if n.resource_type == "model" and volatile(parsed, n, known)}
+
+
+def kept_models(parsed: Any, changed: set[str] | None, published: Iterable[str], volatile: set[str]) -> set[str]:
+    """The SQL models an incremental build keeps: published, not `volatile` (`volatile_models`), and reading only
+    sources not in `changed` and models it keeps (dbt's `depends_on`). `changed` None: none."""
     if changed is None:
         return set()
     models = {uid: n for uid, n in parsed.nodes.items() if n.resource_type == "model"}
@@ -221,7 +229,7 @@ def kept_models(parsed: Any, changed: set[str] | None, published: Iterable[str])
         if uid not in verdict:
             node = models[uid]
             verdict[uid] = False  # a cycle (dbt refuses one) would read as changed
-            verdict[uid] = node.name in have and not volatile(parsed, node) and all(
+            verdict[uid] = node.name in have and node.name not in volatile and all(
                 keeps(dep) if dep in models
                 else dep in parsed.sources and parsed.sources[dep].identifier not in changed
                 and parsed.sources[dep].identifier in (*GRAIN_TABLES, *FINGERPRINTED)

@@ -263,10 +263,13 @@ def stage(
         staged = Staged(project=project, progress=progress)
         try:
             landed: set[str] = set()
+            scanning = None
             if select is None:
                 staged.state_key = increment.state_key(project, variables)
                 staged.sources = increment.fingerprints(con)
                 if not full_refresh:
+                    scanning = beside.submit(lambda: increment.volatile_models(parsing.result()))
+
                     def parsed_once_checked() -> Any:  # plan asks once its increment is written
                         landed.update(increment.increment_rows(con))  # while the parse may still run
                         return parsing.result()
@@ -276,9 +279,9 @@ def stage(
         except DbtError as exc:
             raise BuildError(str(exc)) from exc
     inc = staged.increment
-    if inc is not None and staged.sources is not None:
+    if inc is not None and staged.sources is not None and scanning is not None:
         staged.kept = increment.kept_models(parsed, increment.changed_sources(con, inc, staged.sources, landed),
-                                            _published(con))
+                                            _published(con), scanning.result())
         _kept_deltas(con, increment.narrowed_reads(parsed, staged.kept))
     if progress is not None:
         progress.expect("python", len(steps))
