@@ -183,6 +183,26 @@ def test_the_build_settings_hold_while_dbt_runs_and_are_restored_after_a_build_o
     assert con.execute(settings).fetchall() == before
 
 
+def test_an_optimizer_a_failed_model_switched_off_is_on_again_after_the_build(
+    monkeypatch: pytest.MonkeyPatch, fresh_warehouse: duckdb.DuckDBPyConnection
+) -> None:
+    """int_decisions' pre-hook switches an optimizer off (a global setting) and its post-hook back on: a build that
+    fails between the two leaves the process planning with the optimizer all the same."""
+    con = fresh_warehouse
+    load_records(con, cell_records("a", n=4, mafia_wins=2, models="X"))
+    setting = "select current_setting('disabled_optimizers')"
+    before = con.execute(setting).fetchall()
+
+    def hook_then_fail(c, *args, **kwargs):  # type: ignore[no-untyped-def]
+        c.execute("set disabled_optimizers = 'build_side_probe_side'")  # as the pre-hook does
+        raise transform.dbt_runner.DbtError("model int_decisions failed")  # before its post-hook
+
+    monkeypatch.setattr(transform.dbt_runner, "run", hook_then_fail)
+    with pytest.raises(BuildError, match="int_decisions"):
+        build_models(con, only=["mart_win_rates"])
+    assert con.execute(setting).fetchall() == before
+
+
 def test_only_builds_what_is_asked_and_upstream(fresh_warehouse: duckdb.DuckDBPyConnection) -> None:
     con = fresh_warehouse
     runs = build_models(con, only=["mart_capability_scores"])

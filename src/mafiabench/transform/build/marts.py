@@ -213,8 +213,9 @@ def _build_settings(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     """DuckDB settings for the models' build, restored after: rows in no particular order (a mart's row order carries
     no meaning, and DuckDB then writes tables in parallel, which halves some builds), and `BUILD_CHECKPOINT_THRESHOLD`
     (a global setting, so that dbt's own connection to the same database has it)."""
-    preserve, threshold = con.execute(
-        "select current_setting('preserve_insertion_order'), current_setting('checkpoint_threshold')"
+    preserve, threshold, disabled = con.execute(
+        "select current_setting('preserve_insertion_order'), current_setting('checkpoint_threshold'), "
+        "current_setting('disabled_optimizers')"
     ).fetchall()[0]
     con.execute("set preserve_insertion_order = false")
     con.execute(f"set global checkpoint_threshold = '{BUILD_CHECKPOINT_THRESHOLD}'")
@@ -223,6 +224,9 @@ def _build_settings(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
     finally:
         con.execute(f"set preserve_insertion_order = {bool(preserve)}")
         con.execute(f"set global checkpoint_threshold = '{threshold}'")
+        # A model may switch an optimizer off for its own query (int_decisions' hooks; a global setting): should it
+        # fail between its hooks, the rest of the process plans with the optimizer all the same.
+        con.execute("set global disabled_optimizers = ?", [disabled])
 
 
 def stage(
