@@ -243,7 +243,7 @@ def stage(
     `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile).
     `progress` hears of each model as it is built. Incremental when it can be (module docstring) unless
     `full_refresh`."""
-    from mafiabench.transform.models import PYTHON_MODELS, import_beside
+    from mafiabench.transform.models import PYTHON_MODELS
     from mafiabench.warehouse.landing import ensure_runs_table
 
     try:
@@ -292,8 +292,6 @@ def stage(
     if select == []:
         results: list[NodeResult] = []
     else:
-        if steps:
-            import_beside(steps)  # while dbt waits on DuckDB, not on the gate's path
         with _build_settings(con):
             try:
                 mode = {"increment": inc is not None, "increment_replaces": bool(inc and inc.replaces)}

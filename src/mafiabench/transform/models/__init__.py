@@ -10,8 +10,7 @@ process. A model's module is imported when its step runs, not with the registry:
 from __future__ import annotations
 
 import importlib
-import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -163,22 +162,3 @@ PYTHON_MODELS: list[PythonModel] = [
         function="ratings.rating_tables",
     ),
 ]
-
-
-def import_beside(models: Iterable[PythonModel]) -> threading.Thread:
-    """Import the modules of `models` on a daemon thread (numpy, polars and scipy's stats and optimize: 0.6-1.3 s of
-    one core), started while dbt builds the SQL models, most of which time dbt waits on DuckDB with the GIL released:
-    the import is then paid beside the SQL rather than by the first Python model on the gate's path. A failed import
-    is left for the model's own run to raise."""
-    modules = list(dict.fromkeys(m.function.rpartition(".")[0] for m in models))
-
-    def load() -> None:
-        for module in modules:
-            try:
-                importlib.import_module(f"{__name__}.{module}")
-            except Exception:  # raised again, in its place, by the model's run
-                continue
-
-    thread = threading.Thread(target=load, name="import-models", daemon=True)
-    thread.start()
-    return thread
