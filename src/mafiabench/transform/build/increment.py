@@ -95,22 +95,20 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
         "select table_name from duckdb_tables() where schema_name = 'main' and not temporary").fetchall()}
     if "fct_games" not in tables:
         return None
-    con.execute(f"""
-        create or replace table main.{INCREMENT_GAMES} as
-        select game_id from main.raw_games as r
-        where not exists (
-            select 1 from main.fct_games as f
-            where f.game_id = r.game_id and f.landed_at is not distinct from r.landed_at
-                and f.record_sha256 is not distinct from r.record_sha256
-        )
-        union all
-        select game_id from main.fct_games as f
-        where not exists (select 1 from main.raw_games as r where r.game_id = f.game_id)
+    # One full outer join of the two tables' ids (a game landed, replaced or removed is on one side only or differs),
+    # rather than two anti-joins each hashing a million ids: at a million games, 0.47-0.50 s cold against 0.63-0.94.
+    con.execute("""
+        create or replace temporary table increment_plan as
+        select coalesce(r.game_id, f.game_id) as game_id, f.game_id is not null as published
+        from main.raw_games as r
+        full outer join main.fct_games as f on f.game_id = r.game_id
+        where r.game_id is null or f.game_id is null
+            or f.landed_at is distinct from r.landed_at or f.record_sha256 is distinct from r.record_sha256
     """)
+    con.execute(f"create or replace table main.{INCREMENT_GAMES} as select game_id from increment_plan")
     games, replaces = con.execute(
-        f"select count(*), count(*) filter (where game_id in (select game_id from main.fct_games)) "
-        f"from main.{INCREMENT_GAMES}"
-    ).fetchall()[0]
+        "select count(*), count(*) filter (where published) from increment_plan").fetchall()[0]
+    con.execute("drop table increment_plan")
     if not set(per_game_models(parsed())) <= tables:
         con.execute(f"drop table main.{INCREMENT_GAMES}")
         return None
