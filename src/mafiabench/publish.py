@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -196,16 +196,24 @@ def build_warehouse(
     t0 = time.perf_counter()
     result = BuildResult(build_id=_new_build_id(), started_at=_now())
     ensure_build_tables(con)
-    staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate, progress=progress,
-                   full_refresh=full_refresh)
-    result.models = staged.models
-    if validate:
-        t1 = time.perf_counter()
-        result.validation = _gate(con, staged, max_unusable)
-        result.validation_seconds = time.perf_counter() - t1
-        result.validated = True
-        result.passed = all(r.success for r in result.validation)
-        quality.store_results(con, result.build_id, result.validation)
+    # What an earlier build left staged: one stopped part-way (an error, Ctrl-C: `exit_now` exits at once, kill -9)
+    # or an unvalidated one, kept for inspection until this build. Its deltas must not mix with this build's.
+    discard(con)
+    try:
+        staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate, progress=progress,
+                       full_refresh=full_refresh)
+        result.models = staged.models
+        if validate:
+            t1 = time.perf_counter()
+            result.validation = _gate(con, staged, max_unusable)
+            result.validation_seconds = time.perf_counter() - t1
+            result.validated = True
+            result.passed = all(r.success for r in result.validation)
+            quality.store_results(con, result.build_id, result.validation)
+    except BaseException:
+        with suppress(Exception):  # a build that stops part-way leaves nothing staged; its own error is the one raised
+            discard(con)
+        raise
     result.published = result.validated and result.passed
     if result.published:
         publish_staged(con, staged)

@@ -43,7 +43,7 @@ def run(
     warehouse: Annotated[Path, typer.Option(help="DuckDB file")] = DEFAULT_WAREHOUSE,
     no_validate: Annotated[
         bool, typer.Option("--no-validate", help="build without the gate (the build stays staged as __staged_*, "
-                           "unpublished)")
+                           "unpublished, until the next build)")
     ] = False,
     upset_threshold: Annotated[
         float, typer.Option(help="probability at or under which a game counts as an upset")
