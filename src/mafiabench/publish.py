@@ -203,6 +203,7 @@ def build_warehouse(
         staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate, progress=progress,
                        full_refresh=full_refresh)
         result.models = staged.models
+        result.replayed = staged.replaying.replayed
         if validate:
             t1 = time.perf_counter()
             result.validation = _gate(con, staged, max_unusable)

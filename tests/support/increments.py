@@ -12,11 +12,11 @@ from typing import Any
 import duckdb
 
 from mafiabench.publish import build_warehouse
-from mafiabench.transform.build import increment
+from mafiabench.transform.build import increment, replay
 from mafiabench.warehouse.raw import GRAIN_TABLES
 from support.records import call, cell_records, design, engine_records
 
-BOOKKEEPING = {"build_runs", "validation_results", increment.STATE_TABLE, increment.SOURCES_TABLE}
+BOOKKEEPING = {"build_runs", "validation_results", increment.STATE_TABLE, increment.SOURCES_TABLE, replay.TABLE}
 
 
 def model_call(i: int, temperature: float) -> dict[str, Any]:

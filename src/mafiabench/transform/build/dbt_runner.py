@@ -23,10 +23,10 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from mafiabench import scratch
 from mafiabench.errors import UserError
@@ -44,6 +44,14 @@ SMALL_THREADS, LARGE_THREADS, LARGE_GAMES = 4, 1, 50_000
 _LOCK = threading.Lock()
 _WORK: Path | None = None
 _MANIFESTS: dict[tuple[str, str, str], Any] = {}
+
+
+class Recorder(Protocol):
+    """Watches a dbt invocation's statements (`replay._Recorder`), then hears its results."""
+
+    def watch(self) -> AbstractContextManager[None]: ...
+
+    def finish(self, command: str, results: Sequence[Any], parsed: Any) -> None: ...
 
 
 class DbtError(UserError):
@@ -303,9 +311,11 @@ def run(
     variables: dict[str, Any] | None = None,
     on_model: Callable[[str, int], None] | None = None,
     exclude: Sequence[str] = (),
+    recorder: Recorder | None = None,
 ) -> list[NodeResult]:
     """`dbt run` (models) or `dbt test` (data tests) against the warehouse file behind `con`, of the nodes selected
-    and not excluded; `on_model(name, total)` hears of each model as it is built (a progress bar)."""
+    and not excluded; `on_model(name, total)` hears of each model as it is built (a progress bar); `recorder` watches
+    the statements dbt executes (`replay`)."""
     path = warehouse_file(con)
     parsed = manifest(project, path)
     args = [*_common_args(project, path, threads_for(con)), "--no-write-json", "--no-partial-parse"]
@@ -317,11 +327,14 @@ def run(
         args += ["--exclude", *exclude]
     with _LOCK:
         try:
-            res = _invoke(_runner(parsed, on_model), command, args)
+            with recorder.watch() if recorder is not None else nullcontext():
+                res = _invoke(_runner(parsed, on_model), command, args)
         finally:
             _close_dbt_connections()
     if res.exception is not None:
         raise DbtError(f"dbt {command} failed in {project}: {res.exception}")
+    if recorder is not None:
+        recorder.finish(command, res.result.results, parsed)
     out: list[NodeResult] = []
     for r in res.result.results:
         node = r.node

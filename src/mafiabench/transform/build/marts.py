@@ -37,7 +37,7 @@ from mafiabench.errors import UserError
 from mafiabench.prices import PriceTable
 from mafiabench.prices import load_prices as load_price_table
 from mafiabench.transform import LAYERS as LAYERS  # the layers, re-exported (their home is the package)
-from mafiabench.transform.build import dbt_runner, increment
+from mafiabench.transform.build import dbt_runner, increment, replay
 from mafiabench.transform.build.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
 from mafiabench.warehouse.raw import ensure_schema
@@ -88,6 +88,7 @@ class Staged:
     state_key: str | None = None  # what publishing records as the published build's (None: a partial build)
     sources: dict[str, str] | None = None  # the fingerprints of the sources not keyed by game (`increment`)
     kept: set[str] = field(default_factory=set)  # the SQL models kept: their published relations are read
+    replaying: replay.Session = field(default_factory=lambda: replay.Session(replay.Stored(), None, False))  # `replay`
 
 
 @dataclass
@@ -102,6 +103,7 @@ class BuildResult:
     published: bool = False
     seconds: float = 0.0
     validation_seconds: float = 0.0
+    replayed: list[str] = field(default_factory=list)  # the dbt commands replayed, not run (`replay`)
 
     @property
     def failures(self) -> list[Any]:
@@ -252,36 +254,44 @@ def stage(
         raise BuildError(str(exc)) from exc
     ensure_schema(con)
     ensure_runs_table(con)
+    wanted = set(only) if only is not None else None
+    steps = [s for s in PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
+    select = None
+    if wanted is not None:
+        python_names = {n for s in PYTHON_MODELS for n in (s.name, *s.outputs)}
+        select = [f"+{n}" for n in sorted(wanted - python_names)] + [f"+{d}" for s in steps for d in s.depends_on]
+    variables = {"upset_threshold": float(upset_threshold)}
+    staged = Staged(project=project, progress=progress)
+    state_key = increment.state_key(project, variables) if select is None else None
+    if state_key is not None:
+        staged.state_key = state_key
+        staged.replaying = replay.Session(replay.load(con) if not full_refresh else replay.Stored(), state_key,
+                                          allowed=not full_refresh)
+    graph = staged.replaying.graph()  # the published build's record of the project's graph: no manifest to load
     with ThreadPoolExecutor(1, thread_name_prefix="dbt-parse") as beside:
         # dbt's import and the project's manifest (cached: about a second) on a thread, while DuckDB works on this one
-        parsing = beside.submit(dbt_runner.manifest, project, dbt_runner.warehouse_file(con))
+        parsing = beside.submit(dbt_runner.manifest, project, dbt_runner.warehouse_file(con)) if graph is None \
+            else beside.submit(lambda: graph)
         write_table(con, "ref_prices", ref_prices())
-        wanted = set(only) if only is not None else None
-        steps = [s for s in PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
-        select = None
         parsed: Any = None
-        if wanted is not None:
-            python_names = {n for s in PYTHON_MODELS for n in (s.name, *s.outputs)}
-            select = [f"+{n}" for n in sorted(wanted - python_names)] + [f"+{d}" for s in steps for d in s.depends_on]
-        variables = {"upset_threshold": float(upset_threshold)}
-        staged = Staged(project=project, progress=progress)
         try:
             landed: set[str] = set()
             scanning = None
-            if select is None:
-                staged.state_key = increment.state_key(project, variables)
+            if state_key is not None:
                 staged.sources = increment.fingerprints(con)
+                scanning = beside.submit(lambda: _volatile(parsing.result()))
                 if not full_refresh:
-                    scanning = beside.submit(lambda: increment.volatile_models(parsing.result()))
 
                     def parsed_once_checked() -> Any:  # plan asks once its increment is written
                         landed.update(increment.increment_rows(con))  # while the parse may still run
                         return parsing.result()
 
-                    staged.increment = increment.plan(con, staged.state_key, parsed_once_checked)
+                    staged.increment = increment.plan(con, state_key, parsed_once_checked)
             parsed = parsing.result()
         except DbtError as exc:
             raise BuildError(str(exc)) from exc
+    if scanning is not None:
+        staged.replaying.keep_graph(parsed, scanning.result())
     inc = staged.increment
     if inc is not None and staged.sources is not None and scanning is not None:
         staged.kept = increment.kept_models(parsed, increment.changed_sources(con, inc, staged.sources, landed),
@@ -295,7 +305,7 @@ def stage(
         with _build_settings(con):
             try:
                 mode = {"increment": inc is not None, "increment_replaces": bool(inc and inc.replaces)}
-                results = dbt_runner.run(
+                results = staged.replaying.run(
                     con, "run", project=project, select=select, variables={**variables, **mode, **_kept_var(staged)},
                     on_model=None if progress is None else _sql_built(progress), exclude=sorted(staged.kept),
                 )
@@ -321,6 +331,10 @@ def stage(
     if python:
         stage_python(con, staged)
     return staged
+
+
+def _volatile(parsed: Any) -> set[str]:
+    return parsed.volatile if isinstance(parsed, replay.Graph) else increment.volatile_models(parsed)
 
 
 def _published(con: duckdb.DuckDBPyConnection) -> set[str]:
@@ -446,6 +460,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
         for table in scratch:
             con.execute(f'drop table main."{table}"')
         increment.record(con, staged.state_key, staged.sources)
+        replay.store(con, staged.replaying.records)
         con.execute("commit")
     except BaseException:
         con.execute("rollback")
@@ -470,7 +485,7 @@ def data_tests(con: duckdb.DuckDBPyConnection, staged: Staged, sample: int = 5) 
     """The project's dbt data tests (generic and singular) on the staged build, each with a sample of the rows
     that break it."""
     try:
-        results = dbt_runner.run(con, "test", project=staged.project, variables=_kept_var(staged))
+        results = staged.replaying.run(con, "test", project=staged.project, variables=_kept_var(staged))
     except DbtError as exc:
         raise BuildError(str(exc)) from exc
     out: list[tuple[NodeResult, list]] = []

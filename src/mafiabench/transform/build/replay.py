@@ -1,0 +1,447 @@
+"""Replay what dbt did: a scheduled study's builds run dbt again and again with the same project, the same vars and
+the same kept models, and dbt renders the same statements each time; the replay executes them on DuckDB directly,
+without dbt's import, its manifest or its Python per model (at a million games about 1.5 s of `dbt run` and most of
+the 2.2 s of `dbt test`).
+
+dbt stays the one definition of a build: every `dbt run` and `dbt test` of a build is *recorded* (`run`): the
+statements dbt executed on DuckDB, per node in the order the nodes started (a node starts once its upstream nodes
+finished, so that order respects the lineage), with what callers read of each node's result (`NodeResult`; a test's
+severity and thresholds, from which its status and message are computed as dbt computes them). `marts.publish`
+keeps the published build's records in the warehouse (`TABLE`, in the publish transaction: the records travel with
+the warehouse, the build they describe is the one published, and nothing is kept for a build the gate refused). The
+next build replays a record when its key is equal (`key`: the build's state key, which covers the project's files,
+the dbt, dbt-duckdb and DuckDB versions, the vars and the raw schema; the command and every var dbt gets, the kept
+set among them; select, exclude, threads, the warehouse file's stem, which dbt writes into statements as the catalog,
+and dbt's `DBT_*` environment); `mafiabench build --full-refresh` never replays.
+
+What dbt decides from the database is checked, not assumed: a statement whose result dbt read (the relation
+listing its cache is built from, which decides the materializations' conditional drops and renames; the adapter's
+catalog and constraint look-ups) is executed again at its place and must give the same rows, else the replay stops.
+A `dbt run` is replayed in one transaction, so a replay that stops (a statement fails, a result differs, Ctrl-C)
+leaves nothing staged behind, and the build falls back to dbt: a failed replay costs time, never correctness. The
+data tests only read; their listing is not checked (it runs while the Python models stage their tables, and no test
+that does not store its failures reads dbt's relation cache). A record is refused when a statement could differ
+between two runs with the same key: a model or test whose SQL or macros read a clock, a random generator or the
+environment (`increment.volatile`), a materialization other than those whose statements were reviewed
+(`REVIEWED`), dbt's invocation id in a statement, a statement ending or starting a transaction of its own, a test
+storing its failures, a node that did not succeed.
+
+The parsed project's graph (models, their materializations, files and `depends_on`, the sources, which models are
+volatile) is recorded too, keyed by the state key, so that an incremental build plans its increment and its kept
+models without loading dbt's manifest (`Graph`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import duckdb
+
+from mafiabench.transform.build import dbt_runner, increment
+from mafiabench.transform.build.dbt_runner import NodeResult
+
+log = logging.getLogger(__name__)
+
+TABLE = "build_replay"  # the published build's records: (kind, key, record), written by `store`
+FORMAT = 1  # of the records: raise it when the recording or the replay changes
+REVIEWED = frozenset({"view", "table", "per_game", "test"})  # materializations whose statements depend on no clock
+_TRANSACTION = frozenset({"BEGIN", "COMMIT"})  # dbt's own transaction statements: the replay makes its own
+_OWN_TRANSACTION = re.compile(r"(?:^|;)\s*(?:begin|commit|rollback|abort|end|checkpoint|force|attach|detach|use)\b",
+                              re.IGNORECASE)
+_COMMENT = re.compile(r"^\s*/\*.*?\*/", re.DOTALL)
+_TEST_RESULT = ["failures", "should_warn", "should_error"]
+
+
+class ReplayMismatch(Exception):
+    """The database answered a recorded look-up otherwise than when dbt ran: dbt might now emit other statements."""
+
+
+@dataclass
+class Record:
+    """One dbt invocation's statements and results (module docstring)."""
+
+    command: str
+    master: list[dict[str, Any]]  # statements outside any node (dbt's schema and relation listing)
+    nodes: list[dict[str, Any]]  # in the order they started: their result fields and statements
+    order: list[str]  # the nodes' unique ids in the order dbt gave their results
+
+    def to_json(self) -> dict[str, Any]:
+        return {"command": self.command, "master": self.master, "nodes": self.nodes, "order": self.order}
+
+
+@dataclass
+class Stored:
+    """The records the published build left (`load`), by kind ("graph", "run", "test"): (key, record)."""
+
+    records: dict[str, tuple[str, Any]] = field(default_factory=dict)
+
+    def get(self, kind: str, key: str) -> Any:
+        found = self.records.get(kind)
+        return found[1] if found is not None and found[0] == key else None
+
+
+def key(state_key: str, command: str, variables: dict[str, Any] | None, select: Sequence[str] | None,
+        exclude: Sequence[str], threads: int, stem: str) -> str:
+    """Everything a dbt invocation's statements depend on besides the database (module docstring)."""
+    parts = {
+        "format": FORMAT, "state": state_key, "command": command, "vars": variables or {},
+        "select": list(select) if select else None, "exclude": list(exclude), "threads": threads, "stem": stem,
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("DBT_")},
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+# ---------------------------------------------------------------------------------------------------------- storage
+
+
+def load(con: duckdb.DuckDBPyConnection) -> Stored:
+    """The published build's records (none when the warehouse has none, or a damaged table)."""
+    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ? "
+                       "and not temporary", [TABLE]).fetchall():
+        return Stored()
+    out = Stored()
+    try:
+        for kind, k, blob in con.execute(f"select kind, key, record from main.{TABLE}").fetchall():
+            out.records[str(kind)] = (str(k), json.loads(zlib.decompress(blob)))
+    except (duckdb.Error, zlib.error, ValueError) as exc:
+        log.debug("replay records unreadable: %s", exc)
+        return Stored()
+    return out
+
+
+def store(con: duckdb.DuckDBPyConnection, records: dict[str, tuple[str, Any]]) -> None:
+    """Keep the publishing build's records in place of the last ones (call inside the publish transaction)."""
+    con.execute(f"create table if not exists main.{TABLE} (kind VARCHAR, key VARCHAR, record BLOB)")
+    con.execute(f"delete from main.{TABLE}")
+    for kind, (k, record) in sorted(records.items()):
+        blob = zlib.compress(json.dumps(record, separators=(",", ":")).encode(), 6)
+        con.execute(f"insert into main.{TABLE} values (?, ?, ?)", [kind, k, blob])
+
+
+# ------------------------------------------------------------------------------------------------------------ graph
+
+
+class Graph:
+    """What a build reads of dbt's parsed project (`dbt_runner.manifest`) to plan an increment and keep models: the
+    models (name, materialization, file, `depends_on`), the sources' identifiers, and the volatile models; the
+    `increment` functions read it as they read the manifest."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.nodes = {
+            uid: SimpleNamespace(name=m["name"], resource_type="model", original_file_path=m["path"],
+                                 config=SimpleNamespace(materialized=m["materialized"]),
+                                 depends_on=SimpleNamespace(nodes=list(m["deps"]), macros=[]))
+            for uid, m in data["models"].items()
+        }
+        self.sources = {uid: SimpleNamespace(identifier=ident) for uid, ident in data["sources"].items()}
+        self.volatile = set(data["volatile"])
+
+
+def graph_of(parsed: Any, volatile: set[str]) -> dict[str, Any]:
+    """The `Graph` of a parsed project, as JSON, given its volatile models (`increment.volatile_models`)."""
+    return {
+        "models": {uid: {"name": n.name, "materialized": n.config.materialized, "path": n.original_file_path,
+                         "deps": list(n.depends_on.nodes)}
+                   for uid, n in parsed.nodes.items() if n.resource_type == "model"},
+        "sources": {uid: s.identifier for uid, s in parsed.sources.items()},
+        "volatile": sorted(volatile),
+    }
+
+
+# -------------------------------------------------------------------------------------------------------- recording
+
+
+def _digest(description: Any, rows: Any) -> str:
+    cols = [d[0] for d in description or []]
+    body = repr(rows) if not isinstance(rows, list) else repr(sorted(map(repr, rows)))  # dbt keeps sets of rows
+    return hashlib.sha256(repr((cols, body)).encode()).hexdigest()
+
+
+class _Recorder:
+    """Hears every statement dbt-duckdb sends through its cursors while dbt runs (its cursor class, patched for the
+    invocation only; dbt runs hold `dbt_runner`'s lock), each with its node (dbt's node context of the thread) and,
+    when dbt reads its result, a digest of the rows."""
+
+    def __init__(self) -> None:
+        self.master: list[dict[str, Any]] = []
+        self.nodes: dict[str, list[dict[str, Any]]] = {}
+        self.lock = threading.Lock()
+        self.made: Record | None = None
+
+    @contextmanager
+    def watch(self) -> Iterator[None]:
+        from dbt.adapters.duckdb.environments.local import DuckDBCursorWrapper as Wrapper
+        from dbt_common.events.contextvars import get_node_info
+
+        names = ("execute", "fetchall", "fetchmany", "fetchone")
+        saved = {n: Wrapper.__dict__.get(n) for n in names}
+        base = Wrapper.execute
+        rec = self
+
+        def execute(wrapper: Any, sql: str, bindings: Any = None) -> Any:
+            entry: dict[str, Any] = {"sql": sql, "bindings": bindings}
+            uid = get_node_info().get("unique_id")
+            with rec.lock:
+                (rec.nodes.setdefault(uid, []) if uid else rec.master).append(entry)
+            wrapper.__dict__["_mb_entry"] = entry
+            return base(wrapper, sql, bindings)
+
+        def fetching(method: str) -> Callable[..., Any]:
+            def fetch(wrapper: Any, *args: Any) -> Any:
+                rows = getattr(wrapper._cursor, method)(*args)
+                entry = wrapper.__dict__.get("_mb_entry")
+                if entry is not None:
+                    description = wrapper._cursor.description
+                    entry["fetch"] = [method, list(args), _digest(description, rows)]
+                    entry["columns"] = [d[0] for d in description or []]
+                    if entry["columns"] == _TEST_RESULT:
+                        entry["rows"] = len(rows)
+                return rows
+
+            return fetch
+
+        Wrapper.execute = execute  # type: ignore[method-assign]
+        for method in names[1:]:
+            setattr(Wrapper, method, fetching(method))
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    delattr(Wrapper, name)
+                else:
+                    setattr(Wrapper, name, value)
+
+    def finish(self, command: str, results: Sequence[Any], parsed: Any) -> None:
+        """Make the invocation's `Record` (`made`), or none (logged) when it may not be replayed (module docstring)."""
+        try:
+            self.made = self._record(command, results, parsed)
+        except _Refused as exc:
+            log.debug("dbt %s not recorded for replay: %s", command, exc)
+
+    def _record(self, command: str, results: Sequence[Any], parsed: Any) -> Record:
+        from dbt_common.invocation import get_invocation_id
+
+        invocation = get_invocation_id()
+        first = {uid: i for i, uid in enumerate(self.nodes)}  # dicts keep the order each node first executed
+        by_uid = {r.node.unique_id: r for r in results}
+        if set(self.nodes) - set(by_uid):
+            raise _Refused(f"statements of nodes without a result: {sorted(set(self.nodes) - set(by_uid))}")
+        known: dict[str, bool] = {}
+        nodes = []
+        for uid in sorted(by_uid, key=lambda u: first.get(u, len(first))):
+            r = by_uid[uid]
+            node = r.node
+            kind = "test" if node.resource_type == "test" else "model"
+            materialized = getattr(node.config, "materialized", None)
+            if materialized not in REVIEWED:
+                raise _Refused(f"{node.name}: materialization {materialized}")
+            if increment.volatile(parsed, node, known):
+                raise _Refused(f"{node.name} is volatile")
+            statements = self.nodes.get(uid, [])
+            if not statements:
+                raise _Refused(f"{node.name} executed nothing")
+            entry: dict[str, Any] = {
+                "uid": uid, "name": node.name, "kind": kind, "materialized": materialized,
+                "relation": getattr(node, "alias", None), "path": node.original_file_path,
+                "compiled_sql": getattr(node, "compiled_code", None), "description": node.description or "",
+                "statements": statements,
+            }
+            if kind == "model":
+                if str(r.status) != "success":
+                    raise _Refused(f"{node.name}: {r.status}")
+                entry["message"] = r.message
+            else:
+                if str(r.status) not in ("pass", "fail", "warn") or getattr(node.config, "store_failures", False):
+                    raise _Refused(f"{node.name}: {r.status}, store_failures {node.config.store_failures}")
+                if [s.get("columns") == _TEST_RESULT and s.get("rows") == 1 for s in statements].count(True) != 1:
+                    raise _Refused(f"{node.name}: not one result statement")
+                entry["test"] = {"severity": str(node.config.severity), "warn_if": str(node.config.warn_if),
+                                 "error_if": str(node.config.error_if)}
+            nodes.append(entry)
+        for s in [*self.master, *(s for n in nodes for s in n["statements"])]:
+            self._check(s, invocation)
+            s.pop("rows", None)
+            if s.get("columns") != _TEST_RESULT:
+                s.pop("columns", None)
+        if command == "test" and any(s["sql"] not in _TRANSACTION and "fetch" not in s for s in self.master):
+            raise _Refused("dbt test wrote outside its nodes")
+        return Record(command, self.master, nodes, [r.node.unique_id for r in results])
+
+    @staticmethod
+    def _check(statement: dict[str, Any], invocation: str) -> None:
+        sql = statement["sql"]
+        if sql in _TRANSACTION:
+            return
+        try:
+            json.dumps(statement["bindings"])
+        except (TypeError, ValueError) as exc:
+            raise _Refused(f"bindings {statement['bindings']!r}") from exc
+        if invocation and invocation in sql:
+            raise _Refused("a statement carries dbt's invocation id")
+        if _OWN_TRANSACTION.search(_COMMENT.sub("", sql)):
+            raise _Refused(f"a statement of its own transaction: {sql[:200]}")
+
+
+class _Refused(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------------------------------------- replay
+
+
+def _test_status(test: dict[str, Any], failures: int, should_warn: bool, should_error: bool) -> tuple[str, str | None]:
+    """A data test's status and message from its query's row, as dbt's `TestRunner.build_test_run_result` makes them
+    (dbt is run without --warn-error)."""
+    count = f"{failures} result{'' if failures == 1 else 's'}"
+    if test["severity"].upper() == "ERROR" and should_error:
+        return "fail", f"Got {count}, configured to fail if {test['error_if']}"
+    if should_warn:
+        return "warn", f"Got {count}, configured to warn if {test['warn_if']}"
+    return "pass", None
+
+
+def replay(con: duckdb.DuckDBPyConnection, record: dict[str, Any],
+           on_model: Callable[[str, int], None] | None = None) -> list[NodeResult]:
+    """Execute a record's statements on DuckDB and give the `NodeResult`s dbt would (with this run's seconds and,
+    for tests, statuses). A `dbt run` is one transaction: on any error (`ReplayMismatch` among them) or interrupt it
+    is rolled back and the error raised."""
+    writes = record["command"] == "run"
+    models = sum(1 for n in record["nodes"] if n["kind"] == "model")
+    out: dict[str, NodeResult] = {}
+    cur = con.cursor()
+    try:
+        if writes:
+            cur.execute("begin transaction")
+        try:
+            for statement in record["master"] if writes else []:
+                _execute(cur, statement)
+            for node in record["nodes"]:
+                t0 = time.perf_counter()
+                row = None
+                for statement in node["statements"]:
+                    got = _execute(cur, statement)
+                    if got is not None:
+                        row = got
+                seconds = time.perf_counter() - t0
+                if node["kind"] == "model":
+                    out[node["uid"]] = _result(node, "success", seconds, node.get("message"), None)
+                    if on_model is not None:
+                        on_model(node["name"], models)
+                else:
+                    if row is None:
+                        raise ReplayMismatch(f"{node['name']}: no result row")
+                    failures, should_warn, should_error = int(row[0]), bool(row[1]), bool(row[2])
+                    status, message = _test_status(node["test"], failures, should_warn, should_error)
+                    out[node["uid"]] = _result(node, status, seconds, message, 0 if status == "pass" else failures)
+            if writes:
+                cur.execute("commit")
+        except BaseException:
+            if writes:
+                try:
+                    cur.execute("rollback")
+                except duckdb.Error as exc:  # the transaction may already be aborted by DuckDB
+                    log.debug("replay rollback: %s", exc)
+            raise
+    finally:
+        cur.close()
+    return [out[uid] for uid in record["order"]]
+
+
+def _execute(cur: duckdb.DuckDBPyConnection, statement: dict[str, Any]) -> tuple[Any, ...] | None:
+    """Run one recorded statement; check what dbt read of its result. A test's result row is returned."""
+    sql = statement["sql"]
+    if sql in _TRANSACTION:
+        return None
+    if statement.get("bindings") is None:
+        cur.execute(sql)
+    else:
+        cur.execute(sql, statement["bindings"])
+    fetched = statement.get("fetch")
+    if fetched is None:
+        return None
+    method, args, digest = fetched
+    rows = getattr(cur, method)(*args)
+    if statement.get("columns") == _TEST_RESULT:
+        if not isinstance(rows, list) or len(rows) != 1:
+            raise ReplayMismatch(f"a test's result of {0 if not rows else len(rows)} rows")
+        return tuple(rows[0])
+    if _digest(cur.description, rows) != digest:
+        raise ReplayMismatch(f"another answer than dbt had to: {_COMMENT.sub('', sql).strip()[:200]}")
+    return None
+
+
+def _result(node: dict[str, Any], status: str, seconds: float, message: str | None,
+            failures: int | None) -> NodeResult:
+    return NodeResult(name=node["name"], kind=node["kind"], status=status, seconds=seconds, message=message,
+                      materialized=node["materialized"], relation=node["relation"], path=node["path"],
+                      failures=failures, compiled_sql=node["compiled_sql"], description=node["description"])
+
+
+# ------------------------------------------------------------------------------------------------------ entry point
+
+
+@dataclass
+class Session:
+    """A build's replay state: the records the published build left (`load`), whether this build may replay, and
+    what it records for the next (`records`, stored by `marts.publish`), and which commands it replayed."""
+
+    stored: Stored
+    state_key: str | None  # None: a partial build, which neither records nor replays
+    allowed: bool  # False with --full-refresh
+    records: dict[str, tuple[str, Any]] = field(default_factory=dict)
+    replayed: list[str] = field(default_factory=list)
+
+    def graph(self) -> Graph | None:
+        """The recorded graph of this build's project, when the published build recorded it and may be trusted."""
+        if not self.allowed or self.state_key is None:
+            return None
+        data = self.stored.get("graph", self.state_key)
+        return Graph(data) if data is not None else None
+
+    def keep_graph(self, parsed: Any, volatile: set[str]) -> None:
+        if self.state_key is not None:
+            data = parsed.data if isinstance(parsed, Graph) else graph_of(parsed, volatile)
+            self.records["graph"] = (self.state_key, data)
+
+    def run(self, con: duckdb.DuckDBPyConnection, command: str, *, project: Path,
+            select: Sequence[str] | None = None, variables: dict[str, Any] | None = None,
+            on_model: Callable[[str, int], None] | None = None, exclude: Sequence[str] = ()) -> list[NodeResult]:
+        """`dbt_runner.run`, replayed when a record of the same key exists (and falling back to dbt when the replay
+        stops), recorded otherwise."""
+        if self.state_key is None:
+            return dbt_runner.run(con, command, project=project, select=select, variables=variables,
+                                  on_model=on_model, exclude=exclude)
+        k = key(self.state_key, command, variables, select, exclude, dbt_runner.threads_for(con),
+                dbt_runner.warehouse_file(con).stem)
+        found = self.stored.get(command, k) if self.allowed else None
+        if found is not None:
+            try:
+                results = replay(con, found, on_model)
+            except (duckdb.Error, ReplayMismatch) as exc:
+                log.info("replay of dbt %s stopped, running dbt: %s", command, exc)
+            else:
+                self.records[command] = (k, found)
+                self.replayed.append(command)
+                return results
+        recorder = _Recorder()
+        results = dbt_runner.run(con, command, project=project, select=select, variables=variables,
+                                 on_model=on_model, exclude=exclude, recorder=recorder)
+        made = recorder.made
+        if made is not None:
+            self.records[command] = (k, made.to_json())
+        return results
