@@ -43,7 +43,6 @@ from typing import Any
 
 import duckdb
 import polars as pl
-from scipy import stats
 
 CONFIDENCE = 0.95
 SOURCE_LABELS = {
@@ -125,6 +124,8 @@ def wilson(successes: int, n: int, confidence: float = CONFIDENCE) -> tuple[floa
     """The Wilson score interval of a binomial proportion (scipy); (None, None) for no trials."""
     if n <= 0:
         return None, None
+    from scipy import stats  # here, not at import: most builds have no detections (0.3 s)
+
     ci = stats.binomtest(successes, n).proportion_ci(confidence_level=confidence, method="wilson")
     return float(ci.low), float(ci.high)
 

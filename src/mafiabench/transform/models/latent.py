@@ -65,7 +65,6 @@ from typing import Any
 import duckdb
 import numpy as np
 import polars as pl
-from scipy import linalg, optimize
 
 from mafiabench.errors import UserError
 from mafiabench.transform.models import fit_cache
@@ -202,6 +201,8 @@ def _fit_coded(
     constraints = np.zeros((2, p))
     constraints[0, : nm + nd] = 1.0
     constraints[1, nm + nd :] = 1.0
+    from scipy import linalg, optimize  # here, not at import: a build whose fits are cached never fits (0.3 s)
+
     basis = linalg.null_space(constraints)
 
     def unpack(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

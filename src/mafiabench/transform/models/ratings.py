@@ -47,12 +47,12 @@ import math
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import duckdb
 import numpy as np
 import polars as pl
-from scipy import optimize, special, stats
 
 from mafiabench.transform.models import fit_cache
 from mafiabench.transform.models.baselines import exact_baseline
@@ -317,6 +317,8 @@ class Posterior:
 
     @property
     def dispersion_p(self) -> float | None:
+        from scipy import stats  # only where a study is fitted: a build that reads its fits from the cache skips it
+
         return float(stats.chi2.sf(self.chi2, self.df)) if self.df > 0 else None
 
     @property
@@ -341,6 +343,8 @@ class Posterior:
 
     def predict(self, data: LineUps) -> np.ndarray:
         """P(mafia wins) for each line-up of `data` (a model the fit did not see there counts as the mean model)."""
+        from scipy import special
+
         fitted = {b.name: b for b in self.blocks}
         eta = np.full(len(data.games), float(self.theta[0]))
         mode = self.mode
@@ -370,6 +374,8 @@ def fit(
     order), and is never below the Laplace covariance scaled by the dispersion phi = Pearson chi-square / df over
     line-ups (quasi-likelihood): the sandwich alone covered 0.90 with line-up effects of sd 0.3-0.5 at 100 cells,
     the bound of both 0.95 (benchmarks/bench_rating_coverage.py). `interval='auto'` shows it when phi > 1."""
+    from scipy import optimize, special  # here, not at import: a build whose fits are cached never fits (0.3 s)
+
     kind = kind or ("sides" if by_side else "overall")
     blocks = _make_blocks(data, kind)
     design = _design(blocks, len(data.games))
@@ -957,9 +963,8 @@ def rating_tables(
 def _fit_code_key() -> dict[str, str]:
     """The code a study's rating rows depend on: this module, the latent baseline's (transform.models.latent) and
     the numerical libraries."""
-    from mafiabench.transform.models import latent
-
-    return fit_cache.code_key({"ratings": __file__, "latent": latent.__file__}, ("numpy", "scipy"))
+    return fit_cache.code_key({"ratings": __file__, "latent": Path(__file__).with_name("latent.py")},
+                              ("numpy", "scipy"))
 
 
 def rating_fit_key(study: str, line_ups: pl.DataFrame, code: dict[str, str]) -> str:
