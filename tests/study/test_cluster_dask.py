@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,35 +38,51 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]], Path]]:
+def start_worker(address: str, name: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "8",
+                             "--no-nanny", "--no-dashboard", "--name", name],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def wait_for_workers(address: str, n: int) -> None:
+    from distributed import Client
+
+    deadline = time.monotonic() + CAP_S
+    while True:
+        try:
+            with Client(address, timeout=CONNECT_S) as client:
+                if len(client.scheduler_info()["workers"]) == n:
+                    return
+        except OSError:
+            pass
+        assert time.monotonic() < deadline, f"the Dask cluster did not reach {n} workers"
+        time.sleep(0.5)
+
+
+@contextmanager
+def dask_cluster(tmp_path: Path, n_workers: int) -> Iterator[tuple[str, list[subprocess.Popen[bytes]], Path]]:
+    """A scheduler and `n_workers` workers (w0, w1 ...) on 127.0.0.1, all joined; the list takes workers started
+    later too, and every process in it is killed at the end."""
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
-    quiet: dict[str, Any] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
     log = tmp_path / "scheduler.log"
     scheduler = subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--host", "127.0.0.1",
                                   "--port", str(port), "--no-dashboard"], stdout=subprocess.DEVNULL,
                                  stderr=log.open("wb"))
-    workers = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "8",
-                                 "--no-nanny", "--no-dashboard", "--name", f"w{i}"], **quiet) for i in range(2)]
+    workers = [start_worker(address, f"w{i}") for i in range(n_workers)]
     try:
-        from distributed import Client
-
-        deadline = time.monotonic() + CAP_S
-        while True:  # wait until both workers have joined
-            try:
-                with Client(address, timeout=CONNECT_S) as client:
-                    if len(client.scheduler_info()["workers"]) == 2:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, "the Dask cluster did not start"
-            time.sleep(0.5)
+        wait_for_workers(address, n_workers)
         yield address, workers, log
     finally:
         for p in [*workers, scheduler]:
             p.kill()
             p.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]], Path]]:
+    with dask_cluster(tmp_path, 2) as running:
+        yield running
 
 
 def experiment(tmp_path: Path, address: str) -> Any:
@@ -128,6 +145,42 @@ def test_a_killed_worker_loses_no_game_and_duplicates_none(tmp_path: Path, clust
         con.close()
     assert (again.files_from_sidecar, again.files_from_lines, again.inserted) == (len(files), 0, 40)
     assert [r[0] for r in landed] == planned
+
+
+@pytest.mark.slow
+def test_a_worker_that_joined_later_finishes_the_games_when_the_first_one_dies(tmp_path: Path) -> None:
+    """A cluster that grows during a study (an autoscaled one): the games a killed first worker carried, and the
+    rest, are played by a worker that joined after the run started. Each game's task carries what a worker needs to
+    play it: data scattered to the workers present at the start would have been lost with w0, and every game left
+    cancelled ("already forgotten")."""
+    with dask_cluster(tmp_path, 1) as (address, workers, _):
+        exp = experiment(tmp_path, address)
+        out: dict[str, Any] = {}
+        runner = threading.Thread(
+            target=lambda: out.setdefault("summary", asyncio.run(run_study(exp, progress=False))))
+        runner.start()
+        from distributed import Client
+
+        with Client(address, timeout=CONNECT_S) as client:
+            (w0,) = client.scheduler_info()["workers"]
+            deadline = time.monotonic() + CAP_S
+            while not client.processing().get(w0):  # the run has started on w0
+                assert time.monotonic() < deadline and runner.is_alive()
+                time.sleep(0.1)
+        workers.append(start_worker(address, "w1"))
+        wait_for_workers(address, 2)
+        workers[0].kill()
+        runner.join(CAP_S)
+        assert not runner.is_alive(), "the run did not finish after its first worker was killed"
+    summary = out["summary"]
+    assert summary.shard_errors == [] and summary.games_played == 40 and summary.games_failed == 0
+    con = duckdb.connect(exp.warehouse, read_only=True)
+    try:
+        rows = con.execute("select game_id, status from raw_games order by game_id").fetchall()
+    finally:
+        con.close()
+    assert [r[0] for r in rows] == sorted(g.game_id for g in expand(exp))
+    assert {r[1] for r in rows} == {"finished"}
 
 
 def test_closing_a_worker_closes_the_sdk_clients_of_its_game_loops() -> None:

@@ -126,7 +126,7 @@ class DaskGames:
         self.address = address
         self.config = config
         self._client: Any = None
-        self._config_future: Any = None
+        self._worker_config: WorkerConfig | None = None
         self._lock = asyncio.Lock()
         self.workers = 0
 
@@ -141,9 +141,11 @@ class DaskGames:
                     raise UserError(f"cannot reach the Dask scheduler at {self.address}: {exc}") from None
                 info = client.scheduler_info()
                 self.workers = max(1, len(info.get("workers", {})))
-                # Each worker's share of every provider limit, sent once to every worker.
-                config = replace(self.config, processes=self.workers)
-                self._config_future = await client.scatter(config, broadcast=True, hash=False)
+                # Each worker's share of every provider limit, carried by every game's task (a few hundred bytes),
+                # not scattered to the workers present now: a worker that joins later would not have it, and when
+                # the workers holding it die, Dask forgets it and cancels every game still to play ("already
+                # forgotten"; test_cluster_dask).
+                self._worker_config = replace(self.config, processes=self.workers)
                 await client.register_plugin(_close_plugin())
                 self._client = client
             return self._client
@@ -151,7 +153,7 @@ class DaskGames:
     async def play(self, spec: GameSpec) -> GameRecord:
         client = await self._connect()
         future = client.submit(
-            play_on_worker, spec, self._config_future, key=f"mafiabench-game-{spec.game_id}-{uuid.uuid4().hex[:8]}",
+            play_on_worker, spec, self._worker_config, key=f"mafiabench-game-{spec.game_id}-{uuid.uuid4().hex[:8]}",
             pure=False,
         )
         try:
