@@ -10,6 +10,9 @@ N + N/100 of them (`--extra` to change the share) as shard files with sidecars, 
 warehouse the increment adds to. Timed, each in a fresh process (peak RSS is the command's own): landing the extra
 games, then `mafiabench build` (incremental) on the warehouse, and `mafiabench build --full-refresh` on a copy of it
 taken before, so both build the same games. Each build's own per-model table is kept: the slowest models are printed.
+With `--again`, a scheduled study's next run follows the first increment: as many games again (the extra games under
+new ids, `<shards>/extra2`) landed and built incrementally, the build that can replay what dbt did at the first
+(transform.build.replay).
 At 1,000,000 games the builds run one after the other (each about 3 GB at its peak; the copy needs the warehouse's
 size again on disk).
 """
@@ -63,6 +66,30 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int
                 out.read(), err.read())
 
 
+def again_shards(more: Path) -> Path:
+    """`more`'s games under new ids and seeds (`<shards>/extra2`), written unless already there."""
+    import orjson
+
+    from mafiabench.warehouse import landing
+    from mafiabench.warehouse.raw import FlatBatch
+    from mafiabench.warehouse.sidecar import write_sidecar
+
+    folder = more.parent / "extra2"
+    if list(folder.glob("*.jsonl")):
+        return folder
+    folder.mkdir(exist_ok=True)
+    for index, shard in enumerate(sorted(more.glob("*.jsonl"))):
+        batch = []
+        for line in shard.read_bytes().splitlines():
+            game = orjson.loads(line)
+            game_id, seed = game["game_id"], game["seed"]
+            batch.append(line.replace(b'"game_id":"%s"' % game_id.encode(), b'"game_id":"%s-r2"' % game_id.encode())
+                         .replace(b'"seed":%d,' % seed, b'"seed":%d,' % ((seed * 3 + 1) % 2**64), 1))
+        path = landing.write_shard(batch, folder, index)
+        write_sidecar(path, batch, FlatBatch.of([(orjson.loads(b), b) for b in batch], keep_lines=False))
+    return folder
+
+
 def land(warehouse: Path, folder: Path, env: dict[str, str]) -> tuple[float, float, float]:
     wall, cpu, rss, code, _, err = timed([sys.executable, "-c", LAND, str(warehouse), str(folder)], env)
     if code:
@@ -96,6 +123,8 @@ def main() -> None:
     parser.add_argument("--extra", type=float, default=0.01, help="share of N landed after the first build")
     parser.add_argument("--shards", type=Path, help="keep the shard files here; reuse them when it has some")
     parser.add_argument("--src", type=Path, help="package sources (default: this checkout's)")
+    parser.add_argument("--again", action="store_true", help="land and build a second increment after the first")
+    parser.add_argument("--no-full", action="store_true", help="skip the --full-refresh build")
     args = parser.parse_args()
     extra = round(args.games * args.extra)
     env = {**os.environ, "PYTHONPATH": str(args.src or Path(__file__).resolve().parents[1] / "src")}
@@ -115,8 +144,18 @@ def main() -> None:
             os.symlink(part.resolve(), landing / part.name)
         wall, cpu, rss = land(warehouse, landing, env)
         print(f"land {extra:,} more games: {wall:.1f} s (process), CPU {cpu:.1f} s, peak RSS {rss:.0f} MB", flush=True)
-        shutil.copyfile(warehouse, copy)
-        for label, path, flags in (("incremental", warehouse, ()), ("--full-refresh", copy, ("--full-refresh",))):
+        builds: list[tuple[str, Path, tuple[str, ...]]] = [("incremental", warehouse, ())]
+        if args.again:
+            builds.append(("incremental again", warehouse, ()))
+        if not args.no_full:
+            shutil.copyfile(warehouse, copy)
+            builds.append(("--full-refresh", copy, ("--full-refresh",)))
+        for label, path, flags in builds:
+            if label == "incremental again":
+                for part in again_shards(more).iterdir():
+                    os.symlink(part.resolve(), landing / part.name)
+                wall, cpu, rss = land(warehouse, landing, env)
+                print(f"land {extra:,} more games again: {wall:.1f} s (process)", flush=True)
             wall, cpu, rss, code, summary, table = build(path, env, *flags)
             print(f"build {label}: {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, exit code {code}; "
                   f"load average {os.getloadavg()}", flush=True)
@@ -124,7 +163,8 @@ def main() -> None:
             print("  " + slowest(table), flush=True)
             if os.environ.get("BENCH_TABLES"):
                 print(table, flush=True)
-            path.unlink()
+            if label != "incremental" or not args.again:
+                path.unlink()
 
 
 if __name__ == "__main__":
