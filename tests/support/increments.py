@@ -4,6 +4,7 @@ per-game models read."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 from collections import Counter
 from pathlib import Path
@@ -12,9 +13,10 @@ from typing import Any
 import duckdb
 
 from mafiabench.publish import build_warehouse
+from mafiabench.record import GameRecord
 from mafiabench.transform.build import increment, replay
 from mafiabench.warehouse.raw import GRAIN_TABLES
-from support.records import call, cell_records, design, engine_records
+from support.records import call, cell_records, design, engine_records, mini_record
 
 BOOKKEEPING = {"build_runs", "validation_results", increment.STATE_TABLE, increment.SOURCES_TABLE, replay.TABLE}
 
@@ -23,6 +25,22 @@ def model_call(i: int, temperature: float) -> dict[str, Any]:
     c = call(i, "fake", "X", inp=100, out=5)
     c["request"] = {"messages": [], "settings": {"temperature": temperature}}
     return c
+
+
+def two_agents(game_id: str, temperatures: tuple[float, float | None], experiment: str = "exp") -> GameRecord:
+    """A game of model X (cell `homogeneous|X` of `experiment`) whose two villagers play X through two agents, `a/X`
+    at `temperatures[0]` and `b/X` at `temperatures[1]` (None: no call, so no settings): one model in one role with
+    two settings in one game, which mart_win_rates counts once per setting, or once, as its study varies settings."""
+    calls = []
+    for i, (provider, temperature) in enumerate(zip(("a", "b"), temperatures, strict=True)):
+        if temperature is not None:
+            c = model_call(i, temperature)
+            c["provider"], c["player"] = provider, ("Charlie", "Diana")[i]
+            calls.append(c)
+    rec = mini_record(game_id, models="X", design=design("homogeneous|X", None, "X", "X", experiment), calls=calls)
+    agents = {"Charlie": "a/X", "Diana": "b/X"}
+    return dataclasses.replace(rec, players=[dataclasses.replace(p, agent=agents.get(p.name, p.agent))
+                                             for p in rec.players])
 
 
 def games(prefix: str, n: int, seed: int, *, temperature: float = 0.7) -> list[Any]:

@@ -12,7 +12,10 @@ everything since the published build.
 A build is incremental only when the published per-game tables were built by the same logic: the published build's
 `state_key` (the project's digest, the dbt, dbt-duckdb and DuckDB versions, the build's vars, the raw tables' declared
 schema) is kept in `build_increment_state` and must equal this build's, and every per-game table must be published.
-Otherwise, and with `--full-refresh`, every model is built whole. A build of some models only (`only=`) is never
+Otherwise, and with `--full-refresh`, every model is built whole. The *summed* models (`materialized: summed`: counts
+by key, a sum over games) are built whole too when the increment replaces or removes published games; when it only
+adds games, each is its published table plus its SQL over the increment's games, summed by key (macros/increment.sql),
+and so must be published for a build to be incremental. A build of some models only (`only=`) is never
 incremental and clears the state, since it publishes some per-game tables and not others.
 
 An incremental build also *keeps* the SQL models whose inputs did not change (`kept_models`): a model that reads the
@@ -77,6 +80,13 @@ def per_game_models(parsed: Any) -> list[str]:
                   if n.resource_type == "model" and n.config.materialized == "per_game")
 
 
+def summed_models(parsed: Any) -> list[str]:
+    """The summed models of a parsed project: counts by key that an increment adding games adds its games' counts to
+    (macros/increment.sql)."""
+    return sorted(n.name for n in parsed.nodes.values()
+                  if n.resource_type == "model" and n.config.materialized == "summed")
+
+
 def published_key(con: duckdb.DuckDBPyConnection) -> str | None:
     if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
                        [STATE_TABLE]).fetchall():
@@ -109,7 +119,8 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
     games, replaces = con.execute(
         "select count(*), count(*) filter (where published) from increment_plan").fetchall()[0]
     con.execute("drop table increment_plan")
-    if not set(per_game_models(parsed())) <= tables:
+    project = parsed()
+    if not set(per_game_models(project)) | set(summed_models(project)) <= tables:
         con.execute(f"drop table main.{INCREMENT_GAMES}")
         return None
     return Increment(games=int(games), replaces=bool(replaces))
@@ -239,8 +250,9 @@ def kept_models(parsed: Any, changed: set[str] | None, published: Iterable[str],
 
 
 def narrowed_reads(parsed: Any, kept: set[str]) -> set[str]:
-    """The kept models a rebuilt per-game model reads in an incremental build: each needs its delta, the rows of the
-    increment's games (macros/increment.sql), which the build takes from the published relation."""
+    """The kept models a rebuilt per-game or summed model reads in an incremental build: each needs its delta, the
+    rows of the increment's games (macros/increment.sql), which the build takes from the published relation."""
     models = {uid: n for uid, n in parsed.nodes.items() if n.resource_type == "model"}
-    return {models[dep].name for n in models.values() if n.config.materialized == "per_game" and n.name not in kept
+    return {models[dep].name for n in models.values()
+            if n.config.materialized in ("per_game", "summed") and n.name not in kept
             for dep in n.depends_on.nodes if dep in models and models[dep].name in kept}

@@ -110,7 +110,7 @@ class BuildResult:
         return [r for r in self.validation if not r.success]
 
     def summary(self) -> str:
-        n_tables = sum(1 for m in self.models if m.materialized in ("table", "incremental"))
+        n_tables = sum(1 for m in self.models if m.materialized in ("table", "incremental", "summed"))
         n_kept = sum(1 for m in self.models if m.materialized == "kept")
         kept = f", {n_kept} kept" if n_kept else ""
         lines = [
@@ -323,7 +323,10 @@ def stage(
         rows = None
         if kind != "view":
             rows = int(con.execute(f'select count(*) from main."{STAGED_PREFIX}{r.name}"').fetchall()[0][0])
-        staged.models.append(ModelRun(r.name, _layer(r.path), "sql", kind, r.seconds, rows))
+        # A summed model's staged table is whole (published by a rename): "summed" says it added the increment's
+        # counts to the published ones rather than counting every game.
+        listed = "summed" if r.materialized == "summed" and inc is not None and not inc.replaces else kind
+        staged.models.append(ModelRun(r.name, _layer(r.path), "sql", listed, r.seconds, rows))
     staged.models += [ModelRun(n.name, _layer(n.original_file_path), "sql", "kept", 0.0, None)
                       for n in sorted(parsed.nodes.values(), key=lambda n: n.name) if n.resource_type == "model"
                       and n.name in staged.kept] if staged.kept else []

@@ -11,9 +11,11 @@
 main.__staged__increment_games
 {%- endmacro %}
 
-{#- True while a per-game model is rendered for an incremental build: its refs then read deltas (see `ref`). -#}
+{#- True while a per-game model is rendered for an incremental build, or a summed model for one that only adds
+    games: its refs then read deltas (see `ref`). -#}
 {% macro increment_narrows() -%}
-    {%- do return(execute and var('increment', false) and config.get('materialized') == 'per_game') -%}
+    {%- do return(execute and var('increment', false) and (config.get('materialized') == 'per_game'
+        or (config.get('materialized') == 'summed' and not var('increment_replaces', false)))) -%}
 {%- endmacro %}
 
 {#- Whether the build keeps a model (mafiabench.transform.build.increment.kept_models): its inputs did not change
@@ -110,6 +112,93 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
     {{ adapter.commit() }}
     {{ return({'relations': [target]}) }}
 {% endmaterialization %}
+
+{#- A *summed* model (`materialized: summed`, `meta: {sum_keys: [...]}`): additive integer counts by key, a sum of
+    per-game contributions, for a mart to read in few rows instead of every game. Its contract:
+    - it reads per-game models only (a ref to anything else is refused), and no column it groups or counts by depends
+      on other games (not fct_player_games.settings_varied, nor a cell's or study's rate): count by the per-game
+      inputs (model_settings and study, say) and let the mart apply the cross-game part to the counts;
+    - its rows are unique by `sum_keys` (nulls allowed: a null key is one group), and every other column is an
+      integer count (TINYINT ... HUGEINT; checked at each build) that is a sum over the games it reads: count(*),
+      count(*) filter (...), sum of an integer column, count(distinct game_id) (games never repeat between builds);
+      never a float, an average, a list or any_value (a `select distinct ... game_id` that counts a game once per key
+      is a sum over games: keep game_id in it);
+    - it is built whole as written, and so in every incremental build that replaces or removes published games
+      (`var('increment_replaces')`: the simplest exact choice; such builds rebuild everything anyway);
+    - in an incremental build that only adds games its SQL is rendered with every ref narrowed to the increment's
+      games (the per-game deltas; a delta's rows of other games, fct_player_games' rewritten ones, are left out),
+      and its staged table is the published table and that delta summed by key: both are small, so the build
+      costs what the increment's games cost, not every game's. The staged relation is a whole table, published by
+      a rename like any mart's; the plan (`transform.build.increment.plan`) builds whole while it is unpublished.
+    Its counts are exact by construction: a test compares every increment with a full rebuild, row for row. -#}
+{% materialization summed, adapter='duckdb' %}
+    {%- set keys = (config.get('meta') or {}).get('sum_keys') or [] -%}
+    {%- if not keys -%}
+        {%- do exceptions.raise_compiler_error("a summed model declares its key columns (meta.sum_keys): " ~ model.name) -%}
+    {%- endif -%}
+    {%- for uid in model.depends_on.nodes -%}
+        {%- set node = graph.nodes.get(uid) -%}
+        {%- if node is none or node.resource_type != 'model' or node.config.materialized != 'per_game' -%}
+            {%- do exceptions.raise_compiler_error("a summed model reads per-game models only: " ~ model.name
+                ~ " reads " ~ uid) -%}
+        {%- endif -%}
+    {%- endfor -%}
+    {%- set target = this.incorporate(type='table') -%}
+    {%- set delta = increment_delta_relation(target) -%}
+    {{ drop_relation_if_exists(load_cached_relation(delta)) }}
+    {{ drop_relation_if_exists(load_cached_relation(this)) }}
+    {{ run_hooks(pre_hooks, inside_transaction=True) }}
+    {%- if increment_narrows() -%}
+        {% call statement('main') -%}
+            {{ create_table_as(False, delta, sql) }}
+        {%- endcall %}
+        {%- set columns = summed_columns(delta, keys) -%}
+        {% call statement('increment_sum') -%}
+            create table {{ target.include(database=false) }} as
+            select
+            {%- for column in columns %}
+                {% if column.name in keys -%}
+                    {{ adapter.quote(column.name) }}
+                {%- else -%}
+                    sum({{ adapter.quote(column.name) }})::{{ column.dtype }} as {{ adapter.quote(column.name) }}
+                {%- endif %}{{ ',' if not loop.last }}
+            {%- endfor %}
+            from (
+                select * from {{ increment_published() }}
+                union all by name
+                select * from {{ delta.include(database=false) }}
+            )
+            group by {% for key in keys %}{{ adapter.quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+        {%- endcall %}
+        {% call statement('increment_sum_done') -%}
+            drop table {{ delta.include(database=false) }}
+        {%- endcall %}
+    {%- else -%}
+        {% call statement('main') -%}
+            {{ create_table_as(False, target, sql) }}
+        {%- endcall %}
+        {%- do summed_columns(target, keys) -%}
+    {%- endif -%}
+    {{ run_hooks(post_hooks, inside_transaction=True) }}
+    {{ adapter.commit() }}
+    {{ return({'relations': [target]}) }}
+{% endmaterialization %}
+
+{#- A summed model's columns, each key present and every other column an integer count (its contract above). -#}
+{% macro summed_columns(relation, keys) -%}
+    {%- set columns = adapter.get_columns_in_relation(relation) -%}
+    {%- set names = columns | map(attribute='name') | list -%}
+    {%- for key in keys if key not in names -%}
+        {%- do exceptions.raise_compiler_error("summed model " ~ model.name ~ ": its key " ~ key ~ " is no column") -%}
+    {%- endfor -%}
+    {%- for column in columns if column.name not in keys and column.dtype | upper not in
+            ('TINYINT', 'SMALLINT', 'INTEGER', 'BIGINT', 'HUGEINT', 'UTINYINT', 'USMALLINT', 'UINTEGER', 'UBIGINT',
+             'UHUGEINT') -%}
+        {%- do exceptions.raise_compiler_error("summed model " ~ model.name ~ ": " ~ column.name ~ " is "
+            ~ column.dtype ~ ", not an integer count (every column but its sum_keys is summed)") -%}
+    {%- endfor -%}
+    {%- do return(columns) -%}
+{%- endmacro %}
 
 {#- fct_player_games.settings_varied: whether a study played a model under more than one setting. -#}
 {% macro settings_per_model(players, games) -%}

@@ -15,13 +15,20 @@
 {%- endmacro %}
 
 {#- References without the catalog name (the DuckDB file's stem), so a view stays valid when the file is renamed. -#}
-{#- In an incremental build a per-game model reads the deltas of what it refers to, and every reference to a model
-    the build keeps (its inputs unchanged: `var('kept')`) reads its published relation (macros/increment.sql). -#}
+{#- In an incremental build a per-game model (and a summed one) reads the deltas of what it refers to, and every
+    reference to a model the build keeps (its inputs unchanged: `var('kept')`) reads its published relation
+    (macros/increment.sql). -#}
 {% macro ref() -%}
     {%- set rel = builtins.ref(*varargs, **kwargs) -%}
     {%- if rel is not none and rel.include is defined -%}
         {%- if increment_narrows() -%}
-            {%- do return(increment_delta_relation(rel).include(database=false)) -%}
+            {%- set delta = increment_delta_relation(rel).include(database=false) -%}
+            {%- if config.get('materialized') == 'summed' -%}
+                {#- The increment's games only: a delta may also rewrite other games (fct_player_games). -#}
+                {%- do return('(select * from ' ~ delta ~ ' where game_id in (select game_id from '
+                    ~ increment_games() ~ '))') -%}
+            {%- endif -%}
+            {%- do return(delta) -%}
         {%- endif -%}
         {%- if increment_kept(varargs[-1]) -%}
             {%- do return(rel.incorporate(path={'identifier': varargs[-1]}).include(database=false)) -%}

@@ -1,25 +1,9 @@
-{#- A grouping row's counts over its scored games: `WON` is "the row's team won". -#}
-{%- set scored_counts = [
-    ("n", "is_scored"),
-    ("k", "is_scored and WON"),
-    ("k_tie", "is_scored and WON and tie_decided"),
-    ("n_tie_decided", "is_scored and tie_decided"),
-    ("n_fallback_decided", "is_scored and fallback_decided"),
-] %}
 {%- set totals = ["n", "k", "k_tie", "n_tie_decided", "n_fallback_decided", "n_unfinished", "n_invalid"] %}
 
 with games as (
     -- The games counted per combination of their groupings (a few rows for a million games), each grouping below
     -- adding up the combinations it spans: the counts of counting the games one by one.
-    select
-        variant, experiment, study, prompt_version, cell, source,
-{%- for name, condition in scored_counts %}
-        count(*) filter (where {{ condition | replace("WON", "winner = 'mafia'") }}) as {{ name }},
-{%- endfor %}
-        count(*) filter (where status = 'unfinished') as n_unfinished,
-        count(*) filter (where not valid) as n_invalid
-    from {{ ref('fct_games') }}
-    group by variant, experiment, study, prompt_version, cell, source
+    select * from {{ ref('int_game_outcome_counts') }}
 ),
 
 game_groups as (
@@ -39,35 +23,29 @@ game_groups as (
     select variant, 'source', source, '', 'mafia', {{ totals | join(', ') }} from games
 ),
 
-seats as (
-    -- A model in a role counts the wins of that role's team, once per game (two villagers of one model = 1); a
-    -- study that played the model under several settings (two temperatures) gets a row per setting. The game's
-    -- outcome is carried on every player's row (no join back to the games).
-    select distinct
-        variant, 'model_as_' || role as dimension, model as value,
-        case when settings_varied then model_settings else '' end as model_settings, team, game_id,
-        is_scored, won, tie_decided, fallback_decided
-    from {{ ref('fct_player_games') }}
+roles as (
+    -- A model in a role counts the wins of that role's team, once per game (two villagers of one model = 1),
+    -- counted per study and by the seats' own settings (int_role_outcome_counts).
+    select * from {{ ref('int_role_outcome_counts') }}
 ),
 
-flagged as (
-    -- The games an unfinished or invalid count needs, the only outcome a player's row does not carry.
-    select game_id, status = 'unfinished' as unfinished, not valid as invalid
-    from {{ ref('fct_games') }}
-    where status = 'unfinished' or not valid
+settings_per_model as (
+    -- A study that played the model under several settings (two temperatures) gets a row per setting: as
+    -- fct_player_games.settings_varied, from every setting the study's seats of the model had (a seat whose
+    -- settings are unknown, '', is no other setting).
+    select study, model, count(distinct nullif(model_settings, '')) > 1 as settings_varied
+    from roles
+    where per_setting
+    group by study, model
 ),
 
 role_groups as (
     select
-        s.variant, s.dimension, s.value, s.model_settings, s.team,
-{%- for name, condition in scored_counts %}
-        count(*) filter (where {{ condition | replace("WON", "won") }}) as {{ name }},
-{%- endfor %}
-        count(*) filter (where f.unfinished) as n_unfinished,
-        count(*) filter (where f.invalid) as n_invalid
-    from seats as s
-    left join flagged as f on f.game_id = s.game_id
-    group by s.variant, s.dimension, s.value, s.model_settings, s.team
+        r.variant, 'model_as_' || r.role as dimension, r.model as value, r.model_settings, r.team,
+        {{ totals | join(', ') }}
+    from roles as r
+    left join settings_per_model as v on v.study = r.study and v.model = r.model
+    where r.per_setting = coalesce(v.settings_varied, false)
 ),
 
 groups as (
