@@ -156,7 +156,7 @@ PYTHON_MODELS: list[PythonModel] = [
         "held-out log loss and Brier beside baselines, and its calibration; scored games only, self-play shown "
         "apart, the rest counted",
         materialized="table",
-        depends_on=("fct_games", "fct_player_games"),
+        depends_on=("int_line_up_counts", "fct_games", "fct_player_games"),
         outputs=("mart_ratings", "mart_rating_fit", "mart_rating_calibration", "mart_head_to_head", "mart_self_play",
                  "mart_rating_coverage"),
         function="ratings.rating_tables",

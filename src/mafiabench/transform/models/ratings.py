@@ -37,13 +37,15 @@ facing the same town is a factor e in the odds of a mafia win.
 
 Games enter when they are scored (finished, valid, with a winner); failed, abandoned, unfinished and invalid games are
 left out and counted (`mart_rating_coverage`), and self-play (one model in every seat) is kept out of the rating
-and shown apart (`mart_self_play`). Games are categorised and aggregated to distinct line-ups in DuckDB, so a
-million games cost what their few hundred line-ups cost.
+and shown apart (`mart_self_play`). Games are categorised and counted by distinct line-up in the dbt project
+(`int_line_up_counts`, a summed model: an increment adds its own games' counts), so a million games cost what their
+few hundred line-ups cost.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -721,123 +723,30 @@ def _wilson(wins: np.ndarray, games: np.ndarray, z: float = Z95) -> tuple[np.nda
     return np.clip(centre - half, 0, 1), np.clip(centre + half, 0, 1)
 
 
-CODES_SQL = """
-create or replace temp table {name}_codes as
--- Each distinct seat (team, role, model, variant) gets a number: a game's line-up is the multiset of its seats'
--- numbers (`key`: below), an exact key that is cheap to build and group (strings joined per seat and game cost 3 times
--- the CPU at a million games), and everything else about the game's seats is read back from it per line-up. Numbered
--- as recorded (a role '' and a missing role are two numbers, read back as the same seat below).
-select
-    team, role, model, variant, coalesce(nullif(role, ''), team) as seat_role,
-    (row_number() over (order by team, role, model, variant) - 1)::integer as seat
-from (select distinct team, role, model, {variant} as variant from fct_player_games)
-"""
+# The dbt model the build counts games by line-up in (a summed model: an increment adds its games' counts), and its
+# SQL, read from the packaged project where a warehouse has no such relation (a connection given only the marts).
+LINE_UP_COUNTS = "int_line_up_counts"
+LINE_UP_COUNTS_SQL = Path(__file__).resolve().parents[1] / "sql" / "models" / "intermediate" / f"{LINE_UP_COUNTS}.sql"
 
-GAMES_SQL = """
-create or replace temp table {name} as
-with codes as (
-    select * from {name}_codes
-),
-
-width as (
-    -- The bits each seat number's count takes in a summed key (`COUNTED_KEY`).
-    select {bits}::integer as bits
-),
-
-per_game as (
+PAIR_GAME_IDS_SQL = """
+with sides as (
+    -- A game's first and last model by name on each side: equal when one model held the side.
     select
-        p.game_id,
-        {key} as seats,
-        count(*) as players
-    from fct_player_games as p
-    inner join codes as c
-        on c.team is not distinct from p.team
-        and c.role is not distinct from p.role
-        and c.model is not distinct from p.model
-        and c.variant is not distinct from {p_variant}
-    cross join width as w
-    group by p.game_id
-),
-
-counted as (
-    -- The games by line-up and what decides their category, with the first game ids a head-to-head cell shows.
-    select
-        g.study,
-        s.seats,
-        g.is_scored,
-        g.valid,
-        g.status,
-        count(*) as games,
-        count_if(g.mafia_won) as wins,
-        min(g.game_id, {ids}) filter (where g.is_scored) as game_ids,
-        max(s.players) as players
-    from fct_games as g
-    inner join per_game as s on s.game_id = g.game_id
-    group by all
-),
-
-line_ups as (
-    -- Each distinct line-up once, read back into its seats: min = max says one model (self-play, a pure
-    -- head-to-head cell). The key joins team, role and model by the unit separator, which sorts below every
-    -- printable character, so sorting the joined strings sorts by team, then role, then model.
-    select
-        d.seats,
-        count(*) filter (where c.team = 'mafia') as n_mafia,
-        count(*) filter (where c.team = 'town') as n_town,
-        min(c.model) filter (where c.team in ('mafia', 'town')) as min_model,
-        max(c.model) filter (where c.team in ('mafia', 'town')) as max_model,
-        min(c.model) filter (where c.team = 'mafia') as mafia_model,
-        max(c.model) filter (where c.team = 'mafia') as mafia_max,
-        min(c.model) filter (where c.team = 'town') as town_model,
-        max(c.model) filter (where c.team = 'town') as town_max,
-        array_to_string(list_sort(list(c.team || chr(31) || c.seat_role || chr(31) || c.model)
-            filter (where c.team in ('mafia', 'town'))), chr(30)) as line_up,
-        case when min(c.variant) = max(c.variant) then min(c.variant) end as variant
-    from ({seats}) as d
-    inner join codes as c on c.seat = d.seat
-    group by d.seats
-),
-
-final as (
-    select
-        g.study,
-        s.line_up,
-        s.variant,
-        s.mafia_model,
-        s.town_model,
-        s.mafia_model = s.mafia_max and s.town_model = s.town_max as one_model_a_side,
-        case when s.n_mafia = 0 or s.n_town = 0 then 'no_teams'
-             when g.is_scored and s.min_model = s.max_model then 'self_play'
-             when g.is_scored then 'rated'
-             when g.valid = false then 'invalid'
-             when g.status in ('failed', 'abandoned', 'unfinished') then g.status
-             else 'no_winner' end as category,
-        g.games,
-        g.wins,
-        g.game_ids,
-        g.players,
-        w.bits
-    from counted as g
-    inner join line_ups as s on s.seats = g.seats
-    cross join width as w
+        game_id,
+        min(model) filter (where team = 'mafia') as mafia_model,
+        max(model) filter (where team = 'mafia') as mafia_max,
+        min(model) filter (where team = 'town') as town_model,
+        max(model) filter (where team = 'town') as town_max
+    from fct_player_games
+    group by game_id
 )
 
-select * from final
+select g.study, s.mafia_model, s.town_model, list_sort(min(g.game_id, {ids})) as game_ids
+from fct_games as g
+inner join sides as s on s.game_id = g.game_id
+where g.is_scored and s.mafia_model = s.mafia_max and s.town_model = s.town_max and s.mafia_model <> s.town_model
+group by all
 """
-# A game's line-up as the sum over its seats of 2^(number x bits): exact while no seat number occurs 2^bits times in a
-# game (a game of fewer than 2^bits players; `game_counts` checks), cheaper to build and group than a sorted list.
-COUNTED_KEY = {
-    "key": "sum(1::hugeint << (c.seat * w.bits))",
-    "seats": "select d.seats, c.seat from (select distinct seats from counted) as d cross join codes as c "
-             "cross join width as w "
-             "cross join unnest(range(((d.seats >> (c.seat * w.bits)) & ((1::hugeint << w.bits) - 1))::bigint))",
-}
-# The sorted list of the seat numbers: exact for any game.
-LISTED_KEY = {
-    "key": "list_sort(list(c.seat))",
-    "seats": "select d.seats, u.seat from (select distinct seats from counted) as d "
-             "cross join unnest(d.seats) as u(seat)",
-}
 
 
 LatentHeldOut = Callable[[LineUps], "np.ndarray | None"]
@@ -857,67 +766,74 @@ class GameCounts:
 
 
 def game_counts(con: duckdb.DuckDBPyConnection) -> GameCounts:
-    """Games categorised and aggregated to line-ups in DuckDB (set-based: a million games come back as the few hundred
-    rows of their line-ups and categories)."""
-    name = f"rating_games_{uuid.uuid4().hex[:8]}"
-    columns = {r[0] for r in con.execute("select column_name from (describe fct_player_games)").fetchall()}
-    has_variant = "variant" in columns
-    con.execute(CODES_SQL.format(name=name, variant="variant" if has_variant else "null::varchar"))
-    bits = min(62, 127 // max(1, con.execute(f"select count(*) from {name}_codes").fetchall()[0][0]))
-    for key in _keys(con, bits):
-        con.execute(
-            GAMES_SQL.format(
-                name=name,
-                p_variant="p.variant" if has_variant else "null::varchar",
-                ids=GAME_IDS_PER_PAIR,
-                bits=bits,
-                **key,
-            )
-        )
-        # The summed key is exact when every game has fewer than 2^bits players (a seat number counts at most that).
-        fits = con.execute(f"select coalesce(bool_and(players < (1::hugeint << bits)), true) from {name}")
-        if fits.fetchall()[0][0]:
-            break
+    """The leaderboard's counts from the games counted by line-up (`int_line_up_counts`: a few hundred rows for a
+    million games), and the first game ids of each head-to-head cell, where there is one (the only read of every
+    seat: a cell's ids are not a count)."""
+    counts, made = _line_up_counts(con)
     try:
+        pairs = f"""select study, mafia_model, town_model, sum(games)::bigint as games, sum(wins)::bigint as mafia_wins
+                    from {counts} where category = 'rated' and one_model_a_side group by all"""
+        if con.execute(f"select count(*) from ({pairs})").fetchall()[0][0]:
+            ids = PAIR_GAME_IDS_SQL.format(ids=GAME_IDS_PER_PAIR)
+            pairs = f"""select c.*, i.game_ids from ({pairs}) as c
+                        inner join ({ids}) as i using (study, mafia_model, town_model)"""
+        else:
+            pairs = f"select *, []::varchar[] as game_ids from ({pairs})"
         return GameCounts(
             coverage=con.sql(
-                f"select study, category, sum(games)::bigint as games from {name} group by all order by all"
+                f"select study, category, sum(games)::bigint as games from {counts} group by all order by all"
             ).pl(),
             self_play=con.sql(
                 f"""select study, mafia_model as model, sum(games)::bigint as games, sum(wins)::bigint as mafia_wins,
                            sum(wins)::double / sum(games) as mafia_win_rate
-                    from {name} where category = 'self_play' group by all order by all"""
+                    from {counts} where category = 'self_play' group by all order by all"""
             ).pl(),
             line_ups=con.sql(
                 f"""select study, line_up, sum(games)::bigint as games, sum(wins)::bigint as wins
-                    from {name} where category = 'rated' group by all order by all"""
+                    from {counts} where category = 'rated' group by all order by all"""
             ).pl(),
-            pairs=con.sql(
-                f"""select study, mafia_model, town_model, sum(games)::bigint as games,
-                           sum(wins)::bigint as mafia_wins,
-                           list_sort(flatten(list(game_ids)))[1:{GAME_IDS_PER_PAIR}] as game_ids
-                    from {name}
-                    where category = 'rated' and one_model_a_side
-                    group by all order by all"""
-            ).pl(),
+            pairs=con.sql(f"select * from ({pairs}) order by all").pl(),
             variants=dict(
                 con.execute(
-                    f"""select study, min(variant) from {name} where category = 'rated' group by study
+                    f"""select study, min(variant) from {counts} where category = 'rated' group by study
                     having count(distinct variant) = 1 and count(variant) = count(*)"""
                 ).fetchall()
             ),
         )
     finally:
-        con.execute(f"drop table if exists {name}")
-        con.execute(f"drop table if exists {name}_codes")
+        if made:
+            con.execute(f"drop table if exists {counts}")
 
 
-def _keys(con: duckdb.DuckDBPyConnection, bits: int) -> tuple[dict[str, str], ...]:
-    """The keys to count the games by, in order: the summed key unless the games' recorded sizes (`fct_games.n_players`,
-    where there is one: a hint, `game_counts` checks the counts themselves) say a seat number could take 2^bits."""
-    has_size = con.execute("select count(*) from (describe fct_games) where column_name = 'n_players'").fetchall()
-    largest = con.execute("select max(n_players) from fct_games").fetchall()[0][0] if has_size[0][0] else None
-    return (LISTED_KEY,) if largest is not None and largest >= 2**bits else (COUNTED_KEY, LISTED_KEY)
+def _line_up_counts(con: duckdb.DuckDBPyConnection) -> tuple[str, bool]:
+    """The relation of the games' counts by line-up, and whether it was made here: the build's `int_line_up_counts`,
+    or where the connection has none (marts given alone, as the tests and benchmarks give them) a temporary table of
+    the same model's SQL over fct_games and fct_player_games (a missing `variant` column read as null)."""
+    found = con.execute(
+        "select count(*) from (select table_name as name from duckdb_tables() union all "
+        "select view_name from duckdb_views()) where name = ?", [LINE_UP_COUNTS]
+    ).fetchall()[0][0]
+    if found:
+        return LINE_UP_COUNTS, False
+    has_variant = con.execute(
+        "select count(*) from (describe fct_player_games) where column_name = 'variant'"
+    ).fetchall()[0][0]
+    refs = {"fct_games": "fct_games",
+            "fct_player_games": "fct_player_games" if has_variant
+            else "(select *, null::varchar as variant from fct_player_games)"}
+    name = f"rating_line_ups_{uuid.uuid4().hex[:8]}"
+    con.execute(f"create temp table {name} as {model_sql(LINE_UP_COUNTS_SQL, refs)}")
+    return name, True
+
+
+def model_sql(path: Path, refs: dict[str, str]) -> str:
+    """A dbt model's SQL as plain SQL: its Jinja comments and config dropped, each ref replaced by `refs`' text."""
+    text = re.sub(r"\{#.*?#\}", "", path.read_text(), flags=re.S)
+    text = re.sub(r"\{\{\s*config\(.*?\)\s*\}\}", "", text, flags=re.S)
+    text = re.sub(r"\{\{\s*ref\('(\w+)'\)\s*\}\}", lambda m: refs[m.group(1)], text)
+    if "{{" in text or "{%" in text:
+        raise ValueError(f"{path}: Jinja left after its refs were replaced")
+    return text
 
 
 def rating_tables(
