@@ -14,7 +14,8 @@ from support.increments import assert_same, full_rebuild, games, model_call, pub
 from support.records import design, fresh_con, mini_record
 
 # Every summed model of the project (a build lists each as "summed" when it added an increment's counts).
-SUMMED = {"int_game_outcome_counts", "int_role_outcome_counts", "int_line_up_counts"}
+SUMMED = {"int_game_outcome_counts", "int_role_outcome_counts", "int_line_up_counts", "int_player_outcome_counts",
+          "int_model_counts", "int_decision_counts", "int_reasoning_counts"}
 X_CELL = design("homogeneous|X", None, "X", "X")
 
 

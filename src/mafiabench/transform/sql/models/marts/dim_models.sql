@@ -1,16 +1,16 @@
 with seats as (
     -- The seats counted per model, provider, raw name, variant and role first (a few rows for a million games):
     -- the lists and role counts below read those, not every seat once per list.
-    select model, provider, model_raw, variant, role, count(*) as n
-    from {{ ref('int_player_games') }}
-    group by all
+    select model, provider, model_raw, variant, role, n
+    from {{ ref('int_model_counts') }}
+    where counted = 'seats'
 ),
 
 games as (
     -- Each model's games, each once (the one count that needs the seats' games).
-    select model, count(distinct game_id) as n_games
-    from {{ ref('int_player_games') }}
-    group by model
+    select model, n as n_games
+    from {{ ref('int_model_counts') }}
+    where counted = 'games'
 ),
 
 final as (

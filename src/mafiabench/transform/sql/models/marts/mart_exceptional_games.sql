@@ -1,15 +1,9 @@
-with games as (
-    -- Read by several parts below, so DuckDB keeps it: only the columns they read (a million games' every column
-    -- cost most of the mart).
-    select game_id, study, variant, cell, winner, mafia_won, detective_revealed, mafioso_name, transcript_path
-    from {{ ref('fct_games') }}
-    where is_scored
-),
-
-cell_counts as (
-    select study, variant, cell, count(*) as n, count(*) filter (where mafia_won) as k_mafia
-    from games
+with cell_counts as (
+    -- The scored games and mafia wins of each cell (int_game_outcome_counts: a few rows for a million games).
+    select study, variant, cell, sum(n)::bigint as n, sum(k)::bigint as k_mafia
+    from {{ ref('int_game_outcome_counts') }}
     group by study, variant, cell
+    having sum(n) > 0
 ),
 
 upset_outcomes as (
@@ -33,67 +27,36 @@ upsets as (
         c.p,
         g.winner || ' won, which the other ' || (c.n - 1) || ' games of this cell put at '
             || round(100.0 * c.k_outcome / (c.n + 1), 1) || '%' as reason
-    from games as g
+    from {{ ref('fct_games') }} as g
     inner join upset_outcomes as c
         on c.study = g.study and c.variant = g.variant and c.cell = g.cell and c.outcome_mafia_won = g.mafia_won
+    where g.is_scored
 ),
 
 study_sizes as (
-    select study, variant, count(*) as n from games group by study, variant
-),
-
-patterns as (
-    select game_id, study, variant, 'detective_revealed_town_lost' as rule,
-        'the detective named the mafioso ' || coalesce(mafioso_name, '') || ' in public and the town still lost'
-            as reason
-    from games where detective_revealed and mafia_won
-    union all
-    select v.game_id, g.study, g.variant, 'unanimous_wrong_vote',
-        'every vote cast on day ' || v.round || ' (' || v.n_voters || ') went to ' || v.eliminated || ', a '
-            || coalesce(v.eliminated_role, '?')
-    from {{ ref('int_vote_rounds') }} as v
-    inner join games as g on g.game_id = v.game_id
-    where v.is_unanimous_wrong
-    union all
-    select v.game_id, g.study, g.variant, 'fallback_decided',
-        'a random fallback vote (after a format failure) decided the arrest of ' || v.eliminated
-            || ' and the game went to ' || g.winner
-    from {{ ref('int_vote_rounds') }} as v
-    inner join games as g on g.game_id = v.game_id
-    where v.is_last_vote and v.fallback_decided
-    union all
-    select r.game_id, g.study, g.variant, 'vote_reversal',
-        string_agg(r.voter || ' voted ' || r.first_target || ' on day ' || r.day || ' then ' || r.second_target,
-            '; ' order by r.voter)
-    from (
-        -- The same voter switched from a still-active target to another on the next day (classic/async).
-        select a.game_id, a.voter, a.round as day, a.target as first_target, b.target as second_target
-        from {{ ref('int_votes') }} as a
-        inner join {{ ref('int_votes') }} as b
-            on b.game_id = a.game_id and b.voter = a.voter and b.round = a.round + 1
-            and a.vote_kind = 'day' and b.vote_kind = 'day'
-        inner join {{ ref('int_player_games') }} as t on t.game_id = a.game_id and t.name = a.target
-        where b.target <> a.target and (t.out_seq is null or t.out_seq > b.seq)
-    ) as r
-    inner join games as g on g.game_id = r.game_id
-    group by r.game_id, g.study, g.variant
+    select study, variant, sum(n)::bigint as n
+    from {{ ref('int_game_outcome_counts') }}
+    group by study, variant
+    having sum(n) > 0
 ),
 
 pattern_rates as (
-    -- A pattern's surprise is how rare it is among the study's scored games of the variant.
+    -- A pattern's surprise is how rare it is among the study's scored games of the variant (int_game_patterns: the
+    -- patterns found in each game).
     select p.*, count(*) over (partition by p.study, p.variant, p.rule) * 1.0 / s.n as p
-    from patterns as p
+    from {{ ref('int_game_patterns') }} as p
     inner join study_sizes as s on s.study = p.study and s.variant = p.variant
 ),
 
 model_failures as (
-    select
-        model,
-        level,
-        count(*) as n,
-        count(*) filter (where failed) as k
-    from {{ ref('int_reasoning_opportunities') }}
-    group by model, level
+    -- A model's failure rate at a level (int_reasoning_counts), where it is at most the threshold with a failure
+    -- left out: only those models' failures are read.
+    select * from (
+        select model, level, sum(n)::bigint as n, sum(k)::bigint as k
+        from {{ ref('int_reasoning_counts') }}
+        group by model, level
+    )
+    where (k * 1.0) / (n + 1) <= cast({{ var('upset_threshold') }} as double)
 ),
 
 rare_failures as (
@@ -107,8 +70,8 @@ rare_failures as (
             || (m.n - 1) || ' chances' as reason
     from {{ ref('int_reasoning_opportunities') }} as o
     inner join model_failures as m on m.model = o.model and m.level = o.level
-    inner join games as g on g.game_id = o.game_id
-    where o.failed
+    inner join {{ ref('fct_games') }} as g on g.game_id = o.game_id
+    where o.failed and g.is_scored
 ),
 
 flagged as (
@@ -116,7 +79,7 @@ flagged as (
     union all
     select game_id, rule, p, reason from pattern_rates where p <= cast({{ var('upset_threshold') }} as double)
     union all
-    select game_id, rule, min(p), min(reason) from rare_failures where p <= cast({{ var('upset_threshold') }} as double) group by game_id, rule
+    select game_id, rule, min(p), min(reason) from rare_failures group by game_id, rule  -- rare (model_failures)
 ),
 
 scored as (
@@ -131,7 +94,7 @@ scored as (
         f.reason,
         g.transcript_path
     from flagged as f
-    inner join games as g on g.game_id = f.game_id
+    inner join {{ ref('fct_games') }} as g on g.game_id = f.game_id
 ),
 
 best as (

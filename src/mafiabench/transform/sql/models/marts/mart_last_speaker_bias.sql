@@ -1,7 +1,8 @@
 with players as (
-    -- Only the players who took part in the final discussion (not the night victim, not anyone out before it).
-    -- Each study is read on its own (a warehouse may hold the published Mini-Mafia study beside a new run).
-    select * from {{ ref('fct_player_games') }} where is_scored and had_discussion and active_in_final_discussion
+    -- Only the players who took part in the final discussion (not the night victim, not anyone out before it),
+    -- counted (int_player_outcome_counts). Each study is read on its own (a warehouse may hold the published
+    -- Mini-Mafia study beside a new run).
+    select * from {{ ref('int_player_outcome_counts') }} where had_discussion and active_in_final_discussion
 ),
 
 counted as (
@@ -11,9 +12,9 @@ counted as (
         variant,
         coalesce(role, 'all') as role,
         spoke_last,
-        count(*) as n,
-        count(*) filter (where won) as k,
-        count(*) filter (where won and tie_decided) as k_tie
+        sum(players)::bigint as n,
+        coalesce(sum(players) filter (where won), 0)::bigint as k,
+        coalesce(sum(players) filter (where won and tie_decided), 0)::bigint as k_tie
     from players
     group by grouping sets ((study, variant, role, spoke_last), (study, variant, spoke_last))
 ),

@@ -2,9 +2,9 @@ with players as (
     -- Only players who played a day: a Mini-Mafia night victim never spoke or voted, its "win" is its team's. Each
     -- study is read on its own (a warehouse may hold the published Mini-Mafia study beside a new run). Players
     -- alike in every column read below are counted together (a few hundred rows for a million games).
-    select study, variant, has_communication, name, seat, role, won, tie_decided, count(*) as players
-    from {{ ref('fct_player_games') }}
-    where is_scored and played_a_day
+    select study, variant, has_communication, name, seat, role, won, tie_decided, sum(players)::bigint as players
+    from {{ ref('int_player_outcome_counts') }}
+    where played_a_day
     group by all
 ),
 

@@ -1,22 +1,17 @@
-with opportunities as (
-    -- Each prompt version is its own experiment (a prompt ablation plays one variant under two): never pooled.
-    -- Each opportunity carries its game's variant and prompt version.
-    select * replace (coalesce(prompt_version, '(none)') as prompt_version)
-    from {{ ref('int_reasoning_opportunities') }}
-),
-
-counted as (
+with counted as (
+    -- Counted per variant, prompt version (each its own experiment: never pooled), level, model and the level's role
+    -- (int_reasoning_counts): one role a level, so one row each here.
     select
         variant,
         prompt_version,
         level,
         model,
         any_value(voter_role) as role,
-        count(*) as n,
-        count(*) filter (where failed) as k,
-        count(*) filter (where failed and random_fallback) as k_random_fallback,
-        count(distinct game_id) as n_games
-    from opportunities
+        sum(n)::bigint as n,
+        sum(k)::bigint as k,
+        sum(k_random_fallback)::bigint as k_random_fallback,
+        sum(n_games)::bigint as n_games
+    from {{ ref('int_reasoning_counts') }}
     group by variant, prompt_version, level, model
 ),
 
