@@ -97,6 +97,18 @@ def experiment(tmp_path: Path, address: str) -> Any:
     })
 
 
+def assert_every_game_landed_once(exp: Any, summary: Any) -> None:
+    """The run lost no game and duplicated none: every planned game landed once, finished."""
+    assert summary.shard_errors == [] and summary.games_played == 40 and summary.games_failed == 0
+    con = duckdb.connect(exp.warehouse, read_only=True)
+    try:
+        rows = con.execute("select game_id, status from raw_games order by game_id").fetchall()
+    finally:
+        con.close()
+    assert [r[0] for r in rows] == sorted(g.game_id for g in expand(exp))  # every planned game, once
+    assert {r[1] for r in rows} == {"finished"}
+
+
 @pytest.mark.slow
 def test_a_killed_worker_loses_no_game_and_duplicates_none(tmp_path: Path, cluster: Any) -> None:
     address, workers, log = cluster
@@ -119,15 +131,7 @@ def test_a_killed_worker_loses_no_game_and_duplicates_none(tmp_path: Path, clust
     assert carried >= 1
     runner.join(CAP_S)
     assert not runner.is_alive(), "the run did not finish after a worker was killed"
-    summary = out["summary"]
-    assert summary.shard_errors == [] and summary.games_played == 40 and summary.games_failed == 0
-    con = duckdb.connect(exp.warehouse, read_only=True)
-    try:
-        rows = con.execute("select game_id, status from raw_games order by game_id").fetchall()
-    finally:
-        con.close()
-    assert [r[0] for r in rows] == planned  # every planned game, once
-    assert {r[1] for r in rows} == {"finished"}
+    assert_every_game_landed_once(exp, out["summary"])
     assert "Remove worker" in log.read_text() and "name: w0" in log.read_text()
     with Client(address, timeout=CONNECT_S) as client:  # the survivor closes its SDK clients when it closes
         from mafiabench.study.cluster import CLOSE_PLUGIN
@@ -172,15 +176,7 @@ def test_a_worker_that_joined_later_finishes_the_games_when_the_first_one_dies(t
         workers[0].kill()
         runner.join(CAP_S)
         assert not runner.is_alive(), "the run did not finish after its first worker was killed"
-    summary = out["summary"]
-    assert summary.shard_errors == [] and summary.games_played == 40 and summary.games_failed == 0
-    con = duckdb.connect(exp.warehouse, read_only=True)
-    try:
-        rows = con.execute("select game_id, status from raw_games order by game_id").fetchall()
-    finally:
-        con.close()
-    assert [r[0] for r in rows] == sorted(g.game_id for g in expand(exp))
-    assert {r[1] for r in rows} == {"finished"}
+    assert_every_game_landed_once(exp, out["summary"])
 
 
 def test_closing_a_worker_closes_the_sdk_clients_of_its_game_loops() -> None:
