@@ -40,6 +40,7 @@ def test_a_replayed_increment_publishes_and_reports_what_dbt_does(tmp_path: Path
     ran = build_warehouse(by_dbt)
     assert replayed.published and ran.published
     assert replayed.replayed == ["run", "test"] and ran.replayed == []
+    assert "dbt run and test replayed" in replayed.summary() and "replayed" not in ran.summary()  # the CLI's line
     assert_same(published(con), published(by_dbt))
     assert _verdicts(replayed) == _verdicts(ran)
     assert sorted((m.name, m.layer, m.kind, m.materialized, m.rows) for m in replayed.models) == \

@@ -113,8 +113,11 @@ class BuildResult:
         n_tables = sum(1 for m in self.models if m.materialized in ("table", "incremental", "summed"))
         n_kept = sum(1 for m in self.models if m.materialized == "kept")
         kept = f", {n_kept} kept" if n_kept else ""
+        # Said on the build's own line: statements replayed from the published build's record, not rendered by dbt.
+        replayed = f"; dbt {' and '.join(self.replayed)} replayed" if self.replayed else ""
         lines = [
-            f"build {self.build_id}: {len(self.models)} models ({n_tables} tables{kept}) in {self.seconds:.2f}s",
+            f"build {self.build_id}: {len(self.models)} models ({n_tables} tables{kept}{replayed}) in "
+            f"{self.seconds:.2f}s",
         ]
         if self.validated:
             lines.append(
