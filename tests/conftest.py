@@ -36,6 +36,10 @@ os.environ.pop("PREFECT_API_URL", None)
 # session's folder.
 if "MAFIABENCH_CACHE_DIR" not in os.environ:
     os.environ["MAFIABENCH_CACHE_DIR"] = str(scratch.make("cache"))
+# Nor does a build replay what dbt did in another test's warehouse (transform.build.replay keeps published builds'
+# records on the machine): each test's builds run dbt or replay their own warehouse's record, whatever ran before;
+# tests/transform/test_replay_machine_records.py turns it on.
+os.environ.setdefault("MAFIABENCH_REPLAY_CACHE", "0")
 # The local Prefect server the session's runs share stops soon after the last one (and before its home is removed).
 os.environ.setdefault("MAFIABENCH_PREFECT_IDLE_S", "20")
 # The commands the tests start take a Ctrl-C as from a terminal, however the suite was started (support.processes;

@@ -471,6 +471,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
     except BaseException:
         con.execute("rollback")
         raise
+    replay.keep(staged.replaying.records)
 
 
 def discard(con: duckdb.DuckDBPyConnection, staged: Staged | None = None) -> None:

@@ -45,7 +45,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -143,8 +143,70 @@ def store(con: duckdb.DuckDBPyConnection, records: dict[str, tuple[str, Any]]) -
     con.execute(f"create table if not exists main.{TABLE} (kind VARCHAR, key VARCHAR, record BLOB)")
     con.execute(f"delete from main.{TABLE}")
     for kind, (k, record) in sorted(records.items()):
-        blob = zlib.compress(json.dumps(record, separators=(",", ":")).encode(), 6)
-        con.execute(f"insert into main.{TABLE} values (?, ?, ?)", [kind, k, blob])
+        con.execute(f"insert into main.{TABLE} values (?, ?, ?)", [kind, k, _packed(record)])
+
+
+def _packed(record: Any) -> bytes:
+    return zlib.compress(json.dumps(record, separators=(",", ":")).encode(), 6)
+
+
+# The machine's records (`keep`, `kept`): a published build's dbt run and test records are also kept in the user's
+# cache folder, beside dbt's parsed manifests (`dbt_runner.cache_dir`), by their key. The key holds everything a
+# record's statements depend on besides the database (`key`: the project's digest and versions, the vars with the
+# kept set, the warehouse file's stem ...), and what dbt read of the database is checked at replay as for a record
+# the warehouse holds; so the first incremental build of a warehouse replays what dbt did in an earlier build of the
+# same shape on this machine (another warehouse's, or this one's before a --full-refresh), rather than paying dbt.
+# `MAFIABENCH_REPLAY_CACHE=0` turns it off (the test suite does, so that each test's builds run dbt or replay the
+# warehouse's own record whatever ran before it).
+CACHE = "dbt-replays"
+CACHE_KEPT = 64  # the most recently used records kept (a run's ~60 KB, a test's ~25 KB packed)
+_CACHED_KINDS = ("run", "test")
+
+
+def _cache_on() -> bool:
+    return os.environ.get("MAFIABENCH_REPLAY_CACHE", "1") != "0"
+
+
+def _cache_file(kind: str, k: str) -> Path:
+    return dbt_runner.cache_dir(CACHE) / f"{kind}-{k}.json.z"
+
+
+def kept(kind: str, k: str) -> Any:
+    """The machine's record of this kind and key (`keep`), or None (none kept, unreadable, or the cache is off)."""
+    if not _cache_on():
+        return None
+    file = _cache_file(kind, k)
+    try:
+        found = json.loads(zlib.decompress(file.read_bytes()))
+    except (OSError, zlib.error, ValueError):
+        return None
+    if not isinstance(found, dict) or found.get("kind") != kind or found.get("key") != k:
+        return None
+    with suppress(OSError):
+        os.utime(file)  # kept by last use
+    return found.get("record")
+
+
+def keep(records: dict[str, tuple[str, Any]]) -> None:
+    """Keep a published build's dbt run and test records on this machine (after the publish committed): a cache,
+    so a read-only or full cache folder only costs a later build dbt's run."""
+    if not _cache_on():
+        return
+    try:
+        folder = dbt_runner.cache_dir(CACHE)
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for kind, (k, record) in sorted(records.items()):
+            if kind not in _CACHED_KINDS:
+                continue
+            file = _cache_file(kind, k)
+            tmp = file.with_name(f"{file.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            tmp.write_bytes(_packed({"kind": kind, "key": k, "record": record}))
+            os.replace(tmp, file)  # atomic: a concurrent reader sees the old record or the whole new one
+        files = sorted(folder.glob("*.json.z"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in files[CACHE_KEPT:]:
+            old.unlink(missing_ok=True)
+    except OSError as exc:
+        log.debug("replay records not kept on this machine: %s", exc)
 
 
 # ------------------------------------------------------------------------------------------------------------ graph
@@ -498,7 +560,7 @@ class Session:
                                   on_model=on_model, exclude=exclude)
         k = key(self.state_key, command, variables, select, exclude, dbt_runner.threads_for(con),
                 dbt_runner.warehouse_file(con).stem)
-        found = self.stored.get(command, k) if self.allowed else None
+        found = (self.stored.get(command, k) or kept(command, k)) if self.allowed else None
         if found is not None:
             try:
                 results = replay(con, found, on_model)

@@ -1,0 +1,91 @@
+"""A published build's dbt records are also kept on the machine (transform.build.replay `keep`): the first
+incremental build of another warehouse of the same name and project replays them instead of paying dbt, and
+publishes what dbt would, row for row; a record the machine cannot read, or the cache turned off, costs dbt's run
+only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from mafiabench.publish import build_warehouse
+from mafiabench.transform.build import replay
+from mafiabench.warehouse.raw import load_records
+from support.increments import assert_same, games, published
+from support.records import fresh_con
+from support.replays import copy
+
+
+@pytest.fixture
+def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The machine's cache, empty and on."""
+    monkeypatch.setenv("MAFIABENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
+    return tmp_path / "cache" / replay.CACHE
+
+
+def _first_increment_landed() -> duckdb.DuckDBPyConnection:
+    """A new warehouse (named w.duckdb, as every fresh_con), built whole, with an increment landed."""
+    con = fresh_con()
+    load_records(con, games("a", 8, 0))
+    assert build_warehouse(con).published
+    load_records(con, games("b", 4, 1))
+    return con
+
+
+def test_a_first_increment_replays_another_warehouses_record(tmp_path: Path, machine: Path) -> None:
+    first = _first_increment_landed()
+    recorded = build_warehouse(first)
+    assert recorded.published and recorded.replayed == []
+    assert sorted(p.name.split("-")[0] for p in machine.glob("*.json.z")) == ["run", "run", "test", "test"]
+
+    second = _first_increment_landed()  # its whole build replayed the first's whole build: checked below too
+    by_dbt = copy(second, tmp_path)
+    by_dbt.execute(f"delete from {replay.TABLE}")
+    replayed = build_warehouse(second)
+    assert replayed.published and replayed.replayed == ["run", "test"]
+    with pytest.MonkeyPatch.context() as off:
+        off.setenv("MAFIABENCH_REPLAY_CACHE", "0")
+        ran = build_warehouse(by_dbt)
+    assert ran.published and ran.replayed == []
+    assert_same(published(second), published(by_dbt))
+    assert sorted((v.suite, v.rule, v.success, v.element_count, v.unexpected_count) for v in replayed.validation) \
+        == sorted((v.suite, v.rule, v.success, v.element_count, v.unexpected_count) for v in ran.validation)
+
+
+def test_a_whole_build_replays_the_machines_whole_build_and_equals_dbts(tmp_path: Path, machine: Path) -> None:
+    first = fresh_con()
+    load_records(first, games("a", 8, 0))
+    assert build_warehouse(first).replayed == []
+    second = fresh_con()
+    load_records(second, games("z", 6, 3))  # other games: the record holds statements, not rows
+    by_dbt = copy(second, tmp_path)
+    replayed = build_warehouse(second)
+    assert replayed.published and replayed.replayed == ["run", "test"]
+    with pytest.MonkeyPatch.context() as off:
+        off.setenv("MAFIABENCH_REPLAY_CACHE", "0")
+        ran = build_warehouse(by_dbt)
+    assert ran.published and ran.replayed == []
+    assert_same(published(second), published(by_dbt))
+
+
+@pytest.mark.parametrize("damage", ["garbage", "another key", "off"])
+def test_an_unreadable_record_or_the_cache_off_runs_dbt(machine: Path, damage: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    first = _first_increment_landed()
+    assert build_warehouse(first).published
+    files = sorted(machine.glob("*.json.z"))
+    assert len(files) == 4
+    for file in files:
+        kind = file.name.split("-", 1)[0]
+        if damage == "garbage":
+            file.write_bytes(b"not a record")
+        elif damage == "another key":  # a record whose own key is not its file's is not trusted
+            record = replay.kept(kind, file.name.split("-", 1)[1].removesuffix(".json.z"))
+            file.write_bytes(replay._packed({"kind": kind, "key": "0" * 32, "record": record}))
+    if damage == "off":
+        monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "0")
+    result = build_warehouse(_first_increment_landed())
+    assert result.published and result.replayed == []
