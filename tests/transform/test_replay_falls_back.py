@@ -66,7 +66,9 @@ def test_an_interrupt_mid_replay_leaves_the_published_build(tmp_path: Path, monk
     monkeypatch.setattr(replay, "_execute", interrupted)
     with pytest.raises(KeyboardInterrupt):
         stage(con)  # the build's own clean-up (build_warehouse discards what a stopped build staged) aside
-    assert calls[0] == 60 and staged_relations(con) == at_start[0]  # nothing the replay staged is left
+    # the node running beside the interrupted one (the replay runs dbt's threads) finishes; nothing else starts,
+    # and nothing the replay staged is left
+    assert 60 <= calls[0] < 90 and staged_relations(con) == at_start[0]
     discard(con)
     after = published(con, views=False)
     assert {t: after.pop(t) for t in list(after) if t.startswith("raw_")} == raw

@@ -45,6 +45,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +60,7 @@ from mafiabench.transform.build.dbt_runner import NodeResult
 log = logging.getLogger(__name__)
 
 TABLE = "build_replay"  # the published build's records: (kind, key, record), written by `store`
-FORMAT = 1  # of the records: raise it when the recording or the replay changes
+FORMAT = 2  # of the records: raise it when the recording or the replay changes (2: nodes name their upstream)
 # Materializations whose statements depend on no clock: `summed` (macros/increment.sql) renders the same statements
 # for the same key and reads one result, its columns (DESCRIBE), which a replay checks like any other.
 REVIEWED = frozenset({"view", "table", "per_game", "summed", "test"})
@@ -335,6 +336,8 @@ class _Recorder:
                 raise _Refused(f"{node.name} executed nothing")
             entry: dict[str, Any] = {
                 "uid": uid, "name": node.name, "kind": kind, "materialized": materialized,
+                # the nodes of this invocation it waits for (dbt's `depends_on`): the replay runs the others beside
+                "after": sorted(d for d in node.depends_on.nodes if d in by_uid and d != uid),
                 "relation": getattr(node, "alias", None), "path": node.original_file_path,
                 "compiled_sql": getattr(node, "compiled_code", None), "description": node.description or "",
                 "statements": statements,
@@ -417,52 +420,104 @@ def _test_status(test: dict[str, Any], failures: int, should_warn: bool, should_
 
 
 def replay(con: duckdb.DuckDBPyConnection, record: dict[str, Any],
-           on_model: Callable[[str, int], None] | None = None) -> list[NodeResult]:
+           on_model: Callable[[str, int], None] | None = None, threads: int = 1) -> list[NodeResult]:
     """Execute a record's statements on DuckDB and give the `NodeResult`s dbt would (with this run's seconds and,
     for tests, statuses). A `dbt run` writes only staged relations (checked when recorded), none that was there when
     the replay began (checked first), each node in a transaction of its own as dbt does (one for them all would hold
-    every node's garbage until the end: 2.1 GB at a million games, against dbt's 1.3): on any error
-    (`ReplayMismatch` among them) or interrupt, the node's transaction is rolled back and what the nodes before it
-    staged is dropped, and the error raised."""
+    every node's garbage until the end: 2.1 GB at a million games, against dbt's 1.3). As dbt, the nodes run on
+    `threads` cursors, each once the nodes it depends on finished (in the record's order among those ready: the
+    order dbt started them). On any error (`ReplayMismatch` among them) or interrupt, no node starts, those running
+    finish or fail, a failed node's transaction is rolled back, what the others staged is dropped, and the first
+    error is raised."""
     writes = record["command"] == "run"
     models = sum(1 for n in record["nodes"] if n["kind"] == "model")
     out: dict[str, NodeResult] = {}
-    cur = con.cursor()
-    before = _staged(cur) if writes else set()
+    lead = con.cursor()
+    cursors = threading.local()
+    opened: list[duckdb.DuckDBPyConnection] = []
+    lock = threading.Lock()
+
+    def cursor() -> duckdb.DuckDBPyConnection:
+        if not hasattr(cursors, "cur"):
+            cursors.cur = con.cursor()
+            with lock:
+                opened.append(cursors.cur)
+        return cursors.cur  # type: ignore[no-any-return]
+
+    def run_node(node: dict[str, Any]) -> NodeResult:
+        cur = cursor()
+        t0 = time.perf_counter()
+        row = None
+        with _transaction(cur) if writes else nullcontext():
+            for statement in node["statements"]:
+                got = _execute(cur, statement)
+                if got is not None:
+                    row = got
+        seconds = time.perf_counter() - t0
+        if node["kind"] == "model":
+            return _result(node, "success", seconds, node.get("message"), None)
+        if row is None:
+            raise ReplayMismatch(f"{node['name']}: no result row")
+        failures, should_warn, should_error = int(row[0]), bool(row[1]), bool(row[2])
+        status, message = _test_status(node["test"], failures, should_warn, should_error)
+        return _result(node, status, seconds, message, 0 if status == "pass" else failures)
+
+    before = _staged(lead) if writes else set()
     try:
         clash = sorted(before & {w for n in record["nodes"] for s in n["statements"] for w in s.get("writes", ())})
         if clash:
             raise ReplayMismatch(f"relations the replay would write are there already: {clash}")
         if writes:
-            with _transaction(cur):
+            with _transaction(lead):
                 for statement in record["master"]:
-                    _execute(cur, statement)
-        for node in record["nodes"]:
-            t0 = time.perf_counter()
-            row = None
-            with _transaction(cur) if writes else nullcontext():
-                for statement in node["statements"]:
-                    got = _execute(cur, statement)
-                    if got is not None:
-                        row = got
-            seconds = time.perf_counter() - t0
-            if node["kind"] == "model":
-                out[node["uid"]] = _result(node, "success", seconds, node.get("message"), None)
-                if on_model is not None:
-                    on_model(node["name"], models)
-            else:
-                if row is None:
-                    raise ReplayMismatch(f"{node['name']}: no result row")
-                failures, should_warn, should_error = int(row[0]), bool(row[1]), bool(row[2])
-                status, message = _test_status(node["test"], failures, should_warn, should_error)
-                out[node["uid"]] = _result(node, status, seconds, message, 0 if status == "pass" else failures)
+                    _execute(lead, statement)
+        for node, result in _in_dependency_order(record["nodes"], run_node, max(1, threads)):
+            out[node["uid"]] = result
+            if node["kind"] == "model" and on_model is not None:
+                on_model(node["name"], models)
     except BaseException:
         if writes:
-            _undo(cur, before)
+            _undo(lead, before)
         raise
     finally:
-        cur.close()
+        for cur in [lead, *opened]:
+            cur.close()
     return [out[uid] for uid in record["order"]]
+
+
+def _in_dependency_order(nodes: list[dict[str, Any]], run: Callable[[dict[str, Any]], NodeResult],
+                         threads: int) -> Iterator[tuple[dict[str, Any], NodeResult]]:
+    """Run each node on one of `threads` threads once the nodes it waits for (`after`) finished, the ready ones in
+    the given order; yield each node and its result as it finishes. A record without `after` runs in its order,
+    one node after the other. On an error or interrupt, nothing more starts and what runs is waited for before the
+    first error is raised."""
+    if threads == 1 or any("after" not in n for n in nodes):
+        for node in nodes:
+            yield node, run(node)
+        return
+    known = {n["uid"] for n in nodes}
+    waits = {n["uid"]: {d for d in n["after"] if d in known} for n in nodes}
+    done: set[str] = set()
+    pending = list(nodes)
+    running: dict[Future[NodeResult], dict[str, Any]] = {}
+    with ThreadPoolExecutor(threads, thread_name_prefix="replay") as pool:
+        try:
+            while pending or running:
+                for node in [n for n in pending if waits[n["uid"]] <= done][:threads - len(running)]:
+                    pending.remove(node)
+                    running[pool.submit(run, node)] = node
+                if not running:
+                    raise ReplayMismatch(f"nodes wait for nodes that never run: {[n['name'] for n in pending]}")
+                finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in [f for f in running if f in finished]:  # in the order they were started
+                    node = running.pop(future)
+                    result = future.result()
+                    done.add(node["uid"])
+                    yield node, result
+        except BaseException:
+            pending.clear()
+            wait(running)
+            raise
 
 
 def _staged(cur: duckdb.DuckDBPyConnection) -> set[str]:
@@ -558,12 +613,12 @@ class Session:
         if self.state_key is None:
             return dbt_runner.run(con, command, project=project, select=select, variables=variables,
                                   on_model=on_model, exclude=exclude)
-        k = key(self.state_key, command, variables, select, exclude, dbt_runner.threads_for(con),
-                dbt_runner.warehouse_file(con).stem)
+        threads = dbt_runner.threads_for(con)
+        k = key(self.state_key, command, variables, select, exclude, threads, dbt_runner.warehouse_file(con).stem)
         found = (self.stored.get(command, k) or kept(command, k)) if self.allowed else None
         if found is not None:
             try:
-                results = replay(con, found, on_model)
+                results = replay(con, found, on_model, threads)
             except (duckdb.Error, ReplayMismatch) as exc:
                 log.info("replay of dbt %s stopped, running dbt: %s", command, exc)
             else:
