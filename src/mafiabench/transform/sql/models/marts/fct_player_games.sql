@@ -39,10 +39,13 @@ settings_per_model as (
     -- win-rate marts split the model's rows by them (a seat whose settings are unknown, '', is no other setting).
 {%- if increment_narrows() %}
     -- Incremental: the published games' settings as published (fct_player_games carries study, model and
-    -- settings), without the increment's games, beside the increment's own; the same as over every game.
+    -- settings), without the increment's games, beside the increment's own; the same as over every game. An
+    -- increment that only adds games has none of its games published: their ids are not read then (4M seats at a
+    -- million games: 0.28 -> 0.12 s).
     {{ settings_per_model_seen(
         "select study, model, model_settings from " ~ increment_published()
-            ~ " where game_id not in (select game_id from " ~ increment_games() ~ ")",
+            ~ (" where game_id not in (select game_id from " ~ increment_games() ~ ")"
+               if var('increment_replaces', false) else ""),
         "select g.study, p.model, p.model_settings from players as p inner join games as g on g.game_id = p.game_id"
     ) }}
 {%- else %}
@@ -106,7 +109,9 @@ final as (
         inner join settings_per_model as w on w.study = c.study and w.model = c.model
         where c.settings_varied <> w.settings_varied
     )
+    {%- if var('increment_replaces', false) %}
     and f.game_id not in (select game_id from {{ increment_games() }})
+    {%- endif %}
 {%- endif %}
 )
 
