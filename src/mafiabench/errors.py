@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 
 class UserError(Exception):
@@ -19,6 +23,23 @@ def as_field_error(prefix: str = "") -> Iterator[None]:
         yield
     except UserError as exc:
         raise ValueError(f"{prefix}{exc}") from None
+
+
+def describe_validation_error(exc: ValidationError, source: str, prefix: str = "") -> str:
+    """One line per problem: `file: field a.b = value: what is wrong`."""
+    lines = []
+    for err in exc.errors():
+        loc = prefix + ".".join(str(p) for p in err["loc"])
+        value = err.get("input")
+        if not err["loc"]:  # a rule over several fields: its message names them
+            lines.append(f"{source}: {err['msg'].removeprefix('Value error, ')}")
+        elif err["type"] == "extra_forbidden":
+            lines.append(f"{source}: unknown field {loc!r} (value {value!r})")
+        elif err["type"] == "missing":
+            lines.append(f"{source}: field {loc!r} is required")
+        else:
+            lines.append(f"{source}: field {loc!r} = {value!r}: {err['msg']}")
+    return "\n".join(lines)
 
 
 def printable(text: str) -> str:

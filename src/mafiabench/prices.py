@@ -18,10 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from mafiabench.errors import UserError
-from mafiabench.play.config import validate
+from mafiabench.errors import UserError, describe_validation_error
 from mafiabench.record import GameRecord
 
 FREE_KINDS = frozenset({"fake", "scripted"})
@@ -131,7 +130,10 @@ def load_prices(path: Path | None = None) -> PriceTable:
         raise UserError(f"{path}: price table not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
-    parsed = validate(PriceTableFile, data, str(path))
+    try:
+        parsed = PriceTableFile.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(describe_validation_error(exc, str(path))) from None
     return PriceTable(version=parsed.version, models={p.spec: p for p in parsed.price})
 
 

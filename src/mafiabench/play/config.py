@@ -28,26 +28,9 @@ from mafiabench.backends.backend import ConfigError, provider_modules
 from mafiabench.backends.endpoints import BUILTIN_ENDPOINTS, EndpointConfig, split_spec
 from mafiabench.engine import VARIANTS, rules_for
 from mafiabench.engine.core import ROLE_TEAM
-from mafiabench.errors import UserError, as_field_error
+from mafiabench.errors import UserError, as_field_error, describe_validation_error
 
 M = TypeVar("M", bound=BaseModel)
-
-
-def describe_validation_error(exc: ValidationError, source: str, prefix: str = "") -> str:
-    """One line per problem: `file: field a.b = value: what is wrong`."""
-    lines = []
-    for err in exc.errors():
-        loc = prefix + ".".join(str(p) for p in err["loc"])
-        value = err.get("input")
-        if not err["loc"]:  # a rule over several fields: its message names them
-            lines.append(f"{source}: {err['msg'].removeprefix('Value error, ')}")
-        elif err["type"] == "extra_forbidden":
-            lines.append(f"{source}: unknown field {loc!r} (value {value!r})")
-        elif err["type"] == "missing":
-            lines.append(f"{source}: field {loc!r} is required")
-        else:
-            lines.append(f"{source}: field {loc!r} = {value!r}: {err['msg']}")
-    return "\n".join(lines)
 
 
 def validate(model: type[M], data: Mapping[str, Any], source: str) -> M:
