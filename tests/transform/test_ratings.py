@@ -14,7 +14,14 @@ from scipy import optimize, special, stats
 
 from mafiabench.study.design import expand_cells, game_seed
 from mafiabench.study.spec import parse_experiment
-from mafiabench.transform.models.ratings import fit, line_ups, rating_tables, summarise
+from mafiabench.transform.models.ratings import (
+    LINE_UP_COUNTS_SQL,
+    fit,
+    line_ups,
+    model_sql,
+    rating_tables,
+    summarise,
+)
 from support.rating_warehouse import warehouse
 
 PUBLISHED = Path(__file__).parents[1] / "fixtures" / "published_mini_mafia"
@@ -231,6 +238,9 @@ def test_the_gate_requires_a_rating_for_every_model_with_enough_games() -> None:
     for name, frame in rating_tables(con).items():
         con.register(f"{name}_frame", frame.to_arrow())
         con.execute(f"create table {name} as select * from {name}_frame")
+    # The build's line-up counts (the completeness rule counts rated games there), as the ratings make them.
+    refs = {"fct_games": "fct_games", "fct_player_games": "(select *, null::varchar as variant from fct_player_games)"}
+    con.execute(f"create table int_line_up_counts as {model_sql(LINE_UP_COUNTS_SQL, refs)}")
 
     def failed() -> list[str]:
         return sorted({r.rule for r in run_suites(con, suites=suites) if not r.success})

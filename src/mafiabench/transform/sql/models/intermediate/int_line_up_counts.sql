@@ -3,7 +3,7 @@
     adds games adds their counts. Every key is the game's own (its seats, status and outcome): nothing here reads
     another game, so a game's counts never change after it is counted. -#}
 {{ config(materialized='summed', meta={'sum_keys': ['study', 'line_up', 'variant', 'category', 'mafia_model',
-                                                    'town_model', 'one_model_a_side']}) }}
+                                                    'town_model', 'one_model_a_side', 'models']}) }}
 
 with players as (
     select game_id, team, role, model, variant from {{ ref('fct_player_games') }}
@@ -114,7 +114,10 @@ line_ups as (
         max(c.model) filter (where c.team = 'town') as town_max,
         array_to_string(list_sort(list(c.team || chr(31) || c.seat_role || chr(31) || c.model)
             filter (where c.team in ('mafia', 'town'))), chr(30)) as line_up,
-        case when min(c.variant) = max(c.variant) then min(c.variant) end as variant
+        case when min(c.variant) = max(c.variant) then min(c.variant) end as variant,
+        -- Every model of the game's seats, each once, whatever the seat's team (null for a seat without a model):
+        -- the models the gate's mart_ratings_complete counts a rated game for.
+        list_sort(list(distinct c.model)) as models
     from key_seats as k
     inner join codes as c on c.seat = k.seat
     group by k.seats, k.seat_list
@@ -134,6 +137,7 @@ final as (
         s.mafia_model,
         s.town_model,
         s.mafia_model = s.mafia_max and s.town_model = s.town_max as one_model_a_side,
+        s.models,
         sum(g.games)::bigint as games,
         sum(g.wins)::bigint as wins
     from counted as g
