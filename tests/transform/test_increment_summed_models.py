@@ -15,7 +15,7 @@ from support.records import design, fresh_con, mini_record
 
 # Every summed model of the project (a build lists each as "summed" when it added an increment's counts).
 SUMMED = {"int_game_outcome_counts", "int_role_outcome_counts", "int_line_up_counts", "int_player_outcome_counts",
-          "int_model_counts", "int_decision_counts", "int_reasoning_counts"}
+          "int_model_counts", "int_decision_counts", "int_reasoning_counts", "int_listing_counts"}
 X_CELL = design("homogeneous|X", None, "X", "X")
 
 

@@ -17,8 +17,10 @@ mafioso second in 25.22% of games against 25.00% expected, p = 3e-7, a cue no re
 significant but under the floor is reported as such ("small departure"), neither refused nor called "no leak". A
 position with fewer than `MIN_GAMES` games is not tested: its verdict is "too few games", never "no leak".
 
-The counts are aggregated in DuckDB (a handful of rows per source reach Python); the import report, the mart
-`mart_listing_leaks` (`transform.models.listing_leaks`), the gate and the data-quality page share this computation.
+The counts are aggregated in DuckDB (a handful of rows per source reach Python) by the dbt model
+`int_listing_counts` (a summed model: a build counts an increment's games only); the import report reads the same
+model's SQL over the raw tables. The mart `mart_listing_leaks` (`transform.models.listing_leaks`), the gate and the
+data-quality page share this computation.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from fractions import Fraction
 from typing import Any
 
 import duckdb
+
+from mafiabench.warehouse.sql_models import SQL_MODELS, model_sql
 
 ALPHA = 0.001  # family-wise, over every position tested in the warehouse (Holm)
 SEATS = "seats"
@@ -87,51 +91,39 @@ class PositionLeak:
 
 Count = tuple[str, bool, str, int, int, int, float]
 
-_GAMES = """games as (
-            select game_id, source = 'simulation' as simulated,
-                   case when source = 'simulation' then 'simulation:' || coalesce(experiment, '?') else source end
-                       as src
-            from raw_games where status = 'finished'
-        )"""
-# A player's seat as a bit of its game's mask of seats (null outside 0..62: that game is ranked one by one).
-_SEAT_BIT = "case when seat between 0 and 62 then 1::bigint << seat::bigint end"
+# The seat listing's counts: the dbt model `int_listing_counts` (a summed model: the build counts an increment's games
+# only), the one statement of how seats are counted; read over the raw tables where no build counted them.
+LISTING_COUNTS = "int_listing_counts"
+LISTING_COUNTS_SQL = SQL_MODELS / "intermediate" / f"{LISTING_COUNTS}.sql"
+_RAW = {"int_player_games": "raw_players", "fct_games": "raw_games"}
 
 
-def _counts(con: duckdb.DuckDBPyConnection) -> list[Count]:
+def _counts(con: duckdb.DuckDBPyConnection, counted: str | None = None) -> list[Count]:
     """(source, simulated, listing, position, games, mafia, expected count) per listed position of finished games.
 
-    One pass over the players, grouped by game, without ordering them: a game whose players sit on distinct seats
-    in 0..62 (every simulated game, and the imports with seats) is its set of seats and its set of mafia seats, two
-    bit masks, and the position of a seat is its rank among the game's seats (the order `seat nulls last, name`
-    gives). Games of a source with the same masks are counted together, a few rows, and ranked here. The other
-    games (no seats, or seats repeated or out of range) and the detector's listings are ranked one player at a
-    time, by a window, in a second query that only runs when there are some. The expected count is the exact sum
-    of the games' n_mafia / n_players, rounded once (a float sum in DuckDB's thread order differed in the last bits
-    from one run to the next)."""
-    by_masks = con.execute(f"""
-        with {_GAMES},
-        per_game as (
-            select game_id, count(*) as n, count(*) filter (where team = 'mafia') as m,
-                   bit_or({_SEAT_BIT}) as seats,
-                   coalesce(bit_or(case when team = 'mafia' then {_SEAT_BIT} end), 0) as mafia_seats
-            from raw_players
-            group by game_id
-        )
-        select g.src, g.simulated, p.n, p.m,
-               -- null: the seats do not rank the game's players alone (the second query ranks them)
-               case when bit_count(p.seats) = p.n then p.seats end as seats, p.mafia_seats, count(*) as games
-        from per_game as p inner join games as g using (game_id)
-        group by all""").fetchall()
+    The seat listing from `counted` (the build's `int_listing_counts`), or, where None, from that model's SQL over
+    raw_players and raw_games (the import report, before any build): a game whose players sit on distinct seats in
+    0..62 (every simulated game, and the imports with seats) is counted there by its set of seats and its set of
+    mafia seats, two bit masks, and the position of a seat is its rank among the game's seats (the order `seat nulls
+    last, name` gives), ranked here from a few rows; the other games are counted there per position. The detector's
+    listings are ranked one player at a time, by a window, in a second query that only runs when there are some.
+    The expected count is the exact sum of the games' n_mafia / n_players, rounded once (a float sum in DuckDB's
+    thread order differed in the last bits from one run to the next)."""
+    relation = counted if counted is not None else f"({model_sql(LISTING_COUNTS_SQL, _RAW)})"
+    listed = con.execute(f"""
+        select source, simulated, n_players, n_mafia, seats, mafia_seats, position, is_mafia, games
+        from {relation}""").fetchall()
     # (source, simulated, listing, position, n_players, n_mafia, mafia at the position, games)
     rows: list[tuple[Any, ...]] = []
-    for src, simulated, n, m, seats, mafia_seats, games in by_masks:
+    for src, simulated, n, m, seats, mafia_seats, position, is_mafia, games in listed:
         if seats is not None:  # the k-th lowest seat of the mask is listed k-th
             ranked_seats = [seat for seat in range(63) if seats >> seat & 1]
             rows += [(src, simulated, SEATS, k, n, m, bool(mafia_seats >> seat & 1), games)
                      for k, seat in enumerate(ranked_seats, start=1)]
-    ranked_apart = any(r[4] is None for r in by_masks)
-    if ranked_apart or con.execute("select count(*) from raw_detection_transcripts").fetchall()[0][0]:
-        rows += _counts_one_by_one(con)
+        else:
+            rows.append((src, simulated, SEATS, position, n, m, is_mafia, games))
+    if con.execute("select count(*) from raw_detection_transcripts").fetchall()[0][0]:
+        rows += _detector_counts(con)
     totals: dict[tuple[str, bool, str, int], list[Any]] = {}
     for src, simulated, listing, pos, n, m, mafia, games in rows:
         total = totals.setdefault((src, simulated, listing, pos), [0, 0, Fraction(0)])
@@ -143,15 +135,20 @@ def _counts(con: duckdb.DuckDBPyConnection) -> list[Count]:
     return sorted(counts, key=lambda r: tuple((x is None, x) for x in r[:4]))
 
 
-def _counts_one_by_one(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
-    """The rows `_counts` cannot rank from seat masks, counted per (source, simulated, listing, position, n_players,
-    n_mafia, mafia): the seat listing of games whose seats do not rank their players, and every detector listing."""
+_GAMES = """games as (
+            select game_id, source = 'simulation' as simulated,
+                   case when source = 'simulation' then 'simulation:' || coalesce(experiment, '?') else source end
+                       as src
+            from raw_games where status = 'finished'
+        )"""
+
+
+def _detector_counts(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
+    """The detector's listings, counted per (source, simulated, listing, position, n_players, n_mafia, mafia) from
+    raw_detection_transcripts and raw_players. Not a summed model: the transcripts land apart from their games (a
+    detector run reads published games), so a build's increment of games does not say which transcripts are new."""
     return con.execute(f"""
         with {_GAMES},
-        apart as (
-            select game_id from raw_players
-            group by game_id having coalesce(bit_count(bit_or({_SEAT_BIT})), 0) <> count(*)
-        ),
         listed as (
             select distinct on (game_id, cut, position) game_id, cut, position, name
             from (select game_id, cut, unnest(players) as name, generate_subscripts(players, 1) as position
@@ -159,17 +156,13 @@ def _counts_one_by_one(con: duckdb.DuckDBPyConnection) -> list[tuple[Any, ...]]:
         ),
         players as (
             select p.game_id, p.name, p.team = 'mafia' as is_mafia,
-                   count(*) filter (where p.team = 'mafia') over w as m, count(*) over w as n,
-                   row_number() over (partition by p.game_id order by p.seat nulls last, p.name) as position
+                   count(*) filter (where p.team = 'mafia') over w as m, count(*) over w as n
             from raw_players as p semi join games as g on g.game_id = p.game_id
-            where p.game_id in (select game_id from apart) or p.game_id in (select game_id from listed)
+            where p.game_id in (select game_id from listed)
             window w as (partition by p.game_id)
         ),
         rows as (
-            select game_id, '{SEATS}' as listing, position, n, m, is_mafia
-            from players where game_id in (select game_id from apart)
-            union all
-            select l.game_id, '{DETECTOR}', l.position, p.n, p.m, p.is_mafia
+            select l.game_id, '{DETECTOR}' as listing, l.position, p.n, p.m, p.is_mafia
             from listed as l inner join players as p on p.game_id = l.game_id and p.name = l.name
         )
         select g.src, g.simulated, r.listing, r.position, r.n, r.m, coalesce(r.is_mafia, false), count(*)
@@ -236,10 +229,14 @@ def binom_test_p(k: int, n: int, p: float) -> float:
     return min(1.0, cdf(ix) + sf(k - 1))
 
 
-def listing_leaks(con: duckdb.DuckDBPyConnection, sources: list[str] | None = None) -> list[PositionLeak]:
+def listing_leaks(
+    con: duckdb.DuckDBPyConnection, sources: list[str] | None = None, *, counted: str | None = None
+) -> list[PositionLeak]:
     """Every (source, listing, position) of the warehouse, tested or with too few games; `sources` keeps the rows of
-    some raw sources (the Holm family stays every position the warehouse tests, so the verdicts are the mart's)."""
-    counts = _counts(con)
+    some raw sources (the Holm family stays every position the warehouse tests, so the verdicts are the mart's).
+    `counted`: the relation of the seat listing's counts (the build's `int_listing_counts`); None counts the raw
+    tables (a published warehouse's counts may predate what was just landed)."""
+    counts = _counts(con, counted)
     p_values = {(src, listing, pos): binom_test_p(k, n, expected / n)
                 for src, _, listing, pos, n, k, expected in counts if n >= MIN_GAMES}
     adjusted = dict(zip(p_values, holm(list(p_values.values())), strict=True))

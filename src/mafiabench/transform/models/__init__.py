@@ -138,7 +138,7 @@ PYTHON_MODELS: list[PythonModel] = [
         "share a role-blind order gives, exact binomial test (scipy) with Holm's correction over every position "
         "tested; the gate refuses a simulated study with a leak (warehouse.listing_leaks)",
         materialized="table",
-        depends_on=("raw_games", "raw_players", "raw_detection_transcripts"),
+        depends_on=("int_listing_counts", "raw_games", "raw_players", "raw_detection_transcripts"),
         outputs=("mart_listing_leaks",),
         function="listing_leaks.listing_leak_tables",
     ),

@@ -3,8 +3,10 @@ listed there is mafia, against the share a role-blind order gives.
 
 A Python model of the build (registered in `transform.models.PYTHON_MODELS`): the listed orders are recorded in the
 raw tables (`raw_players.seat`, or the name where a source has no seats; `raw_detection_transcripts.players`, the
-header the detector read), the counts and the test are `warehouse.listing_leaks`' (an exact binomial test, scipy's
-`binomtest`, with Holm's correction over every position tested), shared with the import report. The gate refuses a
+header the detector read); the seat listing is counted by the dbt model `int_listing_counts` (a summed model: an
+increment counts its own games), the detector's listings from the raw tables, and the test is
+`warehouse.listing_leaks`' (an exact binomial test, scipy's `binomtest`, with Holm's correction over every position
+tested), shared with the import report. The gate refuses a
 simulated study with a leak (`listing_leaks.yml`); an import's leaks are data about the dataset, shown on the
 data-quality page.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import duckdb
 import polars as pl
 
-from mafiabench.warehouse.listing_leaks import ALPHA, MIN_EFFECT, MIN_GAMES, listing_leaks
+from mafiabench.warehouse.listing_leaks import ALPHA, LISTING_COUNTS, MIN_EFFECT, MIN_GAMES, listing_leaks
 
 LISTING_LEAKS_SCHEMA = {
     "source": pl.Utf8,
@@ -38,7 +40,13 @@ LISTING_LEAKS_SCHEMA = {
 
 
 def listing_leak_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-    """One row per (source, listing, position) of the warehouse's finished games."""
+    """One row per (source, listing, position) of the warehouse's finished games: the seat listing from the build's
+    `int_listing_counts`, or where the connection has none (raw tables given alone, as tests give them) from the
+    same model's SQL over the raw tables."""
+    found = con.execute(
+        "select count(*) from (select table_name as name from duckdb_tables() union all "
+        "select view_name from duckdb_views()) where name = ?", [LISTING_COUNTS]
+    ).fetchall()[0][0]
     rows = [
         {
             "source": r.source,
@@ -59,6 +67,6 @@ def listing_leak_tables(con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFram
             "verdict": r.verdict,
             "min_effect": MIN_EFFECT,
         }
-        for r in listing_leaks(con)
+        for r in listing_leaks(con, counted=LISTING_COUNTS if found else None)
     ]
     return {"mart_listing_leaks": pl.DataFrame(rows, schema=LISTING_LEAKS_SCHEMA, orient="row")}

@@ -45,7 +45,6 @@ few hundred line-ups cost.
 from __future__ import annotations
 
 import math
-import re
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -58,6 +57,7 @@ import polars as pl
 
 from mafiabench.transform.models import fit_cache
 from mafiabench.transform.models.baselines import exact_baseline
+from mafiabench.warehouse.sql_models import SQL_MODELS, model_sql
 
 SIDES = ("overall", "mafia", "town")
 FITS = ("overall", "sides", "roles")
@@ -726,7 +726,7 @@ def _wilson(wins: np.ndarray, games: np.ndarray, z: float = Z95) -> tuple[np.nda
 # The dbt model the build counts games by line-up in (a summed model: an increment adds its games' counts), and its
 # SQL, read from the packaged project where a warehouse has no such relation (a connection given only the marts).
 LINE_UP_COUNTS = "int_line_up_counts"
-LINE_UP_COUNTS_SQL = Path(__file__).resolve().parents[1] / "sql" / "models" / "intermediate" / f"{LINE_UP_COUNTS}.sql"
+LINE_UP_COUNTS_SQL = SQL_MODELS / "intermediate" / f"{LINE_UP_COUNTS}.sql"
 
 PAIR_GAME_IDS_SQL = """
 with sides as (
@@ -824,16 +824,6 @@ def _line_up_counts(con: duckdb.DuckDBPyConnection) -> tuple[str, bool]:
     name = f"rating_line_ups_{uuid.uuid4().hex[:8]}"
     con.execute(f"create temp table {name} as {model_sql(LINE_UP_COUNTS_SQL, refs)}")
     return name, True
-
-
-def model_sql(path: Path, refs: dict[str, str]) -> str:
-    """A dbt model's SQL as plain SQL: its Jinja comments and config dropped, each ref replaced by `refs`' text."""
-    text = re.sub(r"\{#.*?#\}", "", path.read_text(), flags=re.S)
-    text = re.sub(r"\{\{\s*config\(.*?\)\s*\}\}", "", text, flags=re.S)
-    text = re.sub(r"\{\{\s*ref\('(\w+)'\)\s*\}\}", lambda m: refs[m.group(1)], text)
-    if "{{" in text or "{%" in text:
-        raise ValueError(f"{path}: Jinja left after its refs were replaced")
-    return text
 
 
 def rating_tables(
