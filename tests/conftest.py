@@ -77,6 +77,28 @@ def fresh_warehouse() -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 @pytest.fixture(scope="session")
+def landed_increment(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A warehouse file whose games were built, gated and published, then more games landed (new ids: an increment
+    that only adds games), not built; copy it before use (support.gate_increments.copy)."""
+    import duckdb
+
+    from mafiabench.publish import build_warehouse
+    from mafiabench.warehouse.raw import ensure_schema, load_records
+    from support.increments import games
+
+    path = tmp_path_factory.mktemp("landed-increment") / "w.duckdb"
+    con = duckdb.connect(str(path))
+    try:
+        ensure_schema(con)
+        load_records(con, games("a", 16, 0))
+        assert build_warehouse(con).published
+        load_records(con, games("b", 6, 1))
+    finally:
+        con.close()
+    return path
+
+
+@pytest.fixture(scope="session")
 def datasets() -> Path:
     """The fixture datasets in the real shapes of the imported sources (tests/fixtures/datasets/, each README names
     the real files they follow), read by the importers and the detector."""

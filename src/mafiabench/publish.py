@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from mafiabench.errors import UserError
+from mafiabench.quality import delta
 from mafiabench.quality import gate as quality
+from mafiabench.transform.build import increment
 from mafiabench.transform.build.catalogue import model_docs
 from mafiabench.transform.build.marts import (
     BuildProgress,
@@ -131,19 +133,33 @@ def _first(suites: Sequence[quality.Suite], reads: dict[str, set[str]], staged: 
     return list(dict.fromkeys(t for s in ordered for t in sorted(reads[s.name])))
 
 
+def _increment_gate(con: duckdb.DuckDBPyConnection, staged: Staged) -> delta.IncrementGate | None:
+    """What proves the suites over the raw tables from the increment's rows (`quality.delta`), when the build is
+    incremental and only adds games and the published build's gate vouched for the raw tables; else None."""
+    inc = staged.increment
+    if inc is None or inc.replaces or staged.sources is None:
+        return None
+    published = delta.published_gate(con)
+    if published is None:
+        return None
+    return delta.IncrementGate(published, increment.INCREMENT_GAMES, increment.unchanged_sources(con, staged.sources))
+
+
 def _gate(
     con: duckdb.DuckDBPyConnection,
     staged: Staged,
     max_unusable: float | None,
-) -> list[quality.ExpectationResult]:
+) -> tuple[list[quality.ExpectationResult], list[str]]:
     """Run the staged build's Python models and its gate side by side: the Python models (mostly single-threaded
     numpy) and the dbt data tests (dbt's Python) each on a thread, the suites on `SUITE_THREADS` more, each suite as
     soon as what it reads is staged: at once for most, after the Python model whose table it reads for the others
     (those models run first, so their suites run while the other models fit). The results come in the
-    order of a sequential gate (1M games: BENCHMARKS.md). The suites are those the staged project's YAML declares
-    (`meta.gx` beside each model)."""
+    order of a sequential gate (1M games: BENCHMARKS.md), with the suites proven from an increment's rows rather
+    than run whole (`_increment_gate`). The suites are those the staged project's YAML declares (`meta.gx` beside
+    each model)."""
     suites = quality.gate_suites(model_docs(staged.project),
                                  quality.DEFAULT_MAX_UNUSABLE if max_unusable is None else max_unusable)
+    proving = _increment_gate(con, staged)
     later = python_outputs(staged)
     reads = {s.name: {t for t in later if re.search(rf"\b{re.escape(t)}\b", s.query)} for s in suites}
     written: set[str] = set()
@@ -155,7 +171,10 @@ def _gate(
                 ThreadPoolExecutor(2, thread_name_prefix="build-gate") as beside:
 
             def run(suite: quality.Suite) -> list[quality.ExpectationResult]:
-                return quality.run_suites(cursors.get(), suites=[suite])
+                cursor = cursors.get()
+                if proving is not None and (proven := proving.run(cursor, suite)) is not None:
+                    return proven
+                return quality.run_suites(cursor, suites=[suite])
 
             def start_ready(tables: tuple[str, ...] = ()) -> None:
                 with lock:
@@ -169,7 +188,8 @@ def _gate(
             dbt_tests = beside.submit(dbt_test_results, con, staged)
             python.result()
             results = [r for s in suites for r in started[s.name].result()]
-            return dbt_tests.result() + results
+            proven = set(proving.proven) if proving is not None else set()
+            return dbt_tests.result() + results, [s.name for s in suites if s.name in proven]
     finally:
         cursors.close()
 
@@ -206,7 +226,7 @@ def build_warehouse(
         result.replayed = staged.replaying.replayed
         if validate:
             t1 = time.perf_counter()
-            result.validation = _gate(con, staged, max_unusable)
+            result.validation, result.proven_suites = _gate(con, staged, max_unusable)
             result.validation_seconds = time.perf_counter() - t1
             result.validated = True
             result.passed = all(r.success for r in result.validation)
@@ -217,7 +237,7 @@ def build_warehouse(
         raise
     result.published = result.validated and result.passed
     if result.published:
-        publish_staged(con, staged)
+        publish_staged(con, staged, gated=(result.build_id, delta.gate_digest()))
     elif result.validated:
         discard(con, staged)
     result.finished_at = _now()

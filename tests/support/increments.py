@@ -15,10 +15,12 @@ import duckdb
 from mafiabench.publish import build_warehouse
 from mafiabench.record import GameRecord
 from mafiabench.transform.build import increment, replay
+from mafiabench.warehouse.builds import GRAIN_ROWS_TABLE
 from mafiabench.warehouse.raw import GRAIN_TABLES
 from support.records import call, cell_records, design, engine_records, mini_record
 
-BOOKKEEPING = {"build_runs", "validation_results", increment.STATE_TABLE, increment.SOURCES_TABLE, replay.TABLE}
+BOOKKEEPING = {"build_runs", "validation_results", increment.STATE_TABLE, increment.SOURCES_TABLE, replay.TABLE,
+               GRAIN_ROWS_TABLE}
 
 
 def model_call(i: int, temperature: float) -> dict[str, Any]:

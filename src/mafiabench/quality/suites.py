@@ -21,6 +21,7 @@ a setting of the build, such as `max_unusable`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from mafiabench.errors import UserError
 
 GX_META_KEY = "gx"
+_PLAIN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # a column or relation named as is
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ class Suite:
     name: str
     query: str
     checks: tuple[Check, ...]
+    # The relation whose every row the suite reads, column for column (`select:` of plain columns, no `where:`): its
+    # rows are the relation's, so an increment's rows of it are told apart by game (`quality.delta`). None otherwise.
+    table: str | None = None
 
 
 def ident(column: str) -> str:
@@ -138,6 +143,7 @@ def suites_of(relation: str, meta: Mapping[str, Any], params: Mapping[str, Any],
         if not isinstance(spec, dict) or set(spec) - {"suite", "select", "where", "sql", "checks"}:
             raise RuleError(f"{where}: a suite has `suite`, `select` (and `where`) or `sql`, and `checks`")
         name = spec.get("suite", relation)
+        table = None
         if "sql" in spec:
             if "select" in spec or "where" in spec:
                 raise RuleError(f"{where}: give `sql` or `select`/`where`, not both")
@@ -146,11 +152,13 @@ def suites_of(relation: str, meta: Mapping[str, Any], params: Mapping[str, Any],
             columns = spec.get("select")
             cols = ", ".join(columns) if isinstance(columns, list) else "*"
             query = f"select {cols} from {relation}" + (f" where {spec['where']}" if spec.get("where") else "")
+            plain = not isinstance(columns, list) or all(isinstance(c, str) and _PLAIN.fullmatch(c) for c in columns)
+            table = relation if plain and not spec.get("where") and _PLAIN.fullmatch(relation) else None
         checks = spec.get("checks") or []
         if not checks:
             raise RuleError(f"{where}: suite {name!r} has no checks")
         out.append(Suite(name, query, tuple(
-            check_from_spec(c, params, f"{where}.checks[{j}]") for j, c in enumerate(checks))))
+            check_from_spec(c, params, f"{where}.checks[{j}]") for j, c in enumerate(checks)), table))
     return out
 
 

@@ -22,6 +22,14 @@ VALIDATION_RESULTS_SCHEMA = """
     element_count BIGINT, unexpected_count BIGINT, failing_rows_json VARCHAR, run_at TIMESTAMP"""
 
 
+# What the published build's gate vouched for: each table a game record lands in (`raw.GRAIN_TABLES`) and its rows
+# when the build read it, with the build's id and the gate code's digest (`quality.delta`). Written when a build is
+# published (`transform.build.increment.record`, in the publish transaction); the next build's gate runs the suites
+# over those tables on the rows an increment added only when each table still holds these rows and the added ones.
+GRAIN_ROWS_TABLE = "build_grain_rows"
+GRAIN_ROWS_SCHEMA = "build_id VARCHAR, gate VARCHAR, source VARCHAR, n_rows BIGINT"
+
+
 def ensure_build_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Create `build_runs` and `validation_results` if missing: their one declaration, for the build, the gate and
     the catalogue."""

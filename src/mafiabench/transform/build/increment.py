@@ -29,6 +29,13 @@ reaches every model downstream through the parsed project's `depends_on`; a mode
 a random generator, the environment or files (`VOLATILE`) is always rebuilt. The Python models are always rebuilt:
 what they compute also depends on the process (their code, `MAFIABENCH_LATENT_METHOD`, whether the coherence extra is
 installed), which no state here covers.
+
+What every incremental step rests on (the kept models, the deltas, the gate's suites over the raw tables): the rows of
+a game outside the increment are the rows the published build read. The landing step is the raw tables' only writer,
+and it replaces a game's rows whole, under a new `landed_at`, which puts the game in the increment. The gate checks
+what it can of this (`quality.delta`): each raw table's rows now are its rows at the published build (`grain_rows`,
+kept by `record`) plus the increment's, so no row was added or removed outside the increment's games; that none was
+edited in place is assumed, here as in the rest of the build (`--full-refresh` builds and gates everything whole).
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from typing import Any
 import duckdb
 
 from mafiabench.transform.build import dbt_runner
+from mafiabench.warehouse.builds import GRAIN_ROWS_SCHEMA, GRAIN_ROWS_TABLE
 from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA
 
 INCREMENT_GAMES = "__staged__increment_games"  # the increment's game ids (macros/increment.sql reads it)
@@ -126,17 +134,38 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
     return Increment(games=int(games), replaces=bool(replaces))
 
 
-def record(con: duckdb.DuckDBPyConnection, key: str | None, sources: dict[str, str] | None = None) -> None:
+def record(con: duckdb.DuckDBPyConnection, key: str | None, sources: dict[str, str] | None = None,
+           rows: dict[str, int] | None = None, gated: tuple[str, str] | None = None) -> None:
     """Keep the published build's state key and its sources' fingerprints (in the publish transaction); None: the
-    next build is whole."""
+    next build is whole. With `gated` (the build's id and its gate's code digest: `quality.delta`), also the rows of
+    each table a game record lands in when the build read them (`grain_rows`), which the gate vouched for."""
     con.execute(f"create table if not exists main.{STATE_TABLE} (key VARCHAR)")
     con.execute(f"delete from main.{STATE_TABLE}")
     con.execute(f"create table if not exists main.{SOURCES_TABLE} (source VARCHAR, fingerprint VARCHAR)")
     con.execute(f"delete from main.{SOURCES_TABLE}")
+    con.execute(f"create table if not exists main.{GRAIN_ROWS_TABLE} ({GRAIN_ROWS_SCHEMA})")
+    con.execute(f"delete from main.{GRAIN_ROWS_TABLE}")
     if key is not None:
         con.execute(f"insert into main.{STATE_TABLE} values (?)", [key])
         if sources:
             con.executemany(f"insert into main.{SOURCES_TABLE} values (?, ?)", sorted(sources.items()))
+        if rows and gated is not None:
+            con.executemany(f"insert into main.{GRAIN_ROWS_TABLE} values (?, ?, ?, ?)",
+                            [(*gated, table, n) for table, n in sorted(rows.items())])
+
+
+def grain_rows(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """The rows of each table a game record lands in (DuckDB keeps a table's count: no scan)."""
+    return {t: int(con.execute(f'select count(*) from main."{t}"').fetchall()[0][0]) for t in GRAIN_TABLES}
+
+
+def unchanged_sources(con: duckdb.DuckDBPyConnection, now: dict[str, str]) -> set[str]:
+    """The `FINGERPRINTED` sources whose fingerprint now (`now`: `fingerprints`) is the published build's."""
+    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                       [SOURCES_TABLE]).fetchall():
+        return set()
+    recorded = dict(con.execute(f"select source, fingerprint from main.{SOURCES_TABLE}").fetchall())
+    return {t for t, fingerprint in now.items() if recorded.get(t) == fingerprint}
 
 
 # The sources fingerprinted by content: every declared table a game record does not land in, and the price table.

@@ -87,6 +87,7 @@ class Staged:
     increment: increment.Increment | None = None  # an incremental build's increment; None: built whole
     state_key: str | None = None  # what publishing records as the published build's (None: a partial build)
     sources: dict[str, str] | None = None  # the fingerprints of the sources not keyed by game (`increment`)
+    rows: dict[str, int] | None = None  # the rows of the tables keyed by game, as the build read them (`increment`)
     kept: set[str] = field(default_factory=set)  # the SQL models kept: their published relations are read
     replaying: replay.Session = field(default_factory=lambda: replay.Session(replay.Stored(), None, False))  # `replay`
 
@@ -104,6 +105,7 @@ class BuildResult:
     seconds: float = 0.0
     validation_seconds: float = 0.0
     replayed: list[str] = field(default_factory=list)  # the dbt commands replayed, not run (`replay`)
+    proven_suites: list[str] = field(default_factory=list)  # the gate's suites proven from an increment's rows
 
     @property
     def failures(self) -> list[Any]:
@@ -282,6 +284,7 @@ def stage(
             scanning = None
             if state_key is not None:
                 staged.sources = increment.fingerprints(con)
+                staged.rows = increment.grain_rows(con)
                 scanning = beside.submit(lambda: _volatile(parsing.result()))
                 if not full_refresh:
 
@@ -439,12 +442,14 @@ def _apply_delta(con: duckdb.DuckDBPyConnection, name: str, relation: str, inc: 
     con.execute(f'drop view main."{relation}"')
 
 
-def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
+def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str, str] | None = None) -> None:
     """Put every staged relation under its published name, in one transaction, without copying data: tables and
     views over published relations are renamed; a view over other staged relations (a mart kept as a view) would
     go on reading the `__staged_` names after the renames, so it is created again from its definition with the
     published names, after the renames, in build order (a view's upstream views come first). An incremental model's
-    delta is applied to its published table (`_apply_delta`); the state key is recorded with the rest."""
+    delta is applied to its published table (`_apply_delta`); the state key is recorded with the rest, and with
+    `gated` (the id of the build whose gate passed, and the gate's code digest) the raw tables' rows it vouched for
+    (`increment.record`)."""
     scratch = set(_scratch(con))
     con.execute("begin transaction")
     try:
@@ -465,7 +470,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged) -> None:
             con.execute(sql)
         for table in scratch:
             con.execute(f'drop table main."{table}"')
-        increment.record(con, staged.state_key, staged.sources)
+        increment.record(con, staged.state_key, staged.sources, staged.rows, gated)
         replay.store(con, staged.replaying.records)
         con.execute("commit")
     except BaseException:

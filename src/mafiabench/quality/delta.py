@@ -1,0 +1,237 @@
+"""The gate's suites over the raw tables in a build that only adds games: proven on the increment's rows, with the
+verdict, counts and rows the whole suite gives.
+
+A scheduled study adds 1% of games to a warehouse of a million, and the suites over the raw tables scanned every
+landed row again (raw_players alone 1.3 s of the replayed increment's 6.5 s). A suite is instead proven from the
+increment when the build is incremental and adds games only (`Increment.replaces` false), the published build passed
+its gate, and that build vouched for the raw tables (`published_gate`: its results in `validation_results`, the rows
+of each table a game record lands in as it read them, recorded at publish by this gate's code, `GATE`):
+
+- **the tables.** Each raw table the suite reads must hold the published build's rows P and the rows D of the
+  increment's games, no others: its rows now (DuckDB keeps a table's count) equal its rows at the published build
+  plus D's (a count over the increment's game ids). So nothing was added or removed outside the increment's games;
+  that nothing was edited in place is the incremental build's own assumption (transform.build.increment: the landing
+  step replaces a game's rows whole, under a new `landed_at`, which puts the game in the increment).
+- **a table's rows** (a `select:` suite without `where:`, `Suite.table`, over a table keyed by game): a row-level
+  check's unexpected rows in P + D are its unexpected rows in D, P's being none; a uniqueness check whose key holds
+  `game_id` never compares a row of D with one of P (a game is in the increment or not), so P + D is unique when D
+  is. The suite runs on D; its rows are P's count plus D's. Any other check (another key, a row count) is not proven.
+- **a `sql:` suite** with a proof of its own (`FORMS`), pinned to the SQL it was proved for (its digest: an edited
+  query runs whole until proved again; tests/quality/test_gate_increment_forms.py says so).
+
+The published results must hold the suite with the same checks (expectation, arguments, rule), every one passed.
+Only a pass is proven: any unexpected row in the increment, an error, a count that does not add up, and the suite
+runs whole, so a failing verdict, its counts and its failing rows are the whole suite's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from mafiabench.quality.expectations import ExpectationResult, SqlSuite, expectation_type
+from mafiabench.quality.suites import Check, Suite
+from mafiabench.warehouse.builds import GRAIN_ROWS_TABLE
+from mafiabench.warehouse.raw import GRAIN_TABLES
+
+
+@functools.cache
+def gate_digest() -> str:
+    """The gate code's digest (the compiler of the checks, the suites' reader, these proofs): results recorded by
+    other code are not reused."""
+    here = Path(__file__).parent
+    text = b"".join((here / name).read_bytes() for name in ("expectations.py", "suites.py", "delta.py"))
+    return hashlib.sha256(text).hexdigest()[:32]
+
+
+def query_digest(query: str) -> str:
+    """A suite's SQL as proved (white space aside)."""
+    return hashlib.sha256(" ".join(query.split()).encode()).hexdigest()
+
+
+# The checks a table's rows are proven on by their increment's rows (module docstring).
+ROW_LEVEL = frozenset({"ExpectColumnValuesToNotBeNull", "ExpectColumnValuesToBeInSet", "ExpectColumnValuesToBeBetween",
+                       "ExpectColumnValuesToNotMatchRegex"})
+
+
+def provable(check: Check) -> bool:
+    if check.expectation in ROW_LEVEL:
+        return True
+    if check.expectation == "ExpectColumnValuesToBeUnique":
+        return bool(check.kwargs.get("column") == "game_id")
+    if check.expectation == "ExpectCompoundColumnsToBeUnique":
+        return "game_id" in check.kwargs.get("column_list", ())
+    return False
+
+
+@dataclass(frozen=True)
+class Form:
+    """How a `sql:` suite is proven from an increment: the digest of its SQL (`query_digest`), the raw tables it reads
+    (each must hold P + D), the other sources it reads (each unchanged: its fingerprint is the published build's),
+    and `narrow(query, games)`, its query narrowed to what the increment's games (`games`, a table of their ids) can
+    change, whose rows are the whole query's when the published build's were none; or None: the whole query's rows
+    are the published build's."""
+
+    sha: str
+    reads: tuple[str, ...]
+    unchanged: tuple[str, ...] = ()
+    narrow: Callable[[str, str], str | None] | None = None
+
+
+# copied_games: a game copied under another id, found in groups of games of one (variant, seed). A group of games
+# none of which is in the increment is a group of the published build's games, whose rows (seeds, seats, event logs)
+# are the published ones: it was found there, and the published build passed. So every copy is in a group holding an
+# increment game, and narrowing the first step to the (variant, seed) of the increment's games (the later steps only
+# group within it) finds every copy the whole query finds.
+_REPEATED = "select variant, seed from raw_games where seed is not null group by all having count(*) > 1"
+
+
+def _narrow_copies(query: str, games: str) -> str | None:
+    if query.count(_REPEATED) != 1:
+        return None
+    return query.replace(_REPEATED, (
+        "select g.variant, g.seed from raw_games g semi join (select variant, seed from raw_games "
+        f"where seed is not null and game_id in (select game_id from main.{games})) d "
+        "on d.variant is not distinct from g.variant and d.seed = g.seed "
+        "where g.seed is not null group by all having count(*) > 1"))
+
+
+FORMS: dict[str, Form] = {
+    # Rows of the four tables whose game is not landed. A row of D belongs to an increment game, which an increment
+    # that only adds games has landed; a row of P belonged to a game P's raw_games held (the published build passed),
+    # which raw_games (P + D) still holds. So there are none, as at the published build.
+    "orphan_rows": Form(
+        "6f74a35a9e9d6716a2d0d746a5b93658acbf57c5c18708fdaca776b2f73d4f54",
+        ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")),
+    "copied_games": Form(
+        "e5c22e2d687482761ada43cfaa6b0b6e03a488241da694ec4b9f9c05c4e810d7",
+        ("raw_games", "raw_players", "raw_events"), narrow=_narrow_copies),
+    # The detections are the published build's (their fingerprint); each row's values are its own but `orphan`, which
+    # asks whether raw_games holds its game: raw_games (P + D) holds every game it held, so no detection that
+    # belonged to a landed game stops belonging. Every check holds of the same rows as before, their count the same.
+    "raw_detections": Form(
+        "bc580edc9f9e15f7bc4b7866e9ea132eeb6ef348f8e9ad9b4a21e793911c640c", ("raw_games",),
+        unchanged=("raw_detections",)),
+}
+
+
+@dataclass(frozen=True)
+class PublishedGate:
+    """What the published build's gate vouched for: its id, the rows of each table a game record lands in as it
+    read them, and its results by suite: (expectation, rule, arguments as JSON, success, rows, unexpected)."""
+
+    build_id: str
+    rows: dict[str, int]
+    results: dict[str, list[tuple[str, str, str, bool, int, int]]]
+
+
+def published_gate(con: duckdb.DuckDBPyConnection) -> PublishedGate | None:
+    """The published build's gate, when it vouched for the raw tables: the latest published build of `build_runs`,
+    whose raw tables' rows this gate's code recorded at publish (`warehouse.builds.GRAIN_ROWS_TABLE`); else None."""
+    present = {r[0] for r in con.execute(
+        "select table_name from duckdb_tables() where schema_name = 'main' and not temporary").fetchall()}
+    if not {GRAIN_ROWS_TABLE, "build_runs", "validation_results"} <= present:
+        return None
+    latest = con.execute("select build_id, status from build_runs where published "
+                         "order by started_at desc, finished_at desc limit 1").fetchall()
+    recorded = con.execute(f"select build_id, gate, source, n_rows from main.{GRAIN_ROWS_TABLE}").fetchall()
+    if not latest or latest[0][1] != "passed" or not recorded \
+            or {(b, g) for b, g, _, _ in recorded} != {(latest[0][0], gate_digest())}:
+        return None
+    build_id = str(latest[0][0])
+    results: dict[str, list[tuple[str, str, str, bool, int, int]]] = {}
+    for suite, *row in con.execute(
+            "select suite, expectation, rule, kwargs_json, success, element_count, unexpected_count "
+            "from validation_results where build_id = ?", [build_id]).fetchall():
+        results.setdefault(suite, []).append(tuple(row))  # type: ignore[arg-type]
+    return PublishedGate(build_id, {str(s): int(n) for _, _, s, n in recorded}, results)
+
+
+@dataclass
+class IncrementGate:
+    """Proves suites from an increment (module docstring) for the gate's threads, each with its own cursor; counts
+    each raw table's increment rows once. `games`: the table of the increment's game ids (an increment that only
+    adds games); `unchanged`: the sources not keyed by game whose content is the published build's."""
+
+    published: PublishedGate
+    games: str
+    unchanged: set[str]
+    proven: list[str] = field(default_factory=list)  # the suites proven from the increment, as they finished
+    _added: dict[str, int] = field(default_factory=dict)
+    _locks: dict[str, threading.Lock] = field(default_factory=lambda: {t: threading.Lock() for t in GRAIN_TABLES})
+
+    def run(self, cur: duckdb.DuckDBPyConnection, suite: Suite) -> list[ExpectationResult] | None:
+        """The suite's results, proven from the increment; None: run it whole."""
+        before = self.published.results.get(suite.name)
+        if not before or not self._same_checks(suite, before):
+            return None
+        try:
+            if suite.table in GRAIN_TABLES:
+                out = self._table(cur, suite, suite.table, before)
+            elif suite.name in FORMS:
+                out = self._form(cur, suite, FORMS[suite.name], before)
+            else:
+                return None
+        except duckdb.Error:
+            return None
+        if out is not None:
+            self.proven.append(suite.name)
+        return out
+
+    @staticmethod
+    def _same_checks(suite: Suite, before: list[tuple[str, str, str, bool, int, int]]) -> bool:
+        now = sorted((expectation_type(c.expectation), c.rule, json.dumps(c.kwargs, sort_keys=True))
+                     for c in suite.checks)
+        return now == sorted(r[:3] for r in before) and all(r[3] and r[5] == 0 for r in before)
+
+    def _rows(self, cur: duckdb.DuckDBPyConnection, table: str, added: int | None = None) -> int | None:
+        """The table's rows now if they are the published build's plus the increment's (`added`, when the caller
+        counted them), else None."""
+        if table not in self.published.rows:
+            return None
+        with self._locks[table]:
+            if table not in self._added:
+                self._added[table] = added if added is not None else int(cur.execute(
+                    f'select count(*) from main."{table}" where game_id in (select game_id from main.{self.games})'
+                ).fetchall()[0][0])
+        now = int(cur.execute(f'select count(*) from main."{table}"').fetchall()[0][0])
+        return now if now == self.published.rows[table] + self._added[table] else None
+
+    def _table(self, cur: duckdb.DuckDBPyConnection, suite: Suite, table: str,
+               before: list[tuple[str, str, str, bool, int, int]]) -> list[ExpectationResult] | None:
+        if not all(provable(c) for c in suite.checks) or {r[4] for r in before} != {self.published.rows.get(table)}:
+            return None
+        delta = Suite(suite.name, f"{suite.query} where game_id in (select game_id from main.{self.games})",
+                      suite.checks)
+        results = SqlSuite(cur, delta).run()
+        if not results or not all(r.success and r.unexpected_count == 0 for r in results):
+            return None
+        now = self._rows(cur, table, results[0].element_count)
+        return None if now is None else [dataclasses.replace(r, element_count=now) for r in results]
+
+    def _form(self, cur: duckdb.DuckDBPyConnection, suite: Suite, form: Form,
+              before: list[tuple[str, str, str, bool, int, int]]) -> list[ExpectationResult] | None:
+        if query_digest(suite.query) != form.sha or not set(form.unchanged) <= self.unchanged:
+            return None
+        if any(self._rows(cur, table) is None for table in form.reads):
+            return None
+        if form.narrow is None:
+            counts = {r[4] for r in before}
+            if len(counts) != 1:
+                return None
+            (count,) = counts
+            return [ExpectationResult(suite.name, expectation_type(c.expectation), c.rule, dict(c.kwargs), True,
+                                      count, 0, []) for c in suite.checks]
+        query = form.narrow(suite.query, self.games)
+        if query is None:
+            return None
+        results = SqlSuite(cur, Suite(suite.name, query, suite.checks)).run()
+        return results if results and all(r.success and r.unexpected_count == 0 for r in results) else None
