@@ -16,14 +16,9 @@ with games as (
     where status = 'finished'
 ),
 
-players as (
-    select
-        game_id,
-        seat,
-        name,
-        team = 'mafia' as is_mafia,
-        -- The player's seat as a bit of its game's mask of seats (null outside 0..62: that game is ranked apart).
-        case when seat between 0 and 62 then 1::bigint << seat::bigint end as seat_bit
+seats as (
+    -- The player's seat as a bit of its game's mask of seats (null outside 0..62: that game is ranked apart).
+    select game_id, team = 'mafia' as is_mafia, case when seat between 0 and 62 then 1::bigint << seat::bigint end as bit
     from {{ ref('int_player_games') }}
 ),
 
@@ -34,9 +29,9 @@ per_game as (
         game_id,
         count(*) as n_players,
         count(*) filter (where is_mafia) as n_mafia,
-        bit_or(seat_bit) as seats,
-        coalesce(bit_or(case when is_mafia then seat_bit end), 0) as mafia_seats
-    from players
+        bit_or(bit) as seats,
+        coalesce(bit_or(case when is_mafia then bit end), 0) as mafia_seats
+    from seats
     group by game_id
 ),
 
@@ -68,13 +63,14 @@ apart as (
 ),
 
 ranked as (
+    -- Read apart from the seats' masks: the players' names, needed here only, stay out of the one-pass count.
     select
         p.game_id,
         a.n_players,
         a.n_mafia,
-        coalesce(p.is_mafia, false) as is_mafia,
+        coalesce(p.team = 'mafia', false) as is_mafia,
         row_number() over (partition by p.game_id order by p.seat nulls last, p.name) as position
-    from players as p
+    from {{ ref('int_player_games') }} as p
     inner join apart as a on a.game_id = p.game_id
 ),
 
