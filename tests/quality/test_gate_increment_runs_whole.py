@@ -1,6 +1,6 @@
 """The suites over the raw tables run whole unless the build only adds games to a build whose gate vouched for the
-raw tables with this gate's code (quality.delta): an increment that replaces a game, `--full-refresh`, a published
-build that ran no gate, or a gate whose code changed since."""
+raw tables with this gate's code (quality.delta): an increment that replaces or removes a game, `--full-refresh`, a
+published build that ran no gate, or a gate whose code changed since."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from mafiabench.quality import delta
 from mafiabench.transform.build.marts import build_models
 from mafiabench.warehouse.raw import load_records
 from support.gate_increments import assert_same_gate, build, copy
+from support.increments import remove_game
 from support.records import mini_record
 
 
@@ -25,6 +26,7 @@ def _replace_a_game(con: duckdb.DuckDBPyConnection) -> None:
 
 CASES: dict[str, Callable[[duckdb.DuckDBPyConnection], object]] = {
     "a game replaced": _replace_a_game,
+    "a game removed": lambda con: remove_game(con, "e0-3"),
     "published without a gate": lambda con: build_models(con),
 }
 
