@@ -60,6 +60,9 @@ def run_suites(con: duckdb.DuckDBPyConnection, *, suites: Sequence[Suite]) -> li
     return [r for suite in suites for r in run_suite(con, suite)]
 
 
+STORE_BATCH = 200  # results stored a statement
+
+
 def store_results(con: duckdb.DuckDBPyConnection, build_id: str, results: Sequence[ExpectationResult]) -> None:
     ensure_build_tables(con)
     now = datetime.now(UTC).replace(tzinfo=None)
@@ -78,8 +81,12 @@ def store_results(con: duckdb.DuckDBPyConnection, build_id: str, results: Sequen
         )
         for r in results
     ]
-    if rows:
-        con.executemany("insert into validation_results values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    # A statement per few hundred rows, not one per row (`executemany`): 101 results at a million games' warehouse
+    # 0.085-0.10 -> 0.015 s, and up to 0.36 s beside other work at load 4.
+    for start in range(0, len(rows), STORE_BATCH):
+        part = rows[start:start + STORE_BATCH]
+        marks = ", ".join(["(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"] * len(part))
+        con.execute(f"insert into validation_results values {marks}", [v for row in part for v in row])
 
 
 def failure_message(build_id: str, results: Sequence[ExpectationResult]) -> str:
