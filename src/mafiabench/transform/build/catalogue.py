@@ -119,8 +119,7 @@ def _section(name: str, doc: dict[str, Any], types: list[tuple[str, str]], meta:
 # What decides the facts a build yields (column types, lineage, data tests) besides the dbt project: the package
 # stages a build imports (`transform`'s closure in docs/architecture.md's import table, which a test compares) and
 # the libraries that type the columns or parse the project. Their files and versions key the cached facts.
-BUILD_STAGES = ("transform", "warehouse", "prices", "scratch", "errors", "record", "redact", "engine", "backends",
-                "play", "agents")
+BUILD_STAGES = ("transform", "warehouse", "prices", "scratch", "errors", "record", "redact", "engine", "backends")
 TYPE_LIBRARIES = ("duckdb", "dbt-core", "dbt-duckdb", "polars", "pyarrow", "numpy", "scipy")
 _PACKAGE = Path(__file__).resolve().parents[2]  # the package: read (hashed), never written
 
