@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ from mafiabench.transform.build.marts import (
     Staged,
     add_staged_views,
     data_tests,
+    deferred_checkpoints,
     discard,
     python_outputs,
     stage,
@@ -226,11 +227,12 @@ def build_warehouse(
         result.replayed = staged.replaying.replayed
         if validate:
             t1 = time.perf_counter()
-            result.validation, result.proven_suites = _gate(con, staged, max_unusable)
-            result.validation_seconds = time.perf_counter() - t1
-            result.validated = True
-            result.passed = all(r.success for r in result.validation)
-            quality.store_results(con, result.build_id, result.validation)
+            with deferred_checkpoints(con) if staged.increment is not None else nullcontext():
+                result.validation, result.proven_suites = _gate(con, staged, max_unusable)
+                result.validation_seconds = time.perf_counter() - t1
+                result.validated = True
+                result.passed = all(r.success for r in result.validation)
+                quality.store_results(con, result.build_id, result.validation)
     except BaseException:
         with suppress(Exception):  # a build that stops part-way leaves nothing staged; its own error is the one raised
             discard(con)
