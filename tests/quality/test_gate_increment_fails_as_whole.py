@@ -41,6 +41,10 @@ CASES: dict[str, tuple[Callable[[duckdb.DuckDBPyConnection], object], str]] = {
     "negative tokens": (
         lambda c: c.execute(f"update raw_model_calls set output_tokens = -7 where game_id in {NEW}"),
         "raw_model_calls"),
+    "a belief that does not sum to 1": (
+        lambda c: c.execute(f"update raw_beliefs set probability = probability / 2 "
+                            f"where game_id = (select min(game_id) from raw_beliefs where game_id in {NEW})"),
+        "belief_sums"),
     "a game landed twice": (_duplicated_game, "raw_games"),
     "a game copied under another id": (_copied_game, "copied_games"),
 }
@@ -53,5 +57,5 @@ def test_a_bad_row_in_the_increment_fails_as_the_whole_suite(case: str, landed_i
     got, whole = gate_twice(landed_increment, tmp_path, change)
     assert not got.published and any(m.materialized == "incremental" for m in got.models)
     assert suite in {r.suite for r in got.failures}
-    assert suite not in got.proven_suites and "beliefs" in got.proven_suites
+    assert suite not in got.proven_suites and "raw_detections" in got.proven_suites
     assert_same_gate(got, whole)

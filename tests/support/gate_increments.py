@@ -15,7 +15,7 @@ from mafiabench.publish import build_warehouse
 from mafiabench.transform.build.marts import BuildResult
 
 # The suites over the raw tables (`sources/*.yml`): each is proven from an add-only increment's rows.
-RAW_SUITES = ["beliefs", "raw_detections", "raw_games", "orphan_rows", "copied_games", "raw_model_calls",
+RAW_SUITES = ["beliefs", "belief_sums", "raw_detections", "raw_games", "orphan_rows", "copied_games", "raw_model_calls",
               "raw_players", "statement_labels", "statements"]
 
 

@@ -77,13 +77,15 @@ class Form:
     """How a `sql:` suite is proven from an increment: the digest of its SQL (`query_digest`), the raw tables it reads
     (each must hold P + D), the other sources it reads (each unchanged: its fingerprint is the published build's),
     and `narrow(query, games)`, its query narrowed to what the increment's games (`games`, a table of their ids) can
-    change, whose rows are the whole query's when the published build's were none; or None: the whole query's rows
-    are the published build's."""
+    change, whose rows are the whole query's when the published build's were none (or, with `adds`, the rows the
+    increment adds to the published build's, every check a row-level one); or None: the whole query's rows are the
+    published build's."""
 
     sha: str
     reads: tuple[str, ...]
     unchanged: tuple[str, ...] = ()
     narrow: Callable[[str, str], str | None] | None = None
+    adds: bool = False
 
 
 # copied_games: a game copied under another id, found in groups of games of one (variant, seed). A group of games
@@ -104,7 +106,22 @@ def _narrow_copies(query: str, games: str) -> str | None:
         "where g.seed is not null group by all having count(*) > 1"))
 
 
+# belief_sums: a distribution's sum, grouped by game (and seq, player): a group's rows are one game's, so the groups
+# of the increment's games are summed from D alone, and the others are the published build's, which passed.
+_BELIEF_GROUPS = "from raw_beliefs group by game_id, seq, player"
+
+
+def _narrow_beliefs(query: str, games: str) -> str | None:
+    if query.count(_BELIEF_GROUPS) != 1:
+        return None
+    return query.replace(_BELIEF_GROUPS, f"from raw_beliefs where game_id in (select game_id from main.{games}) "
+                                         "group by game_id, seq, player")
+
+
 FORMS: dict[str, Form] = {
+    "belief_sums": Form(
+        "08c7b51e18c44d7595fd1af523417bd1c4cd45a00783efdb0740f643650a8e43", ("raw_beliefs",),
+        narrow=_narrow_beliefs, adds=True),
     # Rows of the four tables whose game is not landed. A row of D belongs to an increment game, which an increment
     # that only adds games has landed; a row of P belonged to a game P's raw_games held (the published build passed),
     # which raw_games (P + D) still holds. So there are none, as at the published build.
@@ -231,7 +248,15 @@ class IncrementGate:
             return [ExpectationResult(suite.name, expectation_type(c.expectation), c.rule, dict(c.kwargs), True,
                                       count, 0, []) for c in suite.checks]
         query = form.narrow(suite.query, self.games)
-        if query is None:
+        if query is None or (form.adds and not all(c.expectation in ROW_LEVEL for c in suite.checks)):
             return None
         results = SqlSuite(cur, Suite(suite.name, query, suite.checks)).run()
-        return results if results and all(r.success and r.unexpected_count == 0 for r in results) else None
+        if not results or not all(r.success and r.unexpected_count == 0 for r in results):
+            return None
+        if not form.adds:
+            return results
+        counts = {r[4] for r in before}
+        if len(counts) != 1:
+            return None
+        (count,) = counts
+        return [dataclasses.replace(r, element_count=count + r.element_count) for r in results]
