@@ -265,7 +265,7 @@ def stage(
     `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile).
     `progress` hears of each model as it is built. Incremental when it can be (module docstring) unless
     `full_refresh`."""
-    from mafiabench.transform.models import PYTHON_MODELS
+    from mafiabench.transform.models import PYTHON_MODELS, import_beside
     from mafiabench.warehouse.landing import ensure_runs_table
 
     try:
@@ -276,6 +276,8 @@ def stage(
     ensure_runs_table(con)
     wanted = set(only) if only is not None else None
     steps = [s for s in PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
+    if steps:
+        import_beside()  # the Python models' imports, while dbt or its replay works
     select = None
     if wanted is not None:
         python_names = {n for s in PYTHON_MODELS for n in (s.name, *s.outputs)}
