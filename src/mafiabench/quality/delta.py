@@ -5,7 +5,7 @@ A scheduled study adds 1% of games to a warehouse of a million, and the suites o
 landed row again (raw_players alone 1.3 s of the replayed increment's 6.5 s). A suite is instead proven from the
 increment when the build is incremental and adds games only (`Increment.replaces` false), the published build passed
 its gate, and that build vouched for the raw tables (`published_gate`: its results in `validation_results`, the rows
-of each table a game record lands in as it read them, recorded at publish by this gate's code, `GATE`):
+of each table a game record lands in as it read them, recorded at publish by this gate's code, `gate_digest`):
 
 - **the tables.** Each raw table the suite reads must hold the published build's rows P and the rows D of the
   increment's games, no others: its rows now (DuckDB keeps a table's count) equal its rows at the published build
@@ -21,7 +21,9 @@ of each table a game record lands in as it read them, recorded at publish by thi
 
 The published results must hold the suite with the same checks (expectation, arguments, rule), every one passed.
 Only a pass is proven: any unexpected row in the increment, an error, a count that does not add up, and the suite
-runs whole, so a failing verdict, its counts and its failing rows are the whole suite's.
+runs whole, so a failing verdict, its counts and its failing rows are the whole suite's. At a million games with
+10,000 added (load 3-6): the suites' summed time 2.8-7.6 s -> 1.2-3.1 s, the raw ones' proofs mostly counting the
+increment's rows of raw_events (0.15 s alone).
 """
 
 from __future__ import annotations
