@@ -370,6 +370,14 @@ def _published(con: duckdb.DuckDBPyConnection) -> set[str]:
     ).fetchall()}
 
 
+def _increment_vars(staged: Staged) -> dict[str, bool]:
+    """dbt's vars saying whether the build is incremental and replaces published games (macros/increment.sql), for
+    the tests as for the run (a per-game model's `unique` test reads its delta); none in a whole build, so its tests
+    run dbt as before."""
+    inc = staged.increment
+    return {"increment": True, "increment_replaces": inc.replaces} if inc is not None else {}
+
+
 def _kept_var(staged: Staged) -> dict[str, list[str]]:
     """dbt's var naming the kept models (macros/naming.sql's `ref` reads their published relations); none when none
     is kept, so a build that keeps nothing runs dbt as before."""
@@ -514,7 +522,8 @@ def data_tests(con: duckdb.DuckDBPyConnection, staged: Staged, sample: int = 5) 
     """The project's dbt data tests (generic and singular) on the staged build, each with a sample of the rows
     that break it."""
     try:
-        results = staged.replaying.run(con, "test", project=staged.project, variables=_kept_var(staged))
+        results = staged.replaying.run(con, "test", project=staged.project,
+                                       variables={**_increment_vars(staged), **_kept_var(staged)})
     except DbtError as exc:
         raise BuildError(str(exc)) from exc
     out: list[tuple[NodeResult, list]] = []

@@ -218,3 +218,52 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
     )
     group by study, model
 {%- endmacro %}
+
+{#- dbt's `unique` test (dispatched here from dbt's own: the project's macro wins), as an increment that only adds
+    games can check a per-game model: its staged relation is then the published table and the delta (per_game
+    above), the published rows passed this test when they were published (the quality gate), so any repeat involves
+    a delta row, and the delta's values counted over the delta and the published rows holding them give dbt's rows
+    (a million games' fct_games: 0.40 -> 0.03 s). Any other model or build (whole, replacing games, the model kept)
+    runs dbt's own SQL, as dbt's default__test_unique writes it. -#}
+{% macro duckdb__test_unique(model, column_name) -%}
+{%- set name = model.identifier[9:] if model.identifier.startswith('__staged_') else none -%}
+{%- set per_game = [] -%}
+{%- if execute and name and var('increment', false) and not var('increment_replaces', false)
+        and not increment_kept(name) -%}
+    {%- for node in graph.nodes.values() if node.resource_type == 'model' and node.name == name
+            and node.config.materialized == 'per_game' -%}
+        {%- do per_game.append(node) -%}
+    {%- endfor -%}
+{%- endif -%}
+{%- if per_game %}
+with delta as (
+    select {{ column_name }} as unique_field
+    from {{ increment_delta_relation(model) }}
+    where {{ column_name }} is not null
+),
+
+published as (
+    select {{ column_name }} as unique_field
+    from {{ model.incorporate(path={'identifier': name}) }}
+    where {{ column_name }} in (select unique_field from delta)
+),
+
+final as (
+    select unique_field, count(*) as n_records
+    from (select * from delta union all select * from published)
+    group by unique_field
+    having count(*) > 1
+)
+
+select * from final
+{%- else %}
+select
+    {{ column_name }} as unique_field,
+    count(*) as n_records
+
+from {{ model }}
+where {{ column_name }} is not null
+group by {{ column_name }}
+having count(*) > 1
+{%- endif %}
+{%- endmacro %}
