@@ -20,7 +20,7 @@ from mafiabench.warehouse.raw import GRAIN_TABLES
 from support.records import call, cell_records, design, engine_records, mini_record
 
 BOOKKEEPING = {"build_runs", "validation_results", increment.STATE_TABLE, increment.SOURCES_TABLE, replay.TABLE,
-               GRAIN_ROWS_TABLE}
+               GRAIN_ROWS_TABLE, increment.UNVACUUMED_TABLE}
 
 
 def model_call(i: int, temperature: float) -> dict[str, Any]:

@@ -166,7 +166,9 @@ def connect(
     are ~30 KB a call; the detector's transcripts): the file is attached under its usual catalog name with small
     row groups, which keeps each checkpoint's memory bounded. The price is for readers: the marts build takes about
     a quarter more CPU over such tables (benchmarks/bench_row_groups.py), so policy runs, imports and builds open the
-    file directly (dbt does too, in the same process)."""
+    file directly (dbt does too, in the same process), without DuckDB's vacuum at their checkpoints: merging the
+    row groups a build appended to its tables costs every checkpoint after it, a landing's too, until the build
+    that compacts (transform.build.marts.VACUUM_EVERY)."""
     path = Path(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -183,6 +185,8 @@ def connect(
                 raise
         else:
             con = duckdb.connect(str(path), read_only=read_only)
+            if not read_only:  # the build's publish vacuums when it compacts (transform.build.marts.VACUUM_EVERY)
+                con.execute("set global max_vacuum_tasks = 0")
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():
             raise WarehouseBusyError(

@@ -58,6 +58,7 @@ from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA
 INCREMENT_GAMES = "__staged__increment_games"  # the increment's game ids (macros/increment.sql reads it)
 STATE_TABLE = "build_increment_state"
 SOURCES_TABLE = "build_source_fingerprints"  # the published build's fingerprint of each source not keyed by game
+UNVACUUMED_TABLE = "build_unvacuumed"  # increments published since the last that let DuckDB vacuum (marts.publish)
 PRICES = "ref_prices"  # written by every build (marts.ref_prices) before its models: a source like the raw tables
 FORMAT = 1  # of the increment machinery itself: raise it when a change to it must not mix with older builds
 
@@ -132,6 +133,19 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
         con.execute(f"drop table main.{INCREMENT_GAMES}")
         return None
     return Increment(games=int(games), replaces=bool(replaces))
+
+
+def unvacuumed(con: duckdb.DuckDBPyConnection) -> int:
+    """The increments published without DuckDB's vacuum since the last build published with it (0 if none)."""
+    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                       [UNVACUUMED_TABLE]).fetchall():
+        return 0
+    found = con.execute(f"select increments from main.{UNVACUUMED_TABLE}").fetchall()
+    return int(found[0][0]) if found else 0
+
+
+def record_unvacuumed(con: duckdb.DuckDBPyConnection, increments: int) -> None:
+    con.execute(f"create or replace table main.{UNVACUUMED_TABLE} as select ?::INTEGER as increments", [increments])
 
 
 def record(con: duckdb.DuckDBPyConnection, key: str | None, sources: dict[str, str] | None = None,
