@@ -25,8 +25,7 @@ data-quality page share this computation.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -184,49 +183,11 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def binom_test_p(k: int, n: int, p: float) -> float:
-    """The two-sided p-value of `scipy.stats.binomtest(k, n, p)`, the same float: its algorithm (scipy 1.17's
-    `_binomtest.binomtest` and `_binary_search_for_binom_tst`: the outcomes no more probable than k, found by a binary
-    search on the other side of the mode) over the binomial pmf, cdf and sf it calls (`scipy.stats.binom`'s, the
-    Boost functions of `scipy.special`, clipped to [0, 1] and 1 or 0 outside the support as `rv_discrete` does).
-    Importing scipy.stats costs every build about 0.3 s more than scipy.special (a million games' increment is
-    aimed at 5 s), and this is the build's only use of it when nothing is fitted; tests/warehouse/
-    test_binom_test_p.py checks it against scipy.stats.binomtest."""
-    import numpy as np
-    from scipy.special import _ufuncs as boost  # scipy.stats.binom's own pmf, cdf and sf
+    """The two-sided exact binomial test's p-value (`scipy.stats.binomtest`: the outcomes no more probable than k).
+    A build imports scipy.stats beside its models while dbt works (`transform.models.import_beside`)."""
+    from scipy.stats import binomtest
 
-    def pmf(x: float) -> float:
-        return float(np.clip(boost._binom_pmf(x, n, p), 0, 1)) if 0 <= x <= n and math.floor(x) == x else 0.0
-
-    def cdf(x: float) -> float:
-        x = math.floor(x)
-        return 1.0 if x >= n else 0.0 if x < 0 else float(np.clip(boost._binom_cdf(x, n, p), 0, 1))
-
-    def sf(x: float) -> float:
-        x = math.floor(x)
-        return 1.0 if x < 0 else 0.0 if x >= n else float(np.clip(boost._binom_sf(x, n, p), 0, 1))
-
-    def search(a: Callable[[float], float], d: float, lo: float, hi: float) -> float:
-        while lo < hi:
-            mid = lo + (hi - lo) // 2
-            value = a(mid)
-            if value < d:
-                lo = mid + 1
-            elif value > d:
-                hi = mid - 1
-            else:
-                return mid
-        return lo if a(lo) <= d else lo - 1
-
-    d = pmf(k)
-    rerr = 1 + 1e-7
-    if k == p * n:
-        return 1.0
-    if k < p * n:
-        ix = search(lambda x: -pmf(x), -d * rerr, math.ceil(p * n), n)
-        y = n - ix + int(d * rerr == pmf(ix))
-        return min(1.0, cdf(k) + sf(n - y))
-    ix = search(pmf, d * rerr, 0, math.floor(p * n))
-    return min(1.0, cdf(ix) + sf(k - 1))
+    return float(binomtest(k, n, p).pvalue)
 
 
 def listing_leaks(

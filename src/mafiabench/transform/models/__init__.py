@@ -164,8 +164,8 @@ PYTHON_MODELS: list[PythonModel] = [
     ),
 ]
 
-# Imported by the models when they run, not at module level: scipy.special (the listing-leak test's binomial).
-_RUN_TIME_IMPORTS = ("pyarrow", "scipy.special")
+# Imported by the models when they run, not at module level: scipy.stats (the listing-leak test's binomial).
+_RUN_TIME_IMPORTS = ("pyarrow", "scipy.stats")
 
 
 def import_beside() -> threading.Thread:
