@@ -238,11 +238,11 @@ def deferred_checkpoints(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 # without it, each table keeping the appended rows as one more row group; every `VACUUM_EVERY`-th such increment, a
 # whole build and an increment replacing games (whose deletes it reclaims) are published with it, so a table holds
 # at most that many row groups more than DuckDB would leave. The merge is deferred, not saved: at a million games
-# with 1% increments, DuckDB's own costs each checkpoint 0.3-4.8 s (mean 1.3-1.9 s), without it 0.2-0.8 s, and the
-# 24th pays 12.9-19.6 s for the 23 before, 1.25 s a build over the 24 (load 5-9; benchmarks/bench_vacuum.py).
-# Small row groups are not free either (a table appended 1,000 times 1,000 rows: 8 times the file, scans 1.5 times
-# slower), hence the bound.
-VACUUM_EVERY = 24
+# with 1% increments, DuckDB's own costs each checkpoint 0.3-4.8 s (mean 1.2-1.9 s), without it 0.2-0.5 s, and the
+# 8th pays 4.8 s for the 7 before: 0.89 s a build over the 8 (every 24th: 19.6 s, 1.25 s a build: the merge grows
+# faster than the rows it merges). Load 5-9, benchmarks/bench_vacuum.py. Small row groups are not free either (a
+# table appended 1,000 times 1,000 rows: 8 times the file, scans 1.5 times slower), hence the bound.
+VACUUM_EVERY = 8
 
 
 @contextmanager
