@@ -143,7 +143,10 @@ def _increment_gate(con: duckdb.DuckDBPyConnection, staged: Staged) -> delta.Inc
     published = delta.published_gate(con)
     if published is None:
         return None
-    return delta.IncrementGate(published, increment.INCREMENT_GAMES, increment.unchanged_sources(con, staged.sources))
+    tails = {str(t): (int(first), int(n)) for t, first, n in con.execute(
+        f"select source, first_row, n_rows from main.{increment.INCREMENT_TAILS}").fetchall()}
+    return delta.IncrementGate(published, increment.INCREMENT_GAMES, increment.unchanged_sources(con, staged.sources),
+                               tails)
 
 
 def _gate(

@@ -36,6 +36,10 @@ and it replaces a game's rows whole, under a new `landed_at`, which puts the gam
 what it can of this (`quality.delta`): each raw table's rows now are its rows at the published build (`grain_rows`,
 kept by `record`) plus the increment's, so no row was added or removed outside the increment's games; that none was
 edited in place is assumed, here as in the rest of the build (`--full-refresh` builds and gates everything whole).
+In an increment that only adds games the same facts put every row of its games in each raw table's *tail*, the rows
+numbered from the published build's count on (`warehouse.builds.increment_tails`, which says why and checks what it
+can cheaply): the staging views' deltas (macros/increment.sql), `increment_rows` and the gate read those tables'
+increment rows there (`INCREMENT_TAILS`), not by game id over every row.
 """
 
 from __future__ import annotations
@@ -52,10 +56,13 @@ from typing import Any
 import duckdb
 
 from mafiabench.transform.build import dbt_runner
-from mafiabench.warehouse.builds import GRAIN_ROWS_SCHEMA, GRAIN_ROWS_TABLE
+from mafiabench.warehouse.builds import GRAIN_ROWS_SCHEMA, GRAIN_ROWS_TABLE, increment_tails
 from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA
 
 INCREMENT_GAMES = "__staged__increment_games"  # the increment's game ids (macros/increment.sql reads it)
+# The raw tables an increment that only adds games reads from their tails (`warehouse.builds.increment_tails`): the
+# first row of each tail and the increment's rows in it (macros/increment.sql and the gate read it).
+INCREMENT_TAILS = "__staged__increment_tails"
 STATE_TABLE = "build_increment_state"
 SOURCES_TABLE = "build_source_fingerprints"  # the published build's fingerprint of each source not keyed by game
 UNVACUUMED_TABLE = "build_unvacuumed"  # increments published since the last that let DuckDB vacuum (marts.publish)
@@ -128,9 +135,15 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
     games, replaces = con.execute(
         "select count(*), count(*) filter (where published) from increment_plan").fetchall()[0]
     con.execute("drop table increment_plan")
+    con.execute(f"create or replace table main.{INCREMENT_TAILS} (source VARCHAR, first_row BIGINT, n_rows BIGINT)")
+    tails = {} if replaces else increment_tails(con, INCREMENT_GAMES)
+    if tails:
+        con.executemany(f"insert into main.{INCREMENT_TAILS} values (?, ?, ?)",
+                        [(t, first, n) for t, (first, n) in sorted(tails.items())])
     project = parsed()
     if not set(per_game_models(project)) | set(summed_models(project)) <= tables:
         con.execute(f"drop table main.{INCREMENT_GAMES}")
+        con.execute(f"drop table main.{INCREMENT_TAILS}")
         return None
     return Increment(games=int(games), replaces=bool(replaces))
 
@@ -204,8 +217,13 @@ def fingerprints(con: duckdb.DuckDBPyConnection) -> dict[str, str]:
 
 
 def increment_rows(con: duckdb.DuckDBPyConnection) -> set[str]:
-    """The tables a game record lands in that hold rows of the increment's games (`INCREMENT_GAMES`)."""
-    return {t for t in GRAIN_TABLES if _holds_increment(con, t)}
+    """The tables a game record lands in that hold rows of the increment's games (`INCREMENT_GAMES`): counted in
+    `INCREMENT_TAILS` for the tables read from their tails, else looked for."""
+    tails: dict[str, int] = {}
+    if con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                   [INCREMENT_TAILS]).fetchall():
+        tails = dict(con.execute(f"select source, n_rows from main.{INCREMENT_TAILS}").fetchall())
+    return {t for t in GRAIN_TABLES if (tails[t] > 0 if t in tails else _holds_increment(con, t))}
 
 
 def changed_sources(con: duckdb.DuckDBPyConnection, inc: Increment, now: dict[str, str],

@@ -475,12 +475,13 @@ def _view_sql(con: duckdb.DuckDBPyConnection, relation: str) -> str:
 
 
 def _scratch(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """An incremental build's working tables: the increment's game ids, the deltas and rewritten games' ids."""
+    """An incremental build's working tables: the increment's game ids and tails, the deltas and rewritten games'
+    ids."""
     return [r[0] for r in con.execute(
         "select table_name from duckdb_tables() where schema_name = 'main' and not temporary "
-        "and (table_name = ? or (starts_with(table_name, ?) and (ends_with(table_name, '__delta') "
+        "and (table_name in (?, ?) or (starts_with(table_name, ?) and (ends_with(table_name, '__delta') "
         "or ends_with(table_name, '__rewritten'))))",
-        [increment.INCREMENT_GAMES, STAGED_PREFIX],
+        [increment.INCREMENT_GAMES, increment.INCREMENT_TAILS, STAGED_PREFIX],
     ).fetchall()]
 
 

@@ -25,6 +25,23 @@ main.__staged__increment_games
     {%- do return(execute and name in var('kept', [])) -%}
 {%- endmacro %}
 
+{% macro increment_tails() -%}
+main.__staged__increment_tails
+{%- endmacro %}
+
+{#- The raw table a staging view reads row for row (the staging layer's contract: one view per raw table, renamed and
+    typed, 1:1): a view of the staging layer that reads one source and no model, as its SQL names it; none else. -#}
+{% macro increment_row_source() -%}
+    {%- if config.get('materialized') == 'view' and model.fqn[1] == 'staging' and not model.refs
+            and model.sources | length == 1 -%}
+        {%- set raw = source(*model.sources[0]) -%}
+        {%- if (raw | string) in sql -%}
+            {%- do return(raw) -%}
+        {%- endif -%}
+    {%- endif -%}
+    {%- do return(none) -%}
+{%- endmacro %}
+
 {% macro increment_delta_relation(relation) -%}
     {%- do return(relation.incorporate(path={'identifier': relation.identifier ~ '__delta'})) -%}
 {%- endmacro %}
@@ -33,7 +50,12 @@ main.__staged__increment_games
     also gets its delta, the rows of the increment's games, once, for all its per-game readers. The increment's ids
     are a constant list (a variable of dbt's connection), not a subquery: DuckDB pushes a constant filter through the
     view down to the table scan, where a semi-join would run the view's projection (stg_events' JSON parsing) over
-    every row first (a million games' 21 million events: 1.7 s of the increment's build for each such view). -#}
+    every row first (a million games' 21 million events: 1.7 s of the increment's build for each such view).
+    A staging view reads its raw table row for row (`increment_row_source`): its delta is its SQL over the table's
+    tail, the rows from the first the build found to hold every row of the increment's games (`__staged__increment_
+    tails`, mafiabench.warehouse.builds.increment_tails; row 0 where it found none: the whole table, as before),
+    still filtered by the increment's ids. DuckDB skips the row groups before the tail (a million games' stg_events
+    delta: 0.34 -> 0.11 s). -#}
 {% macro increment_delta() -%}
     {%- if execute and var('increment', false) and config.get('materialized') != 'per_game' -%}
         {%- set read = [] -%}
@@ -44,12 +66,25 @@ main.__staged__increment_games
             {%- endif -%}
         {%- endfor -%}
         {%- if read -%}
+            {%- set raw = increment_row_source() -%}
 set variable mafiabench_increment_games = (
     select coalesce(list(game_id), []::VARCHAR[]) from {{ increment_games() }}
 );
+            {%- if raw is not none %}
+                {%- set tail = 'mafiabench_increment_tail_' ~ raw.identifier %}
+set variable {{ tail }} = coalesce((
+    select first_row from {{ increment_tails() }} where source = '{{ raw.identifier }}'
+), 0);
+create or replace table {{ increment_delta_relation(this).include(database=false) }} as
+select * from (
+{{ sql | replace(raw | string, '(select * from ' ~ raw ~ " where rowid >= getvariable('" ~ tail ~ "'))") }}
+)
+where list_contains(getvariable('mafiabench_increment_games'), game_id)
+            {%- else %}
 create or replace table {{ increment_delta_relation(this).include(database=false) }} as
 select * from {{ this.include(database=false) }}
 where list_contains(getvariable('mafiabench_increment_games'), game_id)
+            {%- endif -%}
         {%- endif -%}
     {%- endif -%}
 {%- endmacro %}
