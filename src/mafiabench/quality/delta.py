@@ -35,7 +35,7 @@ import functools
 import hashlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,15 +80,16 @@ def provable(check: Check) -> bool:
 class Form:
     """How a `sql:` suite is proven from an increment: the digest of its SQL (`query_digest`), the raw tables it reads
     (each must hold P + D), the other sources it reads (each unchanged: its fingerprint is the published build's),
-    and `narrow(query, games)`, its query narrowed to what the increment's games (`games`, a table of their ids) can
-    change, whose rows are the whole query's when the published build's were none (or, with `adds`, the rows the
+    and `narrow(query, games, tails)`, its query narrowed to what the increment's games (`games`, a table of their
+    ids; `tails`: the first row of each raw table whose increment rows are all from there on, `IncrementGate.tails`)
+    can change, whose rows are the whole query's when the published build's were none (or, with `adds`, the rows the
     increment adds to the published build's, every check a row-level one); or None: the whole query's rows are the
     published build's."""
 
     sha: str
     reads: tuple[str, ...]
     unchanged: tuple[str, ...] = ()
-    narrow: Callable[[str, str], str | None] | None = None
+    narrow: Callable[[str, str, Mapping[str, int] | None], str | None] | None = None
     adds: bool = False
 
 
@@ -100,12 +101,19 @@ class Form:
 _REPEATED = "select variant, seed from raw_games where seed is not null group by all having count(*) > 1"
 
 
-def _narrow_copies(query: str, games: str) -> str | None:
+def _increment_rows(table: str, games: str, tails: Mapping[str, int] | None) -> str:
+    """The condition a raw table's rows of the increment's games meet: in the table's tail, where they all are (the
+    row groups before it skipped)."""
+    tail = f"rowid >= {int(tails[table])} and " if tails and table in tails else ""
+    return f"{tail}game_id in (select game_id from main.{games})"
+
+
+def _narrow_copies(query: str, games: str, tails: Mapping[str, int] | None = None) -> str | None:
     if query.count(_REPEATED) != 1:
         return None
     return query.replace(_REPEATED, (
         "select g.variant, g.seed from raw_games g semi join (select variant, seed from raw_games "
-        f"where seed is not null and game_id in (select game_id from main.{games})) d "
+        f"where seed is not null and {_increment_rows('raw_games', games, tails)}) d "
         "on d.variant is not distinct from g.variant and d.seed = g.seed "
         "where g.seed is not null group by all having count(*) > 1"))
 
@@ -115,10 +123,10 @@ def _narrow_copies(query: str, games: str) -> str | None:
 _BELIEF_GROUPS = "from raw_beliefs group by game_id, seq, player"
 
 
-def _narrow_beliefs(query: str, games: str) -> str | None:
+def _narrow_beliefs(query: str, games: str, tails: Mapping[str, int] | None = None) -> str | None:
     if query.count(_BELIEF_GROUPS) != 1:
         return None
-    return query.replace(_BELIEF_GROUPS, f"from raw_beliefs where game_id in (select game_id from main.{games}) "
+    return query.replace(_BELIEF_GROUPS, f"from raw_beliefs where {_increment_rows('raw_beliefs', games, tails)} "
                                          "group by game_id, seq, player")
 
 
@@ -191,10 +199,12 @@ class IncrementGate:
     tails: dict[str, tuple[int, int]] = field(default_factory=dict)
     proven: list[str] = field(default_factory=list)  # the suites proven from the increment, as they finished
     _added: dict[str, int] = field(default_factory=dict)
+    _first: dict[str, int] = field(default_factory=dict)  # each tail's first row
     _locks: dict[str, threading.Lock] = field(default_factory=lambda: {t: threading.Lock() for t in GRAIN_TABLES})
 
     def __post_init__(self) -> None:
         self._added.update({table: added for table, (_, added) in self.tails.items()})
+        self._first.update({table: first for table, (first, _) in self.tails.items()})
 
     def run(self, cur: duckdb.DuckDBPyConnection, suite: Suite) -> list[ExpectationResult] | None:
         """The suite's results, proven from the increment; None: run it whole."""
@@ -237,8 +247,7 @@ class IncrementGate:
                before: list[tuple[str, str, str, bool, int, int]]) -> list[ExpectationResult] | None:
         if not all(provable(c) for c in suite.checks) or {r[4] for r in before} != {self.published.rows.get(table)}:
             return None
-        tail = f"rowid >= {self.tails[table][0]} and " if table in self.tails else ""
-        delta = Suite(suite.name, f"{suite.query} where {tail}game_id in (select game_id from main.{self.games})",
+        delta = Suite(suite.name, f"{suite.query} where {_increment_rows(table, self.games, self._first)}",
                       suite.checks)
         results = SqlSuite(cur, delta).run()
         if not results or not all(r.success and r.unexpected_count == 0 for r in results):
@@ -259,7 +268,7 @@ class IncrementGate:
             (count,) = counts
             return [ExpectationResult(suite.name, expectation_type(c.expectation), c.rule, dict(c.kwargs), True,
                                       count, 0, []) for c in suite.checks]
-        query = form.narrow(suite.query, self.games)
+        query = form.narrow(suite.query, self.games, self._first)
         if query is None or (form.adds and not all(c.expectation in ROW_LEVEL for c in suite.checks)):
             return None
         results = SqlSuite(cur, Suite(suite.name, query, suite.checks)).run()
