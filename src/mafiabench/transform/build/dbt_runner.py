@@ -39,8 +39,11 @@ STAGED_PREFIX = "__staged_"  # models are built under this prefix and renamed on
 
 # Models dbt builds at once. Small warehouses are bound by dbt's own per-model overhead, which 4 threads hide (a
 # 38-model build of a few games: 3.6 s instead of 5 s); large ones by DuckDB, which already uses every core per query,
-# and 4 big models at once only add memory (1M games: peak RSS 4.9 GB instead of 3.3 GB, and slower). BENCHMARKS.md.
-SMALL_THREADS, LARGE_THREADS, LARGE_GAMES = 4, 1, 50_000
+# and 4 big models at once only add memory (1M games: peak RSS 4.9 GB instead of 3.3 GB, and slower). Two: dbt's
+# Python and the single-threaded phases of one model's query fill the cores another's leaves. At a million games +
+# 10,000, interleaved on copies at load 3.3-4.6: an increment dbt runs 14.4/13.4 -> 12.8/11.4 s, one replayed (the
+# replay runs dbt's threads) 6.96/7.67/7.22 -> 6.75/7.09/6.30 s; a whole build's peak RSS 1.94-2.15 -> 2.13-2.50 GB.
+SMALL_THREADS, LARGE_THREADS, LARGE_GAMES = 4, 2, 50_000
 _LOCK = threading.Lock()
 _WORK: Path | None = None
 _MANIFESTS: dict[tuple[str, str, str], Any] = {}
