@@ -39,11 +39,12 @@ STAGED_PREFIX = "__staged_"  # models are built under this prefix and renamed on
 
 # Models dbt builds at once. Small warehouses are bound by dbt's own per-model overhead, which 4 threads hide (a
 # 38-model build of a few games: 3.6 s instead of 5 s); large ones by DuckDB, which already uses every core per query,
-# and 4 big models at once only add memory (1M games: peak RSS 4.9 GB instead of 3.3 GB, and slower). Two: dbt's
-# Python and the single-threaded phases of one model's query fill the cores another's leaves. At a million games +
-# 10,000, interleaved on copies at load 3.3-4.6: an increment dbt runs 14.4/13.4 -> 12.8/11.4 s, one replayed (the
-# replay runs dbt's threads) 6.96/7.67/7.22 -> 6.75/7.09/6.30 s; a whole build's peak RSS 1.94-2.15 -> 2.13-2.50 GB.
-SMALL_THREADS, LARGE_THREADS, LARGE_GAMES = 4, 2, 50_000
+# and 4 big models at once only add memory (1M games: peak RSS 4.9 GB instead of 3.3 GB, and slower). An increment's
+# models are deltas: two at once, dbt's Python and the single-threaded phases of one model's query fill the cores
+# another's leaves (a million games + 10,000, interleaved on copies at load 3.3-4.6: an increment dbt runs 14.4/13.4
+# -> 12.8/11.4 s, one replayed on dbt's threads 6.96/7.67/7.22 -> 6.75/7.09/6.30 s). A whole build's are not: two at
+# once made it 1.1-3.5 s slower in three pairs at load 2 (CPU +3-8 s, peak RSS 1.9-2.1 -> 2.4-2.6 GB). BENCHMARKS.md.
+SMALL_THREADS, LARGE_THREADS, INCREMENT_THREADS, LARGE_GAMES = 4, 1, 2, 50_000
 _LOCK = threading.Lock()
 _WORK: Path | None = None
 _MANIFESTS: dict[tuple[str, str, str], Any] = {}
@@ -125,8 +126,9 @@ def _project_digest(project: Path) -> str:
     return h.hexdigest()[:32]
 
 
-def threads_for(con: duckdb.DuckDBPyConnection) -> int:
-    """dbt threads for this warehouse: `$MAFIABENCH_DBT_THREADS`, else by its number of games."""
+def threads_for(con: duckdb.DuckDBPyConnection, variables: dict[str, Any] | None = None) -> int:
+    """dbt threads for this warehouse and invocation: `$MAFIABENCH_DBT_THREADS`, else by its number of games and
+    whether the build is incremental (dbt's var `increment`, macros/increment.sql)."""
     import duckdb
 
     if os.environ.get("MAFIABENCH_DBT_THREADS"):
@@ -135,7 +137,9 @@ def threads_for(con: duckdb.DuckDBPyConnection) -> int:
         n = con.execute("select count(*) from main.raw_games").fetchall()[0][0]
     except duckdb.Error:
         n = 0
-    return LARGE_THREADS if n >= LARGE_GAMES else SMALL_THREADS
+    if n < LARGE_GAMES:
+        return SMALL_THREADS
+    return INCREMENT_THREADS if (variables or {}).get("increment") else LARGE_THREADS
 
 
 def _profiles_dir(path: Path, threads: int = SMALL_THREADS) -> Path:
@@ -321,7 +325,7 @@ def run(
     the statements dbt executes (`replay`)."""
     path = warehouse_file(con)
     parsed = manifest(project, path)
-    args = [*_common_args(project, path, threads_for(con)), "--no-write-json", "--no-partial-parse"]
+    args = [*_common_args(project, path, threads_for(con, variables)), "--no-write-json", "--no-partial-parse"]
     if variables:
         args += ["--vars", json.dumps(variables)]
     if select:

@@ -613,7 +613,7 @@ class Session:
         if self.state_key is None:
             return dbt_runner.run(con, command, project=project, select=select, variables=variables,
                                   on_model=on_model, exclude=exclude)
-        threads = dbt_runner.threads_for(con)
+        threads = dbt_runner.threads_for(con, variables)
         k = key(self.state_key, command, variables, select, exclude, threads, dbt_runner.warehouse_file(con).stem)
         found = (self.stored.get(command, k) or kept(command, k)) if self.allowed else None
         if found is not None:
