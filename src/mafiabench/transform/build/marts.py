@@ -230,18 +230,17 @@ def deferred_checkpoints(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         con.execute(f"set global checkpoint_threshold = '{threshold}'")
 
 
-# DuckDB's checkpoint also vacuums the tables: it merges runs of row groups it can fit into fewer. After an increment's
-# append that means rewriting the full row groups before a table's partly filled last ones to save one row group (a
-# million games' fct_player_games: 4 row groups, 354,000 rows of 31 columns, 0.45 s of a 0.55 s checkpoint; the
-# replayed increment's whole publish 1.65 -> 0.64 s without it), at whichever checkpoint comes next, a landing's too
-# (so the warehouse's writers run without it: warehouse.raw.connect). An increment that only adds games is published
-# without it, each table keeping the appended rows as one more row group; every `VACUUM_EVERY`-th such increment, a
-# whole build and an increment replacing games (whose deletes it reclaims) are published with it, so a table holds
-# at most that many row groups more than DuckDB would leave. The merge is deferred, not saved: at a million games
-# with 1% increments, DuckDB's own costs each checkpoint 0.3-4.8 s (mean 1.2-1.9 s), without it 0.2-0.5 s, and the
-# 8th pays 4.8 s for the 7 before: 0.89 s a build over the 8 (every 24th: 19.6 s, 1.25 s a build: the merge grows
-# faster than the rows it merges). Load 5-9, benchmarks/bench_vacuum.py. Small row groups are not free either (a
-# table appended 1,000 times 1,000 rows: 8 times the file, scans 1.5 times slower), hence the bound.
+# DuckDB's checkpoint also vacuums the tables: it merges runs of row groups it can fit into fewer, which after an
+# increment's append rewrites the full row groups before a per-game table's partly filled last ones (a million games'
+# fct_player_games: 354,000 rows of 31 columns, 0.45 s of a 0.55 s checkpoint), at whichever checkpoint comes next, a
+# landing's too (so the warehouse's writers run without it: warehouse.raw.connect). An increment that only adds games
+# is published without it, each table keeping the appended rows as a row group of their own; every `VACUUM_EVERY`-th
+# such increment, a whole build and a replacing increment (whose deletes it reclaims) are published with it, so a
+# table holds at most that many row groups more than DuckDB would leave (small row groups cost: 1,000 appends of
+# 1,000 rows made a file 8 times larger and scans 1.5 times slower). The merge is deferred, not saved. The
+# checkpoint after 10,000 games added to a million (benchmarks/bench_vacuum.py, load 1.8): with the vacuum each time
+# 0.19-2.21 s (mean 0.85 s), without it 0.17-0.18 s, the 8th with it 2.13 s, 0.42 s a build over the 8; every 24th
+# paid 19.6 s at load 8 (the merge grows faster than the rows it merges).
 VACUUM_EVERY = 8
 
 
