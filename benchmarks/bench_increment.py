@@ -12,9 +12,11 @@ games, then `mafiabench build` (incremental) on the warehouse, and `mafiabench b
 taken before, so both build the same games. Each build's own per-model table is kept: the slowest models are printed.
 With `--again`, a scheduled study's next run follows the first increment: as many games again (the extra games under
 new ids, `<shards>/extra2`) landed and built incrementally, the build that can replay what dbt did at the first
-(transform.build.replay). The first increment replays too when this machine kept the record of an earlier build of
-the same shape (an earlier run of this benchmark: the warehouse is always `w.duckdb`); `--machine-records off` makes
-every build's first run of a shape pay dbt, as on a fresh machine. Each build's summary line says when it replayed.
+(transform.build.replay); `--again K` runs K such increments (`<shards>/extra2` ... `extra<K+1>`), enough to reach
+the one whose publish vacuums (transform.build.marts.VACUUM_EVERY: the 8th increment, `--again 7`). The first
+increment replays too when this machine kept the record of an earlier build of the same shape (an earlier run of
+this benchmark: the warehouse is always `w.duckdb`); `--machine-records off` makes every build's first run of a
+shape pay dbt, as on a fresh machine. Each build's summary line says when it replayed.
 At 1,000,000 games the builds run one after the other (each about 3 GB at its peak; the copy needs the warehouse's
 size again on disk).
 """
@@ -68,15 +70,17 @@ def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, float, int
                 out.read(), err.read())
 
 
-def again_shards(more: Path) -> Path:
-    """`more`'s games under new ids and seeds (`<shards>/extra2`), written unless already there."""
+def again_shards(more: Path, round_: int = 2) -> Path:
+    """`more`'s games under new ids and seeds (`<shards>/extra<round_>`), written unless already there."""
     import orjson
 
     from mafiabench.warehouse import landing
     from mafiabench.warehouse.raw import FlatBatch
     from mafiabench.warehouse.sidecar import write_sidecar
 
-    folder = more.parent / "extra2"
+    folder = more.parent / f"extra{round_}"
+    suffix = b"-r%d" % round_
+    multiplier = 2 * round_ - 1  # 3 for the second round, as before: its shards stay valid
     if list(folder.glob("*.jsonl")):
         return folder
     folder.mkdir(exist_ok=True)
@@ -85,8 +89,9 @@ def again_shards(more: Path) -> Path:
         for line in shard.read_bytes().splitlines():
             game = orjson.loads(line)
             game_id, seed = game["game_id"], game["seed"]
-            batch.append(line.replace(b'"game_id":"%s"' % game_id.encode(), b'"game_id":"%s-r2"' % game_id.encode())
-                         .replace(b'"seed":%d,' % seed, b'"seed":%d,' % ((seed * 3 + 1) % 2**64), 1))
+            renamed = b'"game_id":"%s%s"' % (game_id.encode(), suffix)
+            batch.append(line.replace(b'"game_id":"%s"' % game_id.encode(), renamed)
+                         .replace(b'"seed":%d,' % seed, b'"seed":%d,' % ((seed * multiplier + 1) % 2**64), 1))
         path = landing.write_shard(batch, folder, index)
         write_sidecar(path, batch, FlatBatch.of([(orjson.loads(b), b) for b in batch], keep_lines=False))
     return folder
@@ -125,7 +130,8 @@ def main() -> None:
     parser.add_argument("--extra", type=float, default=0.01, help="share of N landed after the first build")
     parser.add_argument("--shards", type=Path, help="keep the shard files here; reuse them when it has some")
     parser.add_argument("--src", type=Path, help="package sources (default: this checkout's)")
-    parser.add_argument("--again", action="store_true", help="land and build a second increment after the first")
+    parser.add_argument("--again", type=int, nargs="?", const=1, default=0, metavar="K",
+                        help="land and build K more increments after the first (default 1)")
     parser.add_argument("--no-full", action="store_true", help="skip the --full-refresh build")
     parser.add_argument("--machine-records", choices=("on", "off"), default="on",
                         help="whether a build may replay dbt's records kept on this machine by an earlier build of "
@@ -152,14 +158,13 @@ def main() -> None:
         wall, cpu, rss = land(warehouse, landing, env)
         print(f"land {extra:,} more games: {wall:.1f} s (process), CPU {cpu:.1f} s, peak RSS {rss:.0f} MB", flush=True)
         builds: list[tuple[str, Path, tuple[str, ...]]] = [("incremental", warehouse, ())]
-        if args.again:
-            builds.append(("incremental again", warehouse, ()))
+        builds += [(f"incremental again{'' if k == 2 else f' ({k})'}", warehouse, ()) for k in range(2, args.again + 2)]
         if not args.no_full:
             shutil.copyfile(warehouse, copy)
             builds.append(("--full-refresh", copy, ("--full-refresh",)))
-        for label, path, flags in builds:
-            if label == "incremental again":
-                for part in again_shards(more).iterdir():
+        for round_, (label, path, flags) in enumerate(builds, start=1):
+            if label.startswith("incremental again"):
+                for part in again_shards(more, round_).iterdir():
                     os.symlink(part.resolve(), landing / part.name)
                 wall, cpu, rss = land(warehouse, landing, env)
                 print(f"land {extra:,} more games again: {wall:.1f} s (process)", flush=True)
@@ -170,7 +175,7 @@ def main() -> None:
             print("  " + slowest(table), flush=True)
             if os.environ.get("BENCH_TABLES"):
                 print(table, flush=True)
-            if label != "incremental" or not args.again:
+            if not label.startswith("incremental") or round_ == args.again + 1:
                 path.unlink()
 
 
