@@ -289,11 +289,13 @@ def stage(
     python: bool = True,
     progress: BuildProgress | None = None,
     full_refresh: bool = False,
+    planned: Callable[[bool], None] | None = None,
 ) -> Staged:
     """Run the dbt models, then the Python models, all under staged names; nothing published changes. With
     `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile).
     `progress` hears of each model as it is built. Incremental when it can be (module docstring) unless
-    `full_refresh`."""
+    `full_refresh`. `planned(whole)` hears whether the build is whole once that is known, before dbt starts (while
+    dbt's import may still run beside)."""
     from mafiabench.transform.models import PYTHON_MODELS, import_beside
     from mafiabench.warehouse.landing import ensure_runs_table
 
@@ -339,6 +341,8 @@ def stage(
                         return parsing.result()
 
                     staged.increment = increment.plan(con, state_key, parsed_once_checked)
+            if planned is not None:
+                planned(staged.increment is None)
             parsed = parsing.result()
         except DbtError as exc:
             raise BuildError(str(exc)) from exc
