@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,9 @@ class ShardExecutor:
         self._live_failed = 0
         self._pools: dict[int, BackendPool] = {}
         self._slots: dict[int, asyncio.Semaphore] = {}
+        self._ahead: dict[str, float] = {}  # games started ahead of their shard (`head_start`) → when
+        self._ahead_slots = 0  # the slots they hold, taken from the first loop's limit
+        self.head_started: float | None = None  # when the first of them started (`time.perf_counter`)
         self._workers: WorkerPool | None = None
         self._shard_workers: ShardWorkerPool | None = None
         self.busy_games_s = 0.0  # summed over games: busy time over the play's wall time is the concurrency
@@ -143,7 +147,8 @@ class ShardExecutor:
                 default_limit=c.default_provider,
                 cache_dir=self.exp.cache_dir,
             )
-            self._slots[key] = asyncio.Semaphore(c.games)
+            self._slots[key] = asyncio.Semaphore(c.games - self._ahead_slots)  # each started ahead gives its back
+            self._ahead_slots = 0
         return self._pools[key]
 
     async def play_shard(self, shard: Shard) -> ShardResult:
@@ -237,19 +242,26 @@ class ShardExecutor:
     async def _play_one(
         self, g: PlannedGame, pool: BackendPool, slots: asyncio.Semaphore, done: dict[str, _Played]
     ) -> bool:
-        """Play one game into `done`; False if the budget guard did not let it start."""
-        async with slots:
-            if not self.guard.try_start():
-                self._tick()
-                return False
+        """Play one game into `done`; False if the budget guard did not let it start. A game started ahead of its
+        shard (`head_start`) holds its slot and the guard's leave already: its record is waited for."""
+        t0 = self._ahead.pop(g.game_id, None)
+        if t0 is None:
+            await slots.acquire()
+        try:
+            if t0 is None:
+                if not self.guard.try_start():
+                    self._tick()
+                    return False
+                t0 = time.perf_counter()
             usage: Usage | None = None
             try:
-                t0 = time.perf_counter()
                 rec = await self._play_game(g.spec(self.exp, self.models), pool)
                 busy = time.perf_counter() - t0
                 usage, per_model = game_usage(rec, self.prices)
             finally:
                 self.guard.finish(usage)
+        finally:
+            slots.release()
         done[g.game_id] = _Played(rec, usage, per_model, busy)
         self._live.add(usage)
         self._live_failed += rec.outcome.get("status") == "failed"
@@ -317,6 +329,26 @@ class ShardExecutor:
         if self.uses_game_workers and self._workers is None:
             self._workers = WorkerPool(self._worker_config(self.processes))
             self._workers.spawn()
+
+    def head_start(self, games: Iterable[PlannedGame]) -> int:
+        """Start the first of `games` (the plan's, in the order its shards hand them out) in the spawned workers
+        now, as many as `concurrency.games` and the budget guard let start: they play while this process goes on
+        (`mafiabench run` imports Prefect and starts its flow meanwhile), each holding its slot, and the shard that
+        holds one waits for its record instead of starting it. The records are the same; only the time changes.
+        Returns how many started."""
+        if self._workers is None or self._ahead or self._slots:  # spawned, nothing started ahead, no shard yet
+            return 0
+        specs = []
+        for g in itertools.islice(games, self.exp.concurrency.games):
+            if not self.guard.try_start():
+                break
+            self._ahead[g.game_id] = time.perf_counter()
+            specs.append(g.spec(self.exp, self.models))
+        if specs:
+            self._ahead_slots = len(specs)
+            self.head_started = min(self._ahead.values())
+            self._workers.head_start(specs)
+        return len(specs)
 
     async def start(self) -> None:
         """Worker processes spawned and their SDKs imported before the first game, not while games wait for them

@@ -227,6 +227,15 @@ class Study:
         assert self.executor is not None, "plan the study first (prepare)"
         self.executor.spawn_game_workers()
 
+    def head_start(self) -> int:
+        """Start the plan's first games in the spawned workers now, before its shards are handed out
+        (`ShardExecutor.head_start`: as many as are in flight at once); none for a study played in waves, whose
+        games are known wave by wave. Returns how many started."""
+        assert self.executor is not None, "plan the study first (prepare)"
+        if self.rule is not None:
+            return 0
+        return self.executor.head_start(g for shard in self.shards for g in shard.games)
+
     # -- 2. play ----------------------------------------------------------------------------------------------------
     async def play_shard(self, shard: Shard) -> ShardResult:
         """Play a shard's games concurrently and write their records as one shard file (`ShardExecutor`)."""
@@ -246,7 +255,7 @@ class Study:
         playing = bool(self.shards.count or self.rule is not None or shards is not None)  # none: nothing to play
         if playing:
             await executor.start()
-        t0 = time.perf_counter()
+        t0 = min(time.perf_counter(), executor.head_started or math.inf)  # from the first game started ahead
         results: list[ShardResult] = []
         # calls over HTTP allocate much and briefly: a lean collector while they run (workers.lean_gc)
         with lean_gc() if self.uses_http else contextlib.nullcontext():
@@ -297,10 +306,11 @@ class Study:
 
 def plan_early(study: Study) -> bool:
     """For a study played in worker processes: open it and plan it now, and if it has games to play spawn its
-    workers, so that they start and import their SDKs (about a second of CPU each) while the command imports
-    Prefect (another second), not after it. The command then hands the opened study to the flow, whose `with`
-    takes it over; the command closes it if the flow never ran (closing twice is harmless). False (nothing done)
-    for a study without game workers: its plan stays the flow's."""
+    workers and hand them its first games, so that they start, import their SDKs (about a second of CPU each) and
+    play while the command imports Prefect (another second) and starts its flow, not after it. The command then
+    hands the opened study to the flow, whose `with` takes it over and whose shards wait for the games started
+    ahead; the command closes it if the flow never ran (closing twice is harmless: games started ahead are
+    abandoned, as at a Ctrl-C). False (nothing done) for a study without game workers: its plan stays the flow's."""
     if not study.uses_game_workers():
         return False
     with contextlib.ExitStack() as undo:
@@ -309,6 +319,7 @@ def plan_early(study: Study) -> bool:
         study.prepare()
         if study.shards.count or study.rule is not None:  # none for a plan with nothing to play
             study.spawn_game_workers()
+            study.head_start()
         undo.pop_all()
     return True
 

@@ -17,10 +17,12 @@ run never has more calls in flight to a provider than the experiment allows.
 A run starts its workers before its first game (`WorkerPool.start`) and waits until each has imported the provider
 modules of the study's models (about a second of CPU each for the SDKs), so the games do not queue behind imports;
 `mafiabench run` spawns them (`WorkerPool.spawn`) before it imports Prefect, so that both start at once, and none
-for a plan with nothing to play. The SDKs are imported by the workers only: the run's own process checks the specs
-without them. Closing the pool tells every worker to stop, then waits for them together; a worker exits with
-`os._exit` once its replies are sent and its clients closed (the interpreter's teardown of the SDKs' modules took
-about half a second a worker).
+for a plan with nothing to play; it also hands them its first games then (`WorkerPool.head_start`: a thread sends
+them once the workers are ready), so that they play while Prefect is imported and the flow starts, and the flow's
+shards wait for those games' records instead of starting them. The SDKs are imported by the workers only: the
+run's own process checks the specs without them. Closing the pool tells every worker to stop, then waits for them
+together; a worker exits with `os._exit` once its replies are sent and its clients closed (the interpreter's teardown
+of the SDKs' modules took about half a second a worker).
 
 A worker that dies fails the games it had in flight with `WorkerLost`, a `ConnectionError`, so their shard is
 retried like any infrastructure fault; the dead worker is replaced on the next game. A worker exits when the parent
@@ -33,6 +35,7 @@ Workers are started with "spawn", which re-imports the main module: a script tha
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import gc
 import itertools
@@ -43,7 +46,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -51,6 +54,10 @@ from typing import Any
 from mafiabench.backends.endpoints import EndpointConfig, aclose_clients, check_backend
 from mafiabench.play.runner import BackendPool, GameSpec, play_game
 from mafiabench.record import GameRecord, Provenance
+
+# What a request's reply settles: the future of the event loop that waits for it, or a thread-safe one for a game
+# handed out before any loop waits (`WorkerPool.head_start`).
+_Waiter = asyncio.Future[tuple[str, Any]] | concurrent.futures.Future[tuple[str, Any]]
 
 
 class WorkerLost(ConnectionError):
@@ -194,21 +201,22 @@ class _Worker:
         self.process.start()
         their_inbox.close()
         their_outbox.close()
-        self.pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[tuple[str, Any]]]] = {}
-        self.ready = threading.Event()  # set when the worker can take games, or has died
+        self.pending: dict[int, _Waiter] = {}
+        self.ready = threading.Event()  # set when the worker can take games, or has died or been stopped
         self.alive = True
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name=f"mafiabench-worker-{index}-replies", daemon=True)
         self._reader.start()
 
-    def send(self, msg: tuple[str, int, Any], fut: asyncio.Future[tuple[str, Any]] | None = None) -> None:
-        """Send a request; with `fut`, the reply (or `WorkerLost`) settles it."""
+    def send(self, msg: tuple[str, int, Any], fut: _Waiter | None = None) -> None:
+        """Send a request; with `fut` (an event loop's future, or a thread-safe one for a game handed out before any
+        loop waits: `WorkerPool.head_start`), the reply (or `WorkerLost`) settles it."""
         req = msg[1]
         with self._lock:
             if not self.alive:
                 raise WorkerLost(f"{self.process.name} is gone")
             if fut is not None:
-                self.pending[req] = (fut.get_loop(), fut)
+                self.pending[req] = fut
             try:
                 self._outbox.send(msg)
             except OSError as exc:
@@ -225,8 +233,7 @@ class _Worker:
                 with self._lock:
                     waiter = self.pending.pop(req, None)
                 if waiter is not None:
-                    with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
-                        waiter[0].call_soon_threadsafe(_settle, waiter[1], (kind, payload))
+                    _deliver(waiter, (kind, payload))
         except (EOFError, OSError):
             self.process.join(1.0)  # for its exit code
         with self._lock:
@@ -234,16 +241,17 @@ class _Worker:
             orphans, self.pending = list(self.pending.values()), {}
         self.ready.set()
         lost = ("lost", WorkerLost(f"{self.process.name} exited (code {self.process.exitcode}) with games in flight"))
-        for loop, fut in orphans:
-            with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
-                loop.call_soon_threadsafe(_settle, fut, lost)
+        for waiter in orphans:
+            _deliver(waiter, lost)
 
     def stop(self) -> None:
-        """Close our pipe: the worker cancels its games and exits (`close` waits for it)."""
+        """Close our pipe: the worker cancels its games and exits (`close` waits for it). Whoever waits for it to
+        be ready waits no longer."""
         with self._lock:
             self.alive = False
             with contextlib.suppress(OSError):
                 self._outbox.close()
+        self.ready.set()
 
     def close(self, timeout: float = 10.0) -> None:
         """Close our pipe (the worker cancels its games and exits), then wait for it."""
@@ -261,6 +269,28 @@ def _settle(fut: asyncio.Future[tuple[str, Any]], value: tuple[str, Any]) -> Non
         fut.set_result(value)
 
 
+def _deliver(waiter: _Waiter, value: tuple[str, Any]) -> None:
+    """Settle a waiter from a reader thread: on its event loop, or at once for a thread-safe future."""
+    if isinstance(waiter, asyncio.Future):
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+            waiter.get_loop().call_soon_threadsafe(_settle, waiter, value)
+    else:
+        with contextlib.suppress(concurrent.futures.InvalidStateError):  # settled already
+            waiter.set_result(value)
+
+
+class _Early:
+    """A game handed to a worker before any event loop waits for it (`WorkerPool.head_start`): its reply, and
+    which worker has it under which request (for a cancel), once the sending thread has sent it."""
+
+    __slots__ = ("reply", "req", "worker")
+
+    def __init__(self) -> None:
+        self.reply: concurrent.futures.Future[tuple[str, Any]] = concurrent.futures.Future()
+        self.worker: _Worker | None = None
+        self.req = -1
+
+
 class WorkerPool:
     """`processes` spawned workers; `play(spec)` plays a game in the least busy one and returns its record."""
 
@@ -270,9 +300,14 @@ class WorkerPool:
         self._workers: list[_Worker | None] = [None] * config.processes
         self._ids = itertools.count()
         self._lock = threading.Lock()
+        self._closed = False
+        self._early: dict[str, _Early] = {}  # game id → a game handed out ahead (`head_start`), until played
+        self._sender: threading.Thread | None = None
 
     def _spawn_missing(self) -> list[_Worker]:
         with self._lock:
+            if self._closed:  # a closed pool spawns nothing more (a head start's thread may still be sending)
+                raise WorkerLost("the worker pool is closed")
             for i, w in enumerate(self._workers):
                 if w is None or not w.alive:
                     if w is not None:
@@ -290,23 +325,55 @@ class WorkerPool:
         deadline = time.monotonic() + timeout
         for w in self._spawn_missing():
             w.ready.wait(max(0.0, deadline - time.monotonic()))
+        sender = self._sender
+        if sender is not None and sender is not threading.current_thread():  # every game handed out ahead is sent
+            sender.join(max(0.0, deadline - time.monotonic()))
+
+    def head_start(self, specs: Sequence[GameSpec]) -> None:
+        """Hand these games to the workers without waiting: a thread sends them as soon as the workers are ready
+        (a pipe holds only some 60 of them before its worker reads), and `play` of one of them waits for its reply
+        instead of sending it again. `mafiabench run` starts its first games so, before it imports Prefect."""
+        early = {spec.game_id: _Early() for spec in specs}
+        self._early.update(early)
+
+        def send() -> None:
+            with contextlib.suppress(WorkerLost):  # closed meanwhile: each game below says so
+                self.start()
+            for spec in specs:
+                e = early[spec.game_id]
+                try:
+                    e.worker = self._pick()
+                    e.req = next(self._ids)
+                    e.worker.send(("play", e.req, spec), e.reply)
+                except Exception as exc:  # raised where the game is awaited, as `play` raises it
+                    _deliver(e.reply, ("error", exc))
+
+        self._sender = threading.Thread(target=send, name="mafiabench-head-start", daemon=True)
+        self._sender.start()
 
     def _pick(self) -> _Worker:
         return min(self._spawn_missing(), key=lambda w: len(w.pending))
 
     async def play(self, spec: GameSpec) -> GameRecord:
-        loop = asyncio.get_running_loop()
-        worker = self._pick()
-        req = next(self._ids)
-        fut: asyncio.Future[tuple[str, Any]] = loop.create_future()
-        worker.send(("play", req, spec), fut)
+        early = self._early.pop(spec.game_id, None)
+        worker: _Worker | None
+        if early is None:
+            worker = self._pick()
+            req = next(self._ids)
+            fut: asyncio.Future[tuple[str, Any]] = asyncio.get_running_loop().create_future()
+            worker.send(("play", req, spec), fut)
+        else:  # handed out ahead: once it is sent (`start` waits for that), wait for its reply
+            if self._sender is not None and self._sender.is_alive():
+                await asyncio.to_thread(self._sender.join)
+            worker, req, fut = early.worker, early.req, asyncio.wrap_future(early.reply)
         try:
             kind, payload = await asyncio.shield(fut)
         except asyncio.CancelledError:
             # Wait for the worker to stop the game, so a retried shard never overlaps it.
-            with contextlib.suppress(WorkerLost):
-                worker.send(("cancel", req, None))
-                await asyncio.shield(fut)
+            if worker is not None:
+                with contextlib.suppress(WorkerLost):
+                    worker.send(("cancel", req, None))
+                    await asyncio.shield(fut)
             raise
         if kind == "ok":
             return GameRecord.from_dict(payload)
@@ -315,10 +382,14 @@ class WorkerPool:
         raise payload
 
     def close(self) -> None:
-        """Stop every worker at once, then wait for them: they wind down together, not one after the other."""
+        """Stop every worker at once, then wait for them: they wind down together, not one after the other. A game
+        handed out ahead and not played yet is abandoned, as a game in flight is."""
         with self._lock:
+            self._closed = True
             workers, self._workers = [w for w in self._workers if w is not None], [None] * self.config.processes
         for w in workers:
             w.stop()
+        if self._sender is not None:  # its sends fail now: it ends
+            self._sender.join(10.0)
         for w in workers:
             w.close()
