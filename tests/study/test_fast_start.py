@@ -5,7 +5,9 @@ if a removed cost comes back.
   never by the run's own process, which only checks the specs;
 - pyarrow and numpy (about 0.15 s) are not imported by a run that has nothing to play;
 - a plan with nothing to play starts no worker process;
-- the worker processes stop together, each without the interpreter's teardown.
+- the worker processes stop together, each without the interpreter's teardown;
+- what writing the first shard imports (pyarrow, and pandas through it) is imported while the workers play, on a
+  thread of its own, not when the first games finish (issue 37 item 5).
 """
 
 from __future__ import annotations
@@ -152,6 +154,52 @@ def test_workers_stop_together(tmp_path: Path) -> None:
     assert told_first == [True, True]
     assert all(p.exitcode == 0 for p in processes), [p.exitcode for p in processes]
     assert took < 5.0, took
+
+
+# Which thread first imports each of the modules writing a shard needs, while a study plays in worker processes.
+WRITERS = textwrap.dedent(
+    """
+    import asyncio, json, sys, threading
+    from mafiabench.study.run import run_study
+    from mafiabench.study.spec import parse_experiment
+
+    WATCHED = ("pyarrow", "pyarrow.parquet", "pandas")
+    importers = {}
+
+    class Watch:
+        def find_spec(self, name, path=None, target=None):
+            if name in WATCHED:
+                importers.setdefault(name, threading.current_thread().name)
+            return None
+
+    if __name__ == "__main__":
+        sys.meta_path.insert(0, Watch())
+        exp = parse_experiment(json.loads(sys.argv[1]), "<test>")
+        summary = asyncio.run(run_study(exp, progress=False))
+        print(json.dumps({"played": summary.games_played, "importers": importers}))
+    """
+)
+
+
+def test_the_first_shard_s_imports_are_paid_while_the_workers_play(tmp_path: Path) -> None:
+    script = tmp_path / "writers.py"
+    script.write_text(WRITERS)
+    spec = {
+        "name": "writers",
+        "games_per_cell": 4,
+        "shard_size": 4,
+        "cells": [{"name": "slow", "agents": {"mafioso": "slow/m", "default": "policy/informed"}}],
+        "endpoints": {"slow": {"kind": "fake", "options": {"latency_ms": 400}}},  # a game: over a second
+        "concurrency": {"games": 4, "processes": 2},
+        "warehouse": str(tmp_path / "w.duckdb"),
+    }
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    done = subprocess.run([sys.executable, str(script), json.dumps(spec)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["played"] == 4
+    assert out["importers"] == dict.fromkeys(("pyarrow", "pyarrow.parquet", "pandas"), "mafiabench-import-writers")
 
 
 PLAN_EARLY = textwrap.dedent(

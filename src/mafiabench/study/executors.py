@@ -36,7 +36,7 @@ from mafiabench.study.summary import RunSummary
 from mafiabench.study.workers import WorkerConfig, WorkerPool
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import FlatBatch
-from mafiabench.warehouse.sidecar import write_sidecar
+from mafiabench.warehouse.sidecar import import_beside, write_sidecar
 
 
 class _Played:
@@ -352,11 +352,13 @@ class ShardExecutor:
 
     async def start(self) -> None:
         """Worker processes spawned and their SDKs imported before the first game, not while games wait for them
-        (policy shards go whole to shard workers instead: these would sit idle)."""
+        (policy shards go whole to shard workers instead: these would sit idle). While they play, this process
+        imports what writing their shards needs (`sidecar.import_beside`)."""
         if self.uses_game_workers:
             if self._workers is None:
                 self._workers = WorkerPool(self._worker_config(self.processes))
             await asyncio.to_thread(self._workers.start)
+            import_beside()
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.close_workers)

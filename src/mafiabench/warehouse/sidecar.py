@@ -29,6 +29,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import zlib
 from collections.abc import Sequence
 from pathlib import Path
@@ -81,6 +82,28 @@ def lines_crc32(lines: Sequence[bytes]) -> tuple[int, int]:
     for line in lines:
         crc = zlib.crc32(b"\n", zlib.crc32(line, crc))
     return sum(map(len, lines)) + len(lines), crc & 0xFFFFFFFF
+
+
+def import_beside() -> threading.Thread:
+    """Start importing what writing a run's first shard imports, on a thread of its own: pyarrow, pyarrow.parquet and
+    pandas, which pyarrow imports at its first array made from a Python list, to check that the list is not a
+    pandas object (about 0.4 s of CPU in all). A run whose games play in worker processes calls it as play begins,
+    while it only waits for their records: its first shard is then written with them done, instead of holding the
+    GIL for them when the first games finish and others wait to start (issue 37 item 5). Only the time changes: an
+    import that fails here fails again, with its error, where the shard is written."""
+
+    def load() -> None:
+        try:
+            import pyarrow as pa
+            import pyarrow.parquet
+
+            pa.array([0])
+        except Exception:  # the shard's own imports raise it where it is written
+            return
+
+    thread = threading.Thread(target=load, name="mafiabench-import-writers", daemon=True)
+    thread.start()
+    return thread
 
 
 def write_sidecar(lines_path: Path, lines: Sequence[bytes], batch: FlatBatch) -> Path | None:
