@@ -267,10 +267,15 @@ class Study:
                     results = await scheduler.waves(play_fn, land_fn, lambda: guard is not None and guard.stopped)
             finally:
                 self.summary.play_wall_s = time.perf_counter() - t0
-                if playing:  # landed something: let go of the warehouse
-                    await asyncio.to_thread(self.lander.release)
-                await aclose_clients()
-                await executor.stop()
+                # Landed something: let go of the warehouse (its checkpoint, a few tenths of a second after a run
+                # of model calls) while the workers stop, not before.
+                done = await asyncio.gather(
+                    *([asyncio.to_thread(self.lander.release)] if playing else []), _stop(executor),
+                    return_exceptions=True,
+                )
+                for outcome in done:
+                    if isinstance(outcome, BaseException):
+                        raise outcome
         if self.guard is not None and self.guard.stopped:
             self.summary.budget_stopped = True
         results.sort(key=lambda r: r.index)
@@ -302,6 +307,12 @@ class Study:
     def artifact_key(self) -> str:
         """A Prefect artifact key (lowercase letters, digits, dashes)."""
         return ("mafiabench-run-" + slug(self.exp.name).lower().replace(".", "-").replace("_", "-"))[:100]
+
+
+async def _stop(executor: ShardExecutor) -> None:
+    """The SDK clients of this loop closed, then the executor's workers stopped."""
+    await aclose_clients()
+    await executor.stop()
 
 
 def plan_early(study: Study) -> bool:
