@@ -19,6 +19,7 @@ from mafiabench.warehouse.builds import GRAIN_ROWS_TABLE
 from mafiabench.warehouse.raw import GRAIN_TABLES
 from support.records import call, cell_records, design, engine_records, mini_record
 
+# Not compared (increment.GAMES_TABLE is: an increment's record of the published games must be a full rebuild's).
 BOOKKEEPING = {"build_runs", "validation_results", increment.STATE_TABLE, increment.SOURCES_TABLE, replay.TABLE,
                GRAIN_ROWS_TABLE, increment.UNVACUUMED_TABLE}
 

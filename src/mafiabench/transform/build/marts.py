@@ -501,6 +501,21 @@ def _apply_delta(con: duckdb.DuckDBPyConnection, name: str, relation: str, inc: 
     con.execute(f'drop view main."{relation}"')
 
 
+def _games_added(staged: Staged, scratch: set[str]) -> tuple[tuple[int, int] | None, str | None]:
+    """What the published fct_games is, for `increment.record_games`: the plan's record of it and the table of the
+    games this build adds to it (its delta; None when it is kept); no record when the plan found none, or fct_games
+    is built whole or its delta rewrites published games."""
+    inc = staged.increment
+    if inc is None or inc.published_games is None:
+        return None, None
+    relation, kind = staged.relations.get("fct_games", ("", "kept"))
+    if kind == "kept":
+        return inc.published_games, None
+    if kind == "incremental" and f"{relation}__rewritten" not in scratch:
+        return inc.published_games, f"{relation}__delta"
+    return None, None
+
+
 def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str, str] | None = None) -> None:
     """Put every staged relation under its published name, in one transaction, without copying data: tables and
     views over published relations are renamed; a view over other staged relations (a mart kept as a view) would
@@ -529,6 +544,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
         for relation, sql in recreate:
             con.execute(f'drop view main."{relation}"')
             con.execute(sql)
+        increment.record_games(con, staged.state_key, *_games_added(staged, scratch))
         for table in scratch:
             con.execute(f'drop table main."{table}"')
         increment.record(con, staged.state_key, staged.sources, staged.rows, gated)

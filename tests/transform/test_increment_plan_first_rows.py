@@ -1,0 +1,134 @@
+"""An incremental build finds an increment that only adds games as raw_games' rows after the published games, when its
+first rows are the published fct_games' games with the same marks (transform.build.increment: `_added_only` against
+the publish's record, `GAMES_TABLE`), without comparing raw_games with fct_games; a game replaced or removed, a mark
+edited in place, a vacuum that renumbered the rows or no record: the comparison (`_compared`). Either way the
+increment is the games whose id, landed mark or checksum differ from the published fct_games'."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import duckdb
+import pytest
+
+from mafiabench.publish import build_warehouse
+from mafiabench.transform.build import increment
+from mafiabench.warehouse.raw import load_records
+from support.increments import assert_same, full_rebuild, games, published, remove_game
+from support.records import fresh_con, mini_record
+
+# The increment by definition: the games on one side only of raw_games and the published fct_games, or whose landed
+# mark or checksum differ; published: those fct_games holds.
+DIFFERING = """
+    select coalesce(r.game_id, f.game_id), f.game_id is not null
+    from raw_games as r full outer join fct_games as f on f.game_id = r.game_id
+    where r.game_id is null or f.game_id is null
+        or f.landed_at is distinct from r.landed_at or f.record_sha256 is distinct from r.record_sha256
+"""
+
+
+@pytest.fixture
+def plans() -> Iterator[list[dict[str, Any]]]:
+    """Each build's plan: the increment by definition (before it), the games and `Increment` it found, and whether
+    it compared the tables."""
+    found: list[dict[str, Any]] = []
+    plan, compared = increment.plan, increment._compared
+
+    def spy_plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) -> increment.Increment | None:
+        built = con.execute("select count(*) from duckdb_tables() where table_name = 'fct_games'").fetchall()[0][0]
+        expected = con.execute(DIFFERING).fetchall() if built else []
+        found.append({"expected": {g for g, _ in expected}, "replaces": any(p for _, p in expected),
+                      "compared": False})
+        inc = plan(con, key, parsed)
+        found[-1]["increment"] = inc
+        found[-1]["games"] = {r[0] for r in con.execute(
+            f"select game_id from main.{increment.INCREMENT_GAMES}").fetchall()} if inc is not None else None
+        return inc
+
+    def spy_compared(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
+        found[-1]["compared"] = True
+        return compared(con)
+
+    with mock.patch.object(increment, "plan", spy_plan), mock.patch.object(increment, "_compared", spy_compared):
+        yield found
+
+
+def recorded(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int]]:
+    return [(int(n), int(m)) for n, m in con.execute(f"select * from {increment.GAMES_TABLE}").fetchall()]
+
+
+def counted(con: duckdb.DuckDBPyConnection) -> list[tuple[int, int]]:
+    """What `GAMES_TABLE` must hold: the published fct_games' rows and sum of `MARKS`, counted."""
+    n, marks = con.execute(f"select count(*), sum({increment.MARKS}) from fct_games").fetchall()[0]
+    return [(int(n), int(marks))]
+
+
+def renumbered(con: duckdb.DuckDBPyConnection, table: str) -> None:
+    """What a checkpoint's vacuum does to a table's row numbers after deletes (DuckDB merges the row groups holding
+    them): the rows left numbered from 0, in their order; the table made again from its own DDL, primary key and all
+    (a real one needs row groups of 122,880 rows)."""
+    ddl = con.execute("select sql from duckdb_tables() where table_name = ?", [table]).fetchall()[0][0]
+    con.execute(f"create temp table __rows as select * from {table} order by rowid")
+    con.execute(f"drop table {table}")
+    con.execute(ddl)
+    con.execute(f"insert into {table} select * from __rows")
+    con.execute("drop table __rows")
+
+
+def test_an_increment_adding_games_is_the_rows_after_the_published_games(
+        tmp_path: Path, plans: list[dict[str, Any]]) -> None:
+    con = fresh_con()
+    load_records(con, games("a", 12, 0))
+    assert build_warehouse(con).published
+    assert recorded(con) == counted(con)  # a whole build counts its record
+    for prefix, seed in (("b", 1), ("c", 2)):  # the second from the first's record: the increment's games added
+        load_records(con, games(prefix, 4, seed))
+        result = build_warehouse(con)
+        assert result.published and any(m.materialized == "incremental" for m in result.models)
+        plan = plans[-1]
+        assert not plan["compared"] and plan["games"] == plan["expected"] and len(plan["games"]) > 4
+        assert not plan["increment"].replaces and plan["increment"].games == len(plan["games"])
+        assert recorded(con) == counted(con)
+    assert_same(published(con), full_rebuild(con, tmp_path))
+
+
+def _mark_edited(con: duckdb.DuckDBPyConnection) -> None:
+    # Not the landing step: a published game's checksum changed in place, its row where it was.
+    con.execute("update raw_games set record_sha256 = 'edited' where game_id = 'e0-2'")
+
+
+def _replaced(con: duckdb.DuckDBPyConnection) -> None:
+    load_records(con, [mini_record("e0-2", models="X")], replace=True)
+
+
+def _removed_and_vacuumed(con: duckdb.DuckDBPyConnection) -> None:
+    # The new games' first row moves into the removed game's place: raw_games' first rows are as many as before.
+    remove_game(con, "e0-2")
+    renumbered(con, "raw_games")
+
+
+def _no_record(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(f"delete from {increment.GAMES_TABLE}")
+
+
+@pytest.mark.parametrize("change", [_mark_edited, _replaced, _removed_and_vacuumed, _no_record])
+def test_anything_but_games_added_after_them_is_compared(
+        change: Callable[[duckdb.DuckDBPyConnection], None], tmp_path: Path, plans: list[dict[str, Any]]) -> None:
+    con = fresh_con()
+    load_records(con, games("a", 12, 0))
+    assert build_warehouse(con).published
+    load_records(con, games("b", 4, 1))
+    change(con)
+    result = build_warehouse(con)
+    assert result.published
+    plan = plans[-1]
+    assert plan["compared"] and plan["games"] == plan["expected"]
+    assert plan["increment"].replaces == plan["replaces"] == (change is not _no_record)
+    assert recorded(con) == counted(con)
+    load_records(con, games("c", 4, 2))  # the record the build kept serves the next
+    assert build_warehouse(con).published and not plans[-1]["compared"]
+    assert recorded(con) == counted(con)
+    assert_same(published(con), full_rebuild(con, tmp_path))
