@@ -368,6 +368,7 @@ def stage(
             except DbtError as exc:
                 discard(con, staged)
                 raise BuildError(str(exc)) from exc
+    scratch = set(_scratch(con)) if inc is not None else set()
     for r in results:
         if r.status != "success":
             discard(con, staged)
@@ -376,9 +377,7 @@ def stage(
         if r.materialized == "per_game" and inc is not None:
             kind = "incremental"
         staged.relations[r.name] = (r.relation or STAGED_PREFIX + r.name, kind)
-        rows = None
-        if kind != "view":
-            rows = int(con.execute(f'select count(*) from main."{STAGED_PREFIX}{r.name}"').fetchall()[0][0])
+        rows = None if kind == "view" else _staged_rows(con, r.name, inc if kind == "incremental" else None, scratch)
         # A summed model's staged table is whole (published by a rename): "summed" says it added the increment's
         # counts to the published ones rather than counting every game.
         listed = "summed" if r.materialized == "summed" and inc is not None and not inc.replaces else kind
@@ -390,6 +389,20 @@ def stage(
     if python:
         stage_python(con, staged)
     return staged
+
+
+def _staged_rows(con: duckdb.DuckDBPyConnection, name: str, inc: increment.Increment | None,
+                 scratch: set[str]) -> int:
+    """A staged model's rows (`inc`: an incremental model's increment). An incremental model's staged view, when it
+    only adds games (none replaced, none rewritten), is its published table and its delta: their counts, which
+    DuckDB keeps, rather than the view's, which scans the published game ids (a million games' int_decisions:
+    0.02-0.03 s, about 0.2 s over the per-game models)."""
+    relation = f"{STAGED_PREFIX}{name}"
+    if inc is not None and not inc.replaces and f"{relation}__rewritten" not in scratch:
+        sql = f'select (select count(*) from main."{name}") + (select count(*) from main."{relation}__delta")'
+    else:
+        sql = f'select count(*) from main."{relation}"'
+    return int(con.execute(sql).fetchall()[0][0])
 
 
 def _volatile(parsed: Any) -> set[str]:
