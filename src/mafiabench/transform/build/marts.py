@@ -484,10 +484,13 @@ def stage_python(con: duckdb.DuckDBPyConnection, staged: Staged,
 _STAGED_NAME = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(STAGED_PREFIX)}(?=[A-Za-z0-9_])")
 
 
-def _view_sql(con: duckdb.DuckDBPyConnection, relation: str) -> str:
-    return str(con.execute(
-        "select sql from duckdb_views() where schema_name = 'main' and view_name = ? and not temporary", [relation]
-    ).fetchall()[0][0])
+def _relations(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str]]:
+    """The main schema's relations (not temporary): each one's kind ("table", "view") and a view's SQL."""
+    return {str(name): (str(kind), str(sql or "")) for name, kind, sql in con.execute(
+        "select view_name, 'view', sql from duckdb_views() where schema_name = 'main' and not internal "
+        "and not temporary union all "
+        "select table_name, 'table', null from duckdb_tables() where schema_name = 'main' and not temporary"
+    ).fetchall()}
 
 
 def _scratch(con: duckdb.DuckDBPyConnection) -> list[str]:
@@ -542,14 +545,19 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
     vacuum = staged.increment is None or staged.increment.replaces or since + 1 >= VACUUM_EVERY
     con.execute("begin transaction")
     try:
+        # The main schema's relations and views' SQL, read once: a look-up per relation cost about 2 ms each (DuckDB
+        # lists its catalog), 0.15-0.2 s over a build's 80 relations. Each published name is dropped once, before its
+        # staged relation takes it.
+        present = _relations(con)
         recreate: list[tuple[str, str]] = []
         for name, (relation, kind) in staged.relations.items():
             if kind == "incremental":
                 assert staged.increment is not None
                 _apply_delta(con, name, relation, staged.increment, scratch)
                 continue
-            sql = _view_sql(con, relation) if kind == "view" else ""
-            _drop_relation(con, name)
+            sql = present[relation][1] if kind == "view" else ""
+            if name in present:
+                con.execute(f'drop {present[name][0]} main."{name}"')
             if _STAGED_NAME.search(sql.split(" AS ", 1)[-1]):
                 recreate.append((relation, _STAGED_NAME.sub("", sql)))
             else:
@@ -561,7 +569,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
         for table in scratch:
             con.execute(f'drop table main."{table}"')
         increment.record(con, staged.state_key, staged.sources, staged.rows, gated)
-        replay.store(con, staged.replaying.records)
+        replay.store(con, staged.replaying.records, staged.replaying.stored)
         increment.record_unvacuumed(con, 0 if vacuum else since + 1)
         with checkpointed(con, vacuum=vacuum):
             con.execute("commit")

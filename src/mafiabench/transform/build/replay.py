@@ -139,8 +139,13 @@ def load(con: duckdb.DuckDBPyConnection) -> Stored:
     return out
 
 
-def store(con: duckdb.DuckDBPyConnection, records: dict[str, tuple[str, Any]]) -> None:
-    """Keep the publishing build's records in place of the last ones (call inside the publish transaction)."""
+def store(con: duckdb.DuckDBPyConnection, records: dict[str, tuple[str, Any]], stored: Stored | None = None) -> None:
+    """Keep the publishing build's records in place of the last ones (call inside the publish transaction); nothing
+    to write when they are the ones `load` read (`stored`), as a build that replayed all it ran has: packing them
+    again cost 0.01-0.02 s, and their table's rows at the checkpoint."""
+    if stored is not None and records.keys() == stored.records.keys() and all(
+            stored.records[kind][0] == k and stored.records[kind][1] is made for kind, (k, made) in records.items()):
+        return
     con.execute(f"create table if not exists main.{TABLE} (kind VARCHAR, key VARCHAR, record BLOB)")
     con.execute(f"delete from main.{TABLE}")
     for kind, (k, record) in sorted(records.items()):
