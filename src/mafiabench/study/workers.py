@@ -14,8 +14,11 @@ to the worker with the fewest in flight, so each carries about games / N. Each p
 `default_provider`) is split evenly: a limit of 64 over 3 workers gives 22, 21 and 21 (at least 1 each), so the
 run never has more calls in flight to a provider than the experiment allows.
 
-A run starts its workers before its first game (`WorkerPool.start`) and waits until each has imported the provider
-modules of the study's models (about a second of CPU each for the SDKs), so the games do not queue behind imports;
+A run starts its workers before its first game (`WorkerPool.start`) and waits until each has imported our modules and
+the provider modules of the study's models (about 0.3 s of CPU each), so the games do not queue behind them; the SDK
+itself (openai or anthropic with its aiohttp transport, about 0.4 s more) is imported at a worker's first call, as
+the SDKs are imported lazily (issue 31 item 2): importing it before the worker says it is ready was measured no
+faster once the first games start ahead (below; issue 37 item 5: 0.6 s slower in four balanced pairs at load 3-5);
 `mafiabench run` spawns them (`WorkerPool.spawn`) before it imports Prefect, so that both start at once, and none
 for a plan with nothing to play; it also hands them its first games then (`WorkerPool.head_start`: a thread sends
 them once the workers are ready), so that they play while Prefect is imported and the flow starts, and the flow's
@@ -101,7 +104,7 @@ class WorkerConfig:
     cache_dir: str | None
     provenance: Provenance
     processes: int
-    warm: tuple[str, ...] = ()  # model specs whose provider modules a worker imports before it says it is ready
+    warm: tuple[str, ...] = ()  # model specs whose provider modules a worker imports (and checks) before it is ready
 
     def pool(self, index: int) -> BackendPool:
         n = self.processes
@@ -123,7 +126,7 @@ def _worker_main(inbox: Connection, outbox: Connection, config: WorkerConfig, in
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it cancels our games
     for spec in config.warm:
         with contextlib.suppress(Exception):  # the parent has checked the specs; a game reports any problem
-            check_backend(spec, config.endpoints)  # imports the provider's module (the SDK), makes no client
+            check_backend(spec, config.endpoints)  # imports the provider's module (not its SDK), makes no client
     with contextlib.suppress(OSError):
         outbox.send((READY, "ready", None))
     with lean_gc():
