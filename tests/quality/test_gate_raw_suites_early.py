@@ -36,16 +36,21 @@ def _early(events: list[tuple[str, str]]) -> list[str]:
     return [name for name, thread in events if thread.startswith("raw-suites")]
 
 
-@pytest.mark.slow
-def test_a_whole_build_runs_the_raw_suites_before_dbt(landed_increment: Path, tmp_path: Path) -> None:
+def _watched_build(landed: Path, tmp_path: Path, **options: Any) -> tuple[Any, list[tuple[str, str]]]:
+    """A copy of `landed` built, and the suites' threads and dbt's invocations as they came."""
     events: list[tuple[str, str]] = []
     suites, dbt = _watched(events)
-    con = copy(landed_increment, tmp_path)
+    con = copy(landed, tmp_path)
     try:
         with suites, dbt:
-            got = build(con, full_refresh=True)
+            return build(con, **options), events
     finally:
         con.close()
+
+
+@pytest.mark.slow
+def test_a_whole_build_runs_the_raw_suites_before_dbt(landed_increment: Path, tmp_path: Path) -> None:
+    got, events = _watched_build(landed_increment, tmp_path, full_refresh=True)
     assert sorted(_early(events)) == sorted(RAW_SUITES)
     # Started before dbt's run: the first of them was called before dbt was (they run on while dbt works).
     first_dbt = [name for name, _ in events].index("dbt run")
@@ -63,13 +68,6 @@ def test_a_whole_build_runs_the_raw_suites_before_dbt(landed_increment: Path, tm
 
 @pytest.mark.slow
 def test_an_incremental_build_starts_none_early(landed_increment: Path, tmp_path: Path) -> None:
-    events: list[tuple[str, str]] = []
-    suites, dbt = _watched(events)
-    con = copy(landed_increment, tmp_path)
-    try:
-        with suites, dbt:
-            got = build(con)
-    finally:
-        con.close()
+    got, events = _watched_build(landed_increment, tmp_path)
     assert got.published and set(got.proven_suites) == set(RAW_SUITES)
     assert _early(events) == []

@@ -4,34 +4,30 @@ registry's order."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from mafiabench.transform.build.marts import Staged, stage_python
+from support.python_steps import FakeStep
 
 ran: list[str] = []  # the models' names as they run
 
-@dataclass(frozen=True)
-class _Step:
-    """A Python model as `stage_python` uses one (name, layer, outputs, run)."""
 
-    name: str
-    outputs: tuple[str, ...]
-    layer: str = "marts"
+def _step(name: str, outputs: tuple[str, ...]) -> FakeStep:
+    def frames(con: duckdb.DuckDBPyConnection, step: FakeStep) -> dict[str, pl.DataFrame]:
+        ran.append(step.name)
+        return {t: pl.DataFrame({"n": [len(ran)]}) for t in step.outputs}
 
-    def run(self, con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-        ran.append(self.name)
-        return {t: pl.DataFrame({"n": [len(ran)]}) for t in self.outputs}
+    return FakeStep(name, outputs, frames)
 
 
 def test_the_models_the_gate_reads_run_first_and_are_heard_of_as_staged(tmp_path: Path) -> None:
     ran.clear()
     con = duckdb.connect()
     staged = Staged(project=tmp_path)
-    staged.python_steps = [_Step("m_a", ("a",)), _Step("m_b", ("b1", "b2")), _Step("m_c", ("c",)), _Step("m_d", ("d",))]
+    staged.python_steps = [_step("m_a", ("a",)), _step("m_b", ("b1", "b2")), _step("m_c", ("c",)), _step("m_d", ("d",))]
     heard: list[tuple[str, ...]] = []
 
     def written(tables: tuple[str, ...]) -> None:

@@ -4,7 +4,6 @@ name is replaced all the same, a view as a table."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -13,19 +12,12 @@ import pytest
 
 from mafiabench.transform.build import marts
 from mafiabench.transform.build.marts import Staged, stage_python
+from support.python_steps import FakeStep
 
 
-@dataclass(frozen=True)
-class _Step:
-    """A Python model as `stage_python` uses one."""
-
-    name: str
-    outputs: tuple[str, ...]
-    layer: str = "marts"
-
-    def run(self, con: duckdb.DuckDBPyConnection) -> dict[str, pl.DataFrame]:
-        n = con.execute("select count(*) from fct_games").fetchall()[0][0]
-        return {t: pl.DataFrame({"n": [n], "table": [t]}) for t in self.outputs}
+def _games_counted(con: duckdb.DuckDBPyConnection, step: FakeStep) -> dict[str, pl.DataFrame]:
+    n = con.execute("select count(*) from fct_games").fetchall()[0][0]
+    return {t: pl.DataFrame({"n": [n], "table": [t]}) for t in step.outputs}
 
 
 def test_python_models_tables_written_without_a_look_up_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -35,7 +27,7 @@ def test_python_models_tables_written_without_a_look_up_each(tmp_path: Path, mon
     con.execute("create table __staged_c as select 'left behind' as n")
     staged = Staged(project=tmp_path)
     staged.relations["fct_games"] = ("__staged_fct_games", "table")
-    staged.python_steps = [_Step("m_ab", ("a", "b")), _Step("m_c", ("c",))]
+    staged.python_steps = [FakeStep("m_ab", ("a", "b"), _games_counted), FakeStep("m_c", ("c",), _games_counted)]
     looked: list[str] = []
     kind = marts._kind
     monkeypatch.setattr(marts, "_kind", lambda c, name: looked.append(name) or kind(c, name))
