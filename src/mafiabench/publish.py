@@ -178,6 +178,18 @@ class _RawSuites:
             cursor.close()
 
 
+@contextmanager
+def _cancelled_on_error(pool: ThreadPoolExecutor) -> Iterator[ThreadPoolExecutor]:
+    """`pool`, shut down on leaving; on an error or Ctrl-C without running what it has not started (a pool's own
+    `with` runs every queued task first: the raw suites, seconds at a million games, before the build can stop)."""
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
 def _max_unusable(max_unusable: float | None) -> float:
     return quality.DEFAULT_MAX_UNUSABLE if max_unusable is None else max_unusable
 
@@ -257,7 +269,7 @@ def build_warehouse(
     # or an unvalidated one, kept for inspection until this build. Its deltas must not mix with this build's.
     discard(con)
     try:
-        with ThreadPoolExecutor(1, thread_name_prefix="raw-suites") as early:
+        with _cancelled_on_error(ThreadPoolExecutor(1, thread_name_prefix="raw-suites")) as early:
             raw_suites = _RawSuites(con, early, sql_dir, max_unusable) if validate else None
             staged = stage(con, sql_dir=sql_dir, upset_threshold=upset_threshold, python=not validate,
                            progress=progress, full_refresh=full_refresh, planned=raw_suites)

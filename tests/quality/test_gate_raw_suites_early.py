@@ -5,6 +5,7 @@ the gate; an incremental build starts none there (its gate proves them from the 
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -71,3 +72,28 @@ def test_an_incremental_build_starts_none_early(landed_increment: Path, tmp_path
     got, events = _watched_build(landed_increment, tmp_path)
     assert got.published and set(got.proven_suites) == set(RAW_SUITES)
     assert _early(events) == []
+
+
+def test_a_build_stopped_early_runs_no_more_raw_suites(tmp_path: Path) -> None:
+    """Ctrl-C while the raw suites are queued: the build stops after the one running, not after all ten."""
+    from mafiabench.warehouse import raw
+    from support.records import mini_record
+
+    con = raw.connect(tmp_path / "w.duckdb")
+    raw.load_records(con, [mini_record(f"g{i}") for i in range(3)])
+    ran: list[str] = []
+
+    def slow_suite(cursor: Any, suites: Any) -> Any:
+        ran.append(suites[0].name)
+        time.sleep(0.2)
+        return []
+
+    def interrupted_stage(con: Any, *, planned: Any, **options: Any) -> Any:
+        planned(True)
+        raise KeyboardInterrupt
+
+    with (mock.patch.object(quality, "run_suites", slow_suite), mock.patch.object(publish, "stage", interrupted_stage),
+          pytest.raises(KeyboardInterrupt)):
+        publish.build_warehouse(con)
+    con.close()
+    assert 1 <= len(ran) < len(RAW_SUITES)
