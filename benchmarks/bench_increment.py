@@ -13,7 +13,7 @@ taken before, so both build the same games. Each build's own per-model table is 
 With `--again`, a scheduled study's next run follows the first increment: as many games again (the extra games under
 new ids, `<shards>/extra2`) landed and built incrementally, the build that can replay what dbt did at the first
 (transform.build.replay); `--again K` runs K such increments (`<shards>/extra2` ... `extra<K+1>`), enough to reach
-the one whose publish vacuums (transform.build.marts.VACUUM_EVERY: the 8th increment, `--again 7`). The first
+the one whose publish vacuums (warehouse.builds.VACUUM_EVERY: the 8th increment, `--again 7`). The first
 increment replays too when this machine kept the record of an earlier build of the same shape (an earlier run of
 this benchmark: the warehouse is always `w.duckdb`); `--machine-records off` makes every build's first run of a
 shape pay dbt, as on a fresh machine. Each build's summary line says when it replayed.

@@ -10,7 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from mafiabench.transform.build import increment, marts
+from mafiabench.warehouse import builds
 from mafiabench.warehouse.raw import connect, load_records
 from support.gate_increments import build, copy, file_of
 from support.increments import games
@@ -41,12 +41,12 @@ def _opened(landed: Path, tmp_path: Path) -> duckdb.DuckDBPyConnection:
 
 def test_an_added_increment_keeps_its_rows_apart_until_every_nth(landed_increment: Path, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(marts, "VACUUM_EVERY", 3)
+    monkeypatch.setattr(builds, "VACUUM_EVERY", 3)
     con = _opened(landed_increment, tmp_path)
     try:
         whole = _row_groups(con)
         _published_increment(con)
-        assert (increment.unvacuumed(con), _row_groups(con)) == (1, whole + 1)
+        assert (builds.unvacuumed(con), _row_groups(con)) == (1, whole + 1)
         path = file_of(con)
         con.close()
         con = connect(path)  # a landing, as the scheduled run's: its checkpoint merges nothing
@@ -55,10 +55,10 @@ def test_an_added_increment_keeps_its_rows_apart_until_every_nth(landed_incremen
         con = connect(path)
         assert _row_groups(con) == whole + 1
         _published_increment(con)
-        assert (increment.unvacuumed(con), _row_groups(con)) == (2, whole + 2)
+        assert (builds.unvacuumed(con), _row_groups(con)) == (2, whole + 2)
         load_records(con, games("d", 3, 3))
         _published_increment(con)  # the third: vacuumed, the small row groups merged
-        assert (increment.unvacuumed(con), _row_groups(con)) == (0, whole)
+        assert (builds.unvacuumed(con), _row_groups(con)) == (0, whole)
         assert _vacuum_tasks(con) == 0  # the connection's own, back
     finally:
         con.close()
@@ -68,13 +68,13 @@ def test_with_the_vacuum_each_time_the_row_groups_merge(landed_increment: Path, 
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The control: what DuckDB does to the same increment with its vacuum on; a connection's own setting (7) comes
     back after the publish's."""
-    monkeypatch.setattr(marts, "VACUUM_EVERY", 1)
+    monkeypatch.setattr(builds, "VACUUM_EVERY", 1)
     con = copy(landed_increment, tmp_path)
     try:
         con.execute("set global max_vacuum_tasks = 7")
         whole = _row_groups(con)
         _published_increment(con)
-        assert (increment.unvacuumed(con), _row_groups(con)) == (0, whole)
+        assert (builds.unvacuumed(con), _row_groups(con)) == (0, whole)
         assert _vacuum_tasks(con) == 7
     finally:
         con.close()
@@ -87,7 +87,7 @@ def test_a_replacing_increment_or_a_whole_build_vacuums(landed_increment: Path, 
     try:
         whole = _row_groups(con)
         _published_increment(con)
-        assert (increment.unvacuumed(con), _row_groups(con)) == (1, whole + 1)
+        assert (builds.unvacuumed(con), _row_groups(con)) == (1, whole + 1)
         if build_kind == "replacing":
             game = con.execute("select min(game_id) from fct_games where game_id like 'e%'").fetchall()[0][0]
             load_records(con, [mini_record(game, models="X")], replace=True)
@@ -95,6 +95,6 @@ def test_a_replacing_increment_or_a_whole_build_vacuums(landed_increment: Path, 
         else:
             result = build(con, full_refresh=True)
         assert result.published
-        assert increment.unvacuumed(con) == 0 and _row_groups(con) == whole
+        assert builds.unvacuumed(con) == 0 and _row_groups(con) == whole
     finally:
         con.close()

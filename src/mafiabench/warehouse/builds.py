@@ -1,6 +1,7 @@
 """The warehouse's record of builds: `build_runs` (one row per build) and `validation_results` (one row per
 expectation per build), and the question every publishing step asks of them: did the latest build pass its gate,
-and is it still current?
+and is it still current? Also when DuckDB's vacuum is due (`VACUUM_EVERY`, `compact`), which a build's publish and a
+run's lander both ask.
 
 The build writes these tables and the quality gate fills `validation_results`; the dashboards only read them, so
 they live here, in the warehouse, which every later stage may import.
@@ -8,6 +9,7 @@ they live here, in the warehouse, which every later stage may import.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import duckdb
@@ -86,6 +88,60 @@ def increment_tails(con: duckdb.DuckDBPyConnection, games: str) -> dict[str, tup
         if now == first + added and not below:
             out[table] = (first, int(added))
     return out
+
+
+# DuckDB's checkpoint also vacuums: it merges runs of row groups it can fit into fewer, in every table of the file,
+# changed since the last checkpoint or not, at any checkpoint that writes something (DuckDB 2.0.1: a checkpoint
+# after a one-row change elsewhere merged a million games' per-game tables in 2.3 s). After an increment's append
+# that rewrites the per-game tables' last row groups with the new games' rows, so the warehouse's writers run
+# without it (`raw.connect`), and an increment that only adds games is published without it
+# (`transform.build.marts.publish`), each table keeping the appended rows as a row group of their own. Every
+# `VACUUM_EVERY`-th such increment, a whole build and a replacing increment (whose deletes it reclaims) are
+# published with it, so a table holds at most that many row groups more than DuckDB would leave (small row groups
+# cost: 1,000 appends of 1,000 rows made a file 8 times larger and scans 1.5 times slower). The merge is deferred,
+# not saved: the build that vacuums pays the merge the ones before it skipped, unless a run compacted the file
+# while its games played (`compact`). The checkpoint after 10,000 games added to a million
+# (benchmarks/bench_vacuum.py, load 1.8): with the vacuum each time 0.19-2.21 s (mean 0.85 s), without it
+# 0.17-0.18 s, the 8th with it 2.13 s, 0.42 s a build over the 8; every 24th paid 19.6 s at load 8 (the merge grows
+# faster than the rows it merges).
+VACUUM_EVERY = 8
+UNVACUUMED_TABLE = "build_unvacuumed"  # increments published since the last vacuum (marts.publish, `compact`)
+
+
+def unvacuumed(con: duckdb.DuckDBPyConnection) -> int:
+    """The increments published without DuckDB's vacuum since it last ran (0 if none)."""
+    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                       [UNVACUUMED_TABLE]).fetchall():
+        return 0
+    found = con.execute(f"select increments from main.{UNVACUUMED_TABLE}").fetchall()
+    return int(found[0][0]) if found else 0
+
+
+def record_unvacuumed(con: duckdb.DuckDBPyConnection, increments: int) -> None:
+    con.execute(f"create or replace table main.{UNVACUUMED_TABLE} as select ?::INTEGER as increments", [increments])
+
+
+def compact(con: duckdb.DuckDBPyConnection) -> float | None:
+    """Run DuckDB's vacuum now when the next build's publish would (`VACUUM_EVERY`): a run does it while its games
+    play (`study.lander`), so the build after it publishes without paying the merge. Returns its seconds, or None
+    when it was not due or could not run (another write transaction was open: DuckDB refuses the checkpoint, and
+    the next publish vacuums as before). The count goes back to 0 with the checkpoint, as a publish's does."""
+    since = unvacuumed(con)
+    if since == 0 or since + 1 < VACUUM_EVERY:
+        return None
+    t0 = time.perf_counter()
+    (tasks,) = con.execute("select current_setting('max_vacuum_tasks')").fetchall()[0]
+    con.execute("reset global max_vacuum_tasks")
+    try:
+        record_unvacuumed(con, 0)  # a change: DuckDB skips a checkpoint with nothing to write
+        try:
+            con.execute("checkpoint")
+        except duckdb.Error:
+            record_unvacuumed(con, since)
+            return None
+    finally:
+        con.execute(f"set global max_vacuum_tasks = {int(tasks)}")
+    return time.perf_counter() - t0
 
 
 def ensure_build_tables(con: duckdb.DuckDBPyConnection) -> None:

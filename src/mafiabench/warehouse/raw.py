@@ -168,7 +168,7 @@ def connect(
     a quarter more CPU over such tables (benchmarks/bench_row_groups.py), so policy runs, imports and builds open the
     file directly (dbt does too, in the same process), without DuckDB's vacuum at their checkpoints: merging the
     row groups a build appended to its tables costs every checkpoint after it, a landing's too, until the build
-    that compacts (transform.build.marts.VACUUM_EVERY)."""
+    that compacts (warehouse.builds.VACUUM_EVERY)."""
     path = Path(path)
     if not read_only:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -185,7 +185,7 @@ def connect(
                 raise
         else:
             con = duckdb.connect(str(path), read_only=read_only)
-            if not read_only:  # the build's publish vacuums when it compacts (transform.build.marts.VACUUM_EVERY)
+            if not read_only:  # the build's publish vacuums when it compacts (warehouse.builds.VACUUM_EVERY)
                 con.execute("set global max_vacuum_tasks = 0")
     except duckdb.IOException as exc:
         if "lock" in str(exc).lower():

@@ -71,7 +71,6 @@ SOURCES_TABLE = "build_source_fingerprints"  # the published build's fingerprint
 GAMES_TABLE = "build_published_games"
 GAMES_SCHEMA = "n_rows BIGINT, marks HUGEINT"
 MARKS = "hash(game_id, landed_at, record_sha256)::HUGEINT"  # a game's id, landed mark and record checksum
-UNVACUUMED_TABLE = "build_unvacuumed"  # increments published since the last that let DuckDB vacuum (marts.publish)
 PRICES = "ref_prices"  # written by every build (marts.ref_prices) before its models: a source like the raw tables
 FORMAT = 1  # of the increment machinery itself: raise it when a change to it must not mix with older builds
 
@@ -190,19 +189,6 @@ def _compared(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
         "select count(*), count(*) filter (where published) from increment_plan").fetchall()[0]
     con.execute("drop table increment_plan")
     return int(games), int(replaces)
-
-
-def unvacuumed(con: duckdb.DuckDBPyConnection) -> int:
-    """The increments published without DuckDB's vacuum since the last build published with it (0 if none)."""
-    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
-                       [UNVACUUMED_TABLE]).fetchall():
-        return 0
-    found = con.execute(f"select increments from main.{UNVACUUMED_TABLE}").fetchall()
-    return int(found[0][0]) if found else 0
-
-
-def record_unvacuumed(con: duckdb.DuckDBPyConnection, increments: int) -> None:
-    con.execute(f"create or replace table main.{UNVACUUMED_TABLE} as select ?::INTEGER as increments", [increments])
 
 
 def record(con: duckdb.DuckDBPyConnection, key: str | None, sources: dict[str, str] | None = None,

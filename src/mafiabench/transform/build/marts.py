@@ -39,6 +39,7 @@ from mafiabench.prices import load_prices as load_price_table
 from mafiabench.transform import LAYERS as LAYERS  # the layers, re-exported (their home is the package)
 from mafiabench.transform.build import dbt_runner, increment, replay
 from mafiabench.transform.build.dbt_runner import STAGED_PREFIX, DbtError, NodeResult, resolve_project
+from mafiabench.warehouse import builds
 from mafiabench.warehouse.builds import BUILD_RUNS_SCHEMA, gate_passed, latest_build
 from mafiabench.warehouse.raw import ensure_schema
 
@@ -234,20 +235,6 @@ def deferred_checkpoints(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
         yield
     finally:
         con.execute(f"set global checkpoint_threshold = '{threshold}'")
-
-
-# DuckDB's checkpoint also vacuums the tables: it merges runs of row groups it can fit into fewer, which after an
-# increment's append rewrites the full row groups before a per-game table's partly filled last ones (a million games'
-# fct_player_games: 354,000 rows of 31 columns, 0.45 s of a 0.55 s checkpoint), at whichever checkpoint comes next, a
-# landing's too (so the warehouse's writers run without it: warehouse.raw.connect). An increment that only adds games
-# is published without it, each table keeping the appended rows as a row group of their own; every `VACUUM_EVERY`-th
-# such increment, a whole build and a replacing increment (whose deletes it reclaims) are published with it, so a
-# table holds at most that many row groups more than DuckDB would leave (small row groups cost: 1,000 appends of
-# 1,000 rows made a file 8 times larger and scans 1.5 times slower). The merge is deferred, not saved. The
-# checkpoint after 10,000 games added to a million (benchmarks/bench_vacuum.py, load 1.8): with the vacuum each time
-# 0.19-2.21 s (mean 0.85 s), without it 0.17-0.18 s, the 8th with it 2.13 s, 0.42 s a build over the 8; every 24th
-# paid 19.6 s at load 8 (the merge grows faster than the rows it merges).
-VACUUM_EVERY = 8
 
 
 @contextmanager
@@ -546,10 +533,10 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
     published names, after the renames, in build order (a view's upstream views come first). An incremental model's
     delta is applied to its published table (`_apply_delta`); the state key is recorded with the rest, and with
     `gated` (the id of the build whose gate passed, and the gate's code digest) the raw tables' rows it vouched for
-    (`increment.record`). The commit's checkpoint vacuums or not (`VACUUM_EVERY`)."""
+    (`increment.record`). The commit's checkpoint vacuums or not (`warehouse.builds.VACUUM_EVERY`)."""
     scratch = set(_scratch(con))
-    since = increment.unvacuumed(con)
-    vacuum = staged.increment is None or staged.increment.replaces or since + 1 >= VACUUM_EVERY
+    since = builds.unvacuumed(con)
+    vacuum = staged.increment is None or staged.increment.replaces or since + 1 >= builds.VACUUM_EVERY
     con.execute("begin transaction")
     try:
         # The main schema's relations and views' SQL, read once: a look-up per relation cost about 2 ms each (DuckDB
@@ -577,7 +564,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
             con.execute(f'drop table main."{table}"')
         increment.record(con, staged.state_key, staged.sources, staged.rows, gated)
         replay.store(con, staged.replaying.records, staged.replaying.stored)
-        increment.record_unvacuumed(con, 0 if vacuum else since + 1)
+        builds.record_unvacuumed(con, 0 if vacuum else since + 1)
         with checkpointed(con, vacuum=vacuum):
             con.execute("commit")
     except BaseException:
