@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mafiabench.study.plan import ShardResult
-from mafiabench.warehouse import landing
+from mafiabench.warehouse import builds, landing
 from mafiabench.warehouse.raw import LoadResult, WarehouseBusyError, connect
 
 # How long the lander keeps the warehouse open across landings at most: opening the file, checking its schema and
@@ -72,12 +72,12 @@ class Lander:
                     else:
                         self._close_con()
 
-    def _connect(self) -> Any:
+    def _connect(self, *, direct: bool = False) -> Any:
         deadline = time.monotonic() + LAND_WAIT_S
         delay = 0.05
         while True:
             try:
-                return connect(self.warehouse, landing=self.small_groups)
+                return connect(self.warehouse, landing=self.small_groups and not direct)
             except WarehouseBusyError:
                 if time.monotonic() > deadline:
                     raise
@@ -123,6 +123,24 @@ class Lander:
             self._land_lock = asyncio.Lock()
         async with self._land_lock:
             return await asyncio.to_thread(self._land_sync, result)
+
+    async def compact(self) -> float | None:
+        """DuckDB's vacuum, when the next build's publish would run it (`warehouse.builds.compact`), off the event
+        loop and before any shard lands (a landing waits for it): a run starts it as its games start, so the merge
+        the build after it would pay runs while they play. Its seconds, or None (not due, or it could not run)."""
+        if self._land_lock is None:
+            self._land_lock = asyncio.Lock()
+        async with self._land_lock:
+            return await asyncio.to_thread(self._compact_sync)
+
+    def _compact_sync(self) -> float | None:
+        with self._con_lock:
+            self._close_con()  # the file opened directly: the vacuum's row groups are the file's own size
+            con = self._connect(direct=True)
+            try:
+                return builds.compact(con)
+            finally:
+                con.close()
 
     def _land_sync(self, result: ShardResult) -> LoadResult:
         if result.path is None or result.batch is None:  # nothing played (budget)

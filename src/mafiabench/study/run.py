@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import os
 import sys
@@ -52,6 +53,8 @@ from mafiabench.study.waves import Backlog, LandFn, PlayFn, WaveScheduler, with_
 from mafiabench.study.workers import lean_gc
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import LoadResult, check_cell_fingerprints, record_protocol_card
+
+log = logging.getLogger(__name__)
 
 
 class Study:
@@ -255,6 +258,8 @@ class Study:
         playing = bool(self.shards.count or self.rule is not None or shards is not None)  # none: nothing to play
         if playing:
             await executor.start()
+        # The vacuum the next build would run, if due, now, while the games play (`Lander.compact`).
+        compacting = asyncio.create_task(self.lander.compact()) if playing else None
         t0 = min(time.perf_counter(), executor.head_started or math.inf)  # from the first game started ahead
         results: list[ShardResult] = []
         # calls over HTTP allocate much and briefly: a lean collector while they run (workers.lean_gc)
@@ -267,6 +272,8 @@ class Study:
                     results = await scheduler.waves(play_fn, land_fn, lambda: guard is not None and guard.stopped)
             finally:
                 self.summary.play_wall_s = time.perf_counter() - t0
+                if compacting is not None:
+                    await self._compacted(compacting)
                 # Landed something: let go of the warehouse (its checkpoint, a few tenths of a second after a run
                 # of model calls) while the workers stop, not before.
                 done = await asyncio.gather(
@@ -280,6 +287,19 @@ class Study:
             self.summary.budget_stopped = True
         results.sort(key=lambda r: r.index)
         return results
+
+    async def _compacted(self, compacting: asyncio.Task[float | None]) -> None:
+        """Wait for the run's vacuum (a landing waited for it already unless none came) and say what it cost; it
+        is maintenance the next build would do otherwise, so its failure only leaves that to the build."""
+        try:
+            seconds = await compacting
+        except Exception as exc:  # the build's publish vacuums instead
+            log.debug("the run's vacuum did not run: %s", exc)
+            return
+        if seconds is not None:
+            self.summary.after.append(
+                f"compacted the warehouse (DuckDB's vacuum, due at the next build's publish) in {seconds:.1f} s "
+                "while the games played")
 
     # -- 3. land --------------------------------------------------------------------------------------------------
     async def land_shard(self, result: ShardResult) -> LoadResult:
