@@ -135,6 +135,8 @@ class Lander:
 
     def _compact_sync(self) -> float | None:
         with self._con_lock:
+            if self._con is not None and not self.small_groups:  # the plan's, still held: the file opened directly
+                return builds.compact(self._con)
             self._close_con()  # the file opened directly: the vacuum's row groups are the file's own size
             con = self._connect(direct=True)
             try:

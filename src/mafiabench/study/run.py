@@ -51,7 +51,7 @@ from mafiabench.study.spec import Experiment
 from mafiabench.study.summary import RunSummary, injected_faults
 from mafiabench.study.waves import Backlog, LandFn, PlayFn, WaveScheduler, with_local_retries
 from mafiabench.study.workers import lean_gc
-from mafiabench.warehouse import landing
+from mafiabench.warehouse import builds, landing
 from mafiabench.warehouse.raw import LoadResult, check_cell_fingerprints, record_protocol_card
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,7 @@ class Study:
         self.shards = ShardPlan(0, 0, lambda: iter(()))
         self.shard_processes = 1  # policy studies: processes playing whole shards (decided by the plan)
         self.guard: BudgetGuard | None = None
+        self.vacuum_due = False  # DuckDB's vacuum due at the next build's publish (the plan reads it)
         # Made by the plan: what plays the shards, and what hands them out.
         self.executor: ShardExecutor | None = None
         self.scheduler: WaveScheduler | None = None
@@ -198,6 +199,7 @@ class Study:
             s.games_to_play = 0
         self.guard = BudgetGuard(exp.budget, landed_usage(self.con, exp.name, self.prices))
         s.budget_spent = self.guard.spent
+        self.vacuum_due = builds.vacuum_due(self.con)  # run by the run while its games play (`fan_out`)
         self.shards = ShardPlan(math.ceil(s.games_to_play / exp.shard_size), s.games_to_play, backlog.shards)
         self.shard_processes = shard_processes(
             exp, policy_only=self.policy_only, dask_address=self.dask_address,
@@ -259,7 +261,7 @@ class Study:
         if playing:
             await executor.start()
         # The vacuum the next build would run, if due, now, while the games play (`Lander.compact`).
-        compacting = asyncio.create_task(self.lander.compact()) if playing else None
+        compacting = asyncio.create_task(self.lander.compact()) if playing and self.vacuum_due else None
         t0 = min(time.perf_counter(), executor.head_started or math.inf)  # from the first game started ahead
         results: list[ShardResult] = []
         # calls over HTTP allocate much and briefly: a lean collector while they run (workers.lean_gc)

@@ -121,14 +121,20 @@ def record_unvacuumed(con: duckdb.DuckDBPyConnection, increments: int) -> None:
     con.execute(f"create or replace table main.{UNVACUUMED_TABLE} as select ?::INTEGER as increments", [increments])
 
 
+def vacuum_due(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the next build that only adds games would be published with DuckDB's vacuum (`VACUUM_EVERY`)."""
+    since = unvacuumed(con)
+    return since > 0 and since + 1 >= VACUUM_EVERY
+
+
 def compact(con: duckdb.DuckDBPyConnection) -> float | None:
-    """Run DuckDB's vacuum now when the next build's publish would (`VACUUM_EVERY`): a run does it while its games
+    """Run DuckDB's vacuum now when the next build's publish would (`vacuum_due`): a run does it while its games
     play (`study.lander`), so the build after it publishes without paying the merge. Returns its seconds, or None
     when it was not due or could not run (another write transaction was open: DuckDB refuses the checkpoint, and
     the next publish vacuums as before). The count goes back to 0 with the checkpoint, as a publish's does."""
-    since = unvacuumed(con)
-    if since == 0 or since + 1 < VACUUM_EVERY:
+    if not vacuum_due(con):
         return None
+    since = unvacuumed(con)
     t0 = time.perf_counter()
     tasks, bar = con.execute(
         "select current_setting('max_vacuum_tasks'), current_setting('enable_progress_bar')").fetchall()[0]
