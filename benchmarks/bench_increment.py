@@ -17,6 +17,9 @@ the one whose publish vacuums (warehouse.builds.VACUUM_EVERY: the 8th increment,
 increment replays too when this machine kept the record of an earlier build of the same shape (an earlier run of
 this benchmark: the warehouse is always `w.duckdb`); `--machine-records off` makes every build's first run of a
 shape pay dbt, as on a fresh machine. Each build's summary line says when it replayed.
+With `--vacuum-by-run`, each increment's games are landed as a run lands them: the run first runs DuckDB's vacuum
+when the next build's publish would (warehouse.builds.compact, which `mafiabench run` starts as its games start),
+timed in its own process and printed apart, so the 8th build publishes without the merge.
 At 1,000,000 games the builds run one after the other (each about 3 GB at its peak; the copy needs the warehouse's
 size again on disk).
 """
@@ -104,6 +107,28 @@ def land(warehouse: Path, folder: Path, env: dict[str, str]) -> tuple[float, flo
     return wall, cpu, rss
 
 
+VACUUM = """
+import sys
+from mafiabench.warehouse import builds
+from mafiabench.warehouse.raw import connect
+con = connect(sys.argv[1])
+seconds = builds.compact(con)
+con.close()
+print("VACUUM", seconds)
+"""
+
+
+def run_vacuum(warehouse: Path, env: dict[str, str]) -> str:
+    """What `mafiabench run` does as its games start when the next publish would vacuum (`Lander.compact`)."""
+    wall, cpu, _, code, out, err = timed([sys.executable, "-c", VACUUM, str(warehouse)], env)
+    if code:
+        raise SystemExit(f"the run's vacuum failed: {err[-2000:]}")
+    seconds = out.split()[-1]
+    if seconds == "None":
+        return "the run's vacuum: not due"
+    return f"the run's vacuum: {float(seconds):.2f} s ({wall:.1f} s process, CPU {cpu:.1f} s), while its games play"
+
+
 def build(warehouse: Path, env: dict[str, str], *flags: str) -> tuple[float, float, float, int, str, str]:
     return timed([sys.executable, "-m", "mafiabench.cli", "build", "-v", "--warehouse", str(warehouse), *flags], env)
 
@@ -133,6 +158,8 @@ def main() -> None:
     parser.add_argument("--again", type=int, nargs="?", const=1, default=0, metavar="K",
                         help="land and build K more increments after the first (default 1)")
     parser.add_argument("--no-full", action="store_true", help="skip the --full-refresh build")
+    parser.add_argument("--vacuum-by-run", action="store_true",
+                        help="before each incremental build, the vacuum a run does when the next publish would")
     parser.add_argument("--machine-records", choices=("on", "off"), default="on",
                         help="whether a build may replay dbt's records kept on this machine by an earlier build of "
                              "the same shape (transform.build.replay; `off`: MAFIABENCH_REPLAY_CACHE=0: the first "
@@ -168,6 +195,8 @@ def main() -> None:
                     os.symlink(part.resolve(), landing / part.name)
                 wall, cpu, rss = land(warehouse, landing, env)
                 print(f"land {extra:,} more games again: {wall:.1f} s (process)", flush=True)
+            if args.vacuum_by_run and label.startswith("incremental"):
+                print(run_vacuum(path, env), flush=True)
             wall, cpu, rss, code, summary, table = build(path, env, *flags)
             print(f"build {label}: {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, exit code {code}; "
                   f"load average {os.getloadavg()}", flush=True)
