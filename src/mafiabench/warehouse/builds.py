@@ -92,8 +92,8 @@ def increment_tails(con: duckdb.DuckDBPyConnection, games: str) -> dict[str, tup
 
 # DuckDB's checkpoint also vacuums: it merges runs of row groups it can fit into fewer, in every table of the file,
 # changed since the last checkpoint or not, at any checkpoint that writes something (DuckDB 2.0.1: a checkpoint
-# after a one-row change elsewhere merged a million games' per-game tables in 2.3 s). After an increment's append
-# that rewrites the per-game tables' last row groups with the new games' rows, so the warehouse's writers run
+# after a one-row change elsewhere merged a million games' per-game tables in 2.3 s). After an increment's append,
+# that merge rewrites the per-game tables' last row groups with the new games' rows; so the warehouse's writers run
 # without it (`raw.connect`), and an increment that only adds games is published without it
 # (`transform.build.marts.publish`), each table keeping the appended rows as a row group of their own. Every
 # `VACUUM_EVERY`-th such increment, a whole build and a replacing increment (whose deletes it reclaims) are
