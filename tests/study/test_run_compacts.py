@@ -5,6 +5,10 @@ DuckDB refuses (another write transaction open) is left to the publish, as befor
 from __future__ import annotations
 
 import asyncio
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import duckdb
@@ -22,13 +26,13 @@ def _row_groups(con: duckdb.DuckDBPyConnection, table: str) -> int:
                .fetchall()[0][0])
 
 
-def _fragmented(path: Path, appends: int) -> duckdb.DuckDBPyConnection:
+def _fragmented(path: Path, appends: int, rows: int = 100) -> duckdb.DuckDBPyConnection:
     """A table appended to `appends` times, each checkpointed by a writer of the warehouse (no vacuum): a row group
     each, as an increment's published rows."""
     con = connect(path)
-    con.execute("create table main.per_game (game_id VARCHAR, n INTEGER)")
+    con.execute("create table main.per_game (game_id VARCHAR, n INTEGER, t VARCHAR)")
     for a in range(appends):
-        con.execute(f"insert into main.per_game select 'g{a}-' || i, i from range(100) t(i)")
+        con.execute(f"insert into main.per_game select 'g{a}-' || i, i, md5(i::varchar) from range({rows}) t(i)")
         con.execute("checkpoint")
     return con
 
@@ -56,10 +60,53 @@ def test_a_vacuum_duckdb_refuses_is_left_to_the_publish(tmp_path: Path) -> None:
     builds.record_unvacuumed(con, builds.VACUUM_EVERY - 1)
     other = con.cursor()
     other.execute("begin transaction")
-    other.execute("insert into main.per_game values ('open', 0)")  # a write transaction still open
+    other.execute("insert into main.per_game values ('open', 0, '')")  # a write transaction still open
     assert builds.compact(con) is None
     assert builds.unvacuumed(con) == builds.VACUUM_EVERY - 1 and _row_groups(con, "per_game") == 4
     other.execute("rollback")
+
+
+# The vacuum in a process of its own, saying when its checkpoint starts (a connection that names its statements).
+KILLED = """
+import sys
+from mafiabench.warehouse import builds
+from mafiabench.warehouse.raw import connect
+
+
+class Said:
+    def __init__(self, con):
+        self.con = con
+
+    def execute(self, sql, *args):
+        if sql == "checkpoint":
+            print("checkpoint", flush=True)
+        return self.con.execute(sql, *args)
+
+
+builds.compact(Said(connect(sys.argv[1])))
+"""
+
+
+def test_a_vacuum_killed_midway_leaves_the_count_to_the_publish(tmp_path: Path) -> None:
+    """kill -9 during the run's vacuum: the warehouse opens again with every row, and the count still says the
+    next publish vacuums (it goes to 0 only once the checkpoint is done)."""
+    path = tmp_path / "w.duckdb"
+    con = _fragmented(path, 48, rows=40_000)  # about half a second of merging
+    builds.record_unvacuumed(con, builds.VACUUM_EVERY - 1)
+    con.execute("checkpoint")
+    digest = con.execute("select count(*), sum(hash(game_id, n, t)) from main.per_game").fetchall()
+    con.close()
+    child = subprocess.Popen([sys.executable, "-c", KILLED, str(path)], stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None and child.stdout.readline().strip() == "checkpoint"
+    time.sleep(0.05)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait(timeout=30) == -signal.SIGKILL  # killed during its checkpoint, not after it
+    con = connect(path)
+    try:
+        assert con.execute("select count(*), sum(hash(game_id, n, t)) from main.per_game").fetchall() == digest
+        assert builds.unvacuumed(con) == builds.VACUUM_EVERY - 1 and builds.vacuum_due(con)
+    finally:
+        con.close()
 
 
 def _experiment(tmp_path: Path, games: int, agents: dict[str, str]) -> Experiment:

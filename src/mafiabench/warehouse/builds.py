@@ -131,7 +131,8 @@ def compact(con: duckdb.DuckDBPyConnection) -> float | None:
     """Run DuckDB's vacuum now when the next build's publish would (`vacuum_due`): a run does it while its games
     play (`study.lander`), so the build after it publishes without paying the merge. Returns its seconds, or None
     when it was not due or could not run (another write transaction was open: DuckDB refuses the checkpoint, and
-    the next publish vacuums as before). The count goes back to 0 with the checkpoint, as a publish's does."""
+    the next publish vacuums as before). The count goes back to 0 once the checkpoint is done: a process killed
+    during it leaves the count, so the next publish vacuums."""
     if not vacuum_due(con):
         return None
     since = unvacuumed(con)
@@ -141,12 +142,12 @@ def compact(con: duckdb.DuckDBPyConnection) -> float | None:
     con.execute("reset global max_vacuum_tasks")
     con.execute("set enable_progress_bar = false")  # DuckDB's own bar, over a run's lines, past 2 s
     try:
-        record_unvacuumed(con, 0)  # a change: DuckDB skips a checkpoint with nothing to write
+        record_unvacuumed(con, since)  # a change: DuckDB skips a checkpoint with nothing to write
         try:
             con.execute("checkpoint")
         except duckdb.Error:
-            record_unvacuumed(con, since)
             return None
+        record_unvacuumed(con, 0)
     finally:
         con.execute(f"set global max_vacuum_tasks = {int(tasks)}")
         con.execute(f"set enable_progress_bar = {'true' if bar else 'false'}")
