@@ -121,10 +121,17 @@ def record_unvacuumed(con: duckdb.DuckDBPyConnection, increments: int) -> None:
     con.execute(f"create or replace table main.{UNVACUUMED_TABLE} as select ?::INTEGER as increments", [increments])
 
 
+def vacuums_next(since: int) -> bool:
+    """Whether the next build that only adds games, after `since` published without DuckDB's vacuum, is published
+    with it (`VACUUM_EVERY`): the one rule the publish and the run's vacuum (`vacuum_due`) both follow."""
+    return since + 1 >= VACUUM_EVERY
+
+
 def vacuum_due(con: duckdb.DuckDBPyConnection) -> bool:
-    """Whether the next build that only adds games would be published with DuckDB's vacuum (`VACUUM_EVERY`)."""
+    """Whether the next build that only adds games would vacuum, with something to merge (an increment since the
+    last vacuum)."""
     since = unvacuumed(con)
-    return since > 0 and since + 1 >= VACUUM_EVERY
+    return since > 0 and vacuums_next(since)
 
 
 def compact(con: duckdb.DuckDBPyConnection) -> float | None:
@@ -133,9 +140,9 @@ def compact(con: duckdb.DuckDBPyConnection) -> float | None:
     when it was not due or could not run (another write transaction was open: DuckDB refuses the checkpoint, and
     the next publish vacuums as before). The count goes back to 0 once the checkpoint is done: a process killed
     during it leaves the count, so the next publish vacuums."""
-    if not vacuum_due(con):
-        return None
     since = unvacuumed(con)
+    if since == 0 or not vacuums_next(since):
+        return None
     t0 = time.perf_counter()
     tasks, bar = con.execute(
         "select current_setting('max_vacuum_tasks'), current_setting('enable_progress_bar')").fetchall()[0]

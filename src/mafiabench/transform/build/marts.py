@@ -533,10 +533,10 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
     published names, after the renames, in build order (a view's upstream views come first). An incremental model's
     delta is applied to its published table (`_apply_delta`); the state key is recorded with the rest, and with
     `gated` (the id of the build whose gate passed, and the gate's code digest) the raw tables' rows it vouched for
-    (`increment.record`). The commit's checkpoint vacuums or not (`warehouse.builds.VACUUM_EVERY`)."""
+    (`increment.record`). The commit's checkpoint vacuums or not (`warehouse.builds.vacuums_next`)."""
     scratch = set(_scratch(con))
     since = builds.unvacuumed(con)
-    vacuum = staged.increment is None or staged.increment.replaces or since + 1 >= builds.VACUUM_EVERY
+    vacuum = staged.increment is None or staged.increment.replaces or builds.vacuums_next(since)
     con.execute("begin transaction")
     try:
         # The main schema's relations and views' SQL, read once: a look-up per relation cost about 2 ms each (DuckDB
