@@ -20,6 +20,10 @@ shape pay dbt, as on a fresh machine. Each build's summary line says when it rep
 With `--vacuum-by-run`, each increment's games are landed as a run lands them: the run first runs DuckDB's vacuum
 when the next build's publish would (warehouse.builds.compact, which `mafiabench run` starts as its games start),
 timed in its own process and printed apart, so the 8th build publishes without the merge.
+With `--rehearse-by-run`, each increment's games are then followed by what a run does once its first games landed:
+the next build's dbt rehearsed on an empty copy of the warehouse (transform.build.rehearsal), timed in its own process
+and printed apart; with `--machine-records fresh` (records kept, in an empty folder of the run's own, as on a fresh
+machine) the first increment then replays the rehearsal's records rather than paying dbt.
 At 1,000,000 games the builds run one after the other (each about 3 GB at its peak; the copy needs the warehouse's
 size again on disk).
 """
@@ -129,6 +133,40 @@ def run_vacuum(warehouse: Path, env: dict[str, str]) -> str:
     return f"the run's vacuum: {float(seconds):.2f} s ({wall:.1f} s process, CPU {cpu:.1f} s), while its games play"
 
 
+REHEARSE = """
+import sys, tempfile
+from pathlib import Path
+from mafiabench.transform.build import rehearsal
+from mafiabench.warehouse.raw import connect
+folder = Path(tempfile.mkdtemp()) / "copy"
+con = connect(sys.argv[1])
+exported = rehearsal.export(con, folder)
+con.close()
+print("REHEARSED", rehearsal.main([str(folder)]) if exported else "nothing")
+"""
+
+
+def run_rehearsal(warehouse: Path, env: dict[str, str]) -> str:
+    """What `mafiabench run` does once its first games landed: the next build's dbt rehearsed on an empty copy
+    (`transform.build.rehearsal`), whose records that build replays."""
+    wall, cpu, _, code, out, err = timed([sys.executable, "-c", REHEARSE, str(warehouse)], env)
+    if code:
+        raise SystemExit(f"the run's rehearsal failed: {err[-2000:]}")
+    said = rehearsal_outcome(out)
+    return f"the run's rehearsal: {said} ({wall:.1f} s process, CPU {cpu:.1f} s), while its games play"
+
+
+def rehearsal_outcome(out: str) -> str:
+    lines = [line for line in out.splitlines() if line.strip()]
+    if "nothing" in lines[-1]:
+        return "nothing to rehearse"
+    import json
+
+    done = json.loads(lines[-2])
+    return (f"recorded dbt {' and '.join(done['recorded']) or 'nothing'}"
+            f"{'; replayed ' + ' and '.join(done['replayed']) if done['replayed'] else ''} in {done['seconds']:.1f} s")
+
+
 def build(warehouse: Path, env: dict[str, str], *flags: str) -> tuple[float, float, float, int, str, str]:
     return timed([sys.executable, "-m", "mafiabench.cli", "build", "-v", "--warehouse", str(warehouse), *flags], env)
 
@@ -149,6 +187,17 @@ def slowest(table: str, n: int = 8) -> str:
     return f"models {total:.1f} s summed: {head}"
 
 
+def fresh_cache(folder: Path) -> Path:
+    """A cache folder with no dbt records, holding this machine's parsed manifests (a parse is not what is timed)."""
+    from mafiabench.transform.build import dbt_runner
+
+    manifests = dbt_runner.manifest_cache_dir()
+    if manifests.is_dir():
+        shutil.copytree(manifests, folder / manifests.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("games", type=int)
@@ -160,15 +209,20 @@ def main() -> None:
     parser.add_argument("--no-full", action="store_true", help="skip the --full-refresh build")
     parser.add_argument("--vacuum-by-run", action="store_true",
                         help="before each incremental build, the vacuum a run does when the next publish would")
-    parser.add_argument("--machine-records", choices=("on", "off"), default="on",
+    parser.add_argument("--rehearse-by-run", action="store_true",
+                        help="before each incremental build, the rehearsal of its dbt a run does once games landed")
+    parser.add_argument("--machine-records", choices=("on", "off", "fresh"), default="on",
                         help="whether a build may replay dbt's records kept on this machine by an earlier build of "
                              "the same shape (transform.build.replay; `off`: MAFIABENCH_REPLAY_CACHE=0: the first "
-                             "increment runs dbt)")
+                             "increment runs dbt; `fresh`: kept, in an empty folder of this run's own, as on a fresh "
+                             "machine, the parsed dbt manifests aside)")
     args = parser.parse_args()
     extra = round(args.games * args.extra)
     env = {**os.environ, "PYTHONPATH": str(args.src or Path(__file__).resolve().parents[1] / "src"),
-           "MAFIABENCH_REPLAY_CACHE": "1" if args.machine_records == "on" else "0"}
+           "MAFIABENCH_REPLAY_CACHE": "0" if args.machine_records == "off" else "1"}
     with tempfile.TemporaryDirectory(prefix="bench-increment-") as tmp:
+        if args.machine_records == "fresh":
+            env["MAFIABENCH_CACHE_DIR"] = str(fresh_cache(Path(tmp) / "cache"))
         base, more = shards(args.shards or Path(tmp) / "shards", args.games, extra)
         landing = Path(tmp) / "landing"
         landing.mkdir()
@@ -197,6 +251,8 @@ def main() -> None:
                 print(f"land {extra:,} more games again: {wall:.1f} s (process)", flush=True)
             if args.vacuum_by_run and label.startswith("incremental"):
                 print(run_vacuum(path, env), flush=True)
+            if args.rehearse_by_run and label.startswith("incremental"):
+                print(run_rehearsal(path, env), flush=True)
             wall, cpu, rss, code, summary, table = build(path, env, *flags)
             print(f"build {label}: {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, exit code {code}; "
                   f"load average {os.getloadavg()}", flush=True)

@@ -42,6 +42,7 @@ class Lander:
         self._con_opened = 0.0
         self._release_timer: threading.Timer | None = None
         self._land_lock: asyncio.Lock | None = None
+        self.landed_games: asyncio.Event | None = None  # set once a landing inserted games (`rehearse`)
 
     @contextlib.contextmanager
     def connection(self, *, hold: bool = False) -> Iterator[Any]:
@@ -122,7 +123,10 @@ class Lander:
         if self._land_lock is None:
             self._land_lock = asyncio.Lock()
         async with self._land_lock:
-            return await asyncio.to_thread(self._land_sync, result)
+            loaded = await asyncio.to_thread(self._land_sync, result)
+        if loaded.inserted and self.landed_games is not None:
+            self.landed_games.set()
+        return loaded
 
     async def compact(self) -> float | None:
         """DuckDB's vacuum, when the next build's publish would run it (`warehouse.builds.compact`), off the event
@@ -143,6 +147,20 @@ class Lander:
                 return builds.compact(con)
             finally:
                 con.close()
+
+    async def rehearse(self, folder: Path) -> bool:
+        """Copy what a rehearsal of the next build's dbt needs into `folder` (`transform.build.rehearsal.export`),
+        off the event loop and between two landings; False when there is nothing to rehearse."""
+        from mafiabench.transform.build import rehearsal
+
+        if self._land_lock is None:
+            self._land_lock = asyncio.Lock()
+        async with self._land_lock:
+            return await asyncio.to_thread(self._export_sync, folder, rehearsal.export)
+
+    def _export_sync(self, folder: Path, export: Any) -> bool:
+        with self.connection() as con:
+            return bool(export(con, folder))
 
     def _land_sync(self, result: ShardResult) -> LoadResult:
         if result.path is None or result.batch is None:  # nothing played (budget)

@@ -111,6 +111,7 @@ class Study:
         self.shard_processes = 1  # policy studies: processes playing whole shards (decided by the plan)
         self.guard: BudgetGuard | None = None
         self.vacuum_due = False  # DuckDB's vacuum due at the next build's publish (the plan reads it)
+        self.rehearsal_due = False  # whether the next build's dbt could be rehearsed (the plan reads it)
         # Made by the plan: what plays the shards, and what hands them out.
         self.executor: ShardExecutor | None = None
         self.scheduler: WaveScheduler | None = None
@@ -200,6 +201,8 @@ class Study:
         self.guard = BudgetGuard(exp.budget, landed_usage(self.con, exp.name, self.prices))
         s.budget_spent = self.guard.spent
         self.vacuum_due = builds.vacuum_due(self.con)  # run by the run while its games play (`fan_out`)
+        # The next build's dbt, rehearsed while the games play (`fan_out`); a run with none to play has no use for it.
+        self.rehearsal_due = bool(s.games_to_play or self.rule is not None) and _rehearsal_due(self.con)
         self.shards = ShardPlan(math.ceil(s.games_to_play / exp.shard_size), s.games_to_play, backlog.shards)
         self.shard_processes = shard_processes(
             exp, policy_only=self.policy_only, dask_address=self.dask_address,
@@ -262,6 +265,11 @@ class Study:
             await executor.start()
         # The vacuum the next build would run, if due, now, while the games play (`Lander.compact`).
         compacting = asyncio.create_task(self.lander.compact()) if playing and self.vacuum_due else None
+        # And the next build's dbt, rehearsed once games landed, so that the build replays it (`_rehearse`).
+        rehearsing = None
+        if playing and self.rehearsal_due:
+            self.lander.landed_games = asyncio.Event()  # before any landing
+            rehearsing = asyncio.create_task(self._rehearse())
         t0 = min(time.perf_counter(), executor.head_started or math.inf)  # from the first game started ahead
         results: list[ShardResult] = []
         # calls over HTTP allocate much and briefly: a lean collector while they run (workers.lean_gc)
@@ -276,6 +284,9 @@ class Study:
                 self.summary.play_wall_s = time.perf_counter() - t0
                 if compacting is not None:
                     await self._compacted(compacting)
+                if rehearsing is not None:  # a rehearsal never lengthens a run: one not done yet is stopped
+                    rehearsing.cancel()
+                    await asyncio.gather(rehearsing, return_exceptions=True)
                 # Landed something: let go of the warehouse (its checkpoint, a few tenths of a second after a run
                 # of model calls) while the workers stop, not before.
                 done = await asyncio.gather(
@@ -302,6 +313,39 @@ class Study:
             self.summary.after.append(
                 f"compacted the warehouse (DuckDB's vacuum, due at the next build's publish) in {seconds:.1f} s "
                 "while the games played")
+
+    async def _rehearse(self) -> None:
+        """Once a landing inserted games: the next build's dbt run and test, rehearsed on an empty copy of the
+        warehouse in a process of its own, which keeps their records on this machine (`transform.build.rehearsal`):
+        the first increment after a whole build then replays them rather than paying dbt. Its failure only leaves
+        dbt to the build; cancelled (the games done first), its process is stopped."""
+        from mafiabench import scratch
+        from mafiabench.transform.build import rehearsal
+
+        assert self.lander.landed_games is not None
+        await self.lander.landed_games.wait()
+        proc = None
+        with scratch.folder("rehearsal") as folder:
+            try:
+                if not await self.lander.rehearse(folder / "copy"):
+                    return
+                proc = await asyncio.create_subprocess_exec(
+                    sys.executable, "-m", "mafiabench.transform.build.rehearsal", str(folder / "copy"),
+                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                out, err = await proc.communicate()
+                done = rehearsal.outcome(out.decode(errors="replace")) if proc.returncode == 0 else None
+                if done is None:
+                    log.debug("the rehearsal of the next build's dbt failed: %s", err.decode(errors="replace")[-2000:])
+                elif done.recorded:
+                    self.summary.after.append(
+                        f"rehearsed the next build's dbt {' and '.join(done.recorded)} on an empty copy of the "
+                        f"warehouse in {done.seconds:.1f} s while the games played: that build replays them")
+            except Exception as exc:  # the build runs dbt instead
+                log.debug("the rehearsal of the next build's dbt did not run: %s", exc)
+            finally:
+                if proc is not None and proc.returncode is None:
+                    proc.kill()
+                    await proc.wait()
 
     # -- 3. land --------------------------------------------------------------------------------------------------
     async def land_shard(self, result: ShardResult) -> LoadResult:
@@ -371,3 +415,9 @@ async def run_study(
         study.prepare()
         await study.fan_out()
         return study.finish()
+
+
+def _rehearsal_due(con: Any) -> bool:
+    from mafiabench.transform.build import rehearsal
+
+    return rehearsal.due(con)

@@ -283,9 +283,11 @@ def stage(
     progress: BuildProgress | None = None,
     full_refresh: bool = False,
     planned: Callable[[bool], None] | None = None,
+    sql_only: bool = False,
 ) -> Staged:
     """Run the dbt models, then the Python models, all under staged names; nothing published changes. With
-    `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile).
+    `python=False` the Python models are left to `stage_python` (the gate can start on the rest meanwhile);
+    `sql_only`: none of them, not even imported (a rehearsal: `rehearsal`).
     `progress` hears of each model as it is built. Incremental when it can be (module docstring) unless
     `full_refresh`. `planned(whole)` hears whether the build is whole once that is known, before dbt starts (while
     dbt's import may still run beside)."""
@@ -299,7 +301,7 @@ def stage(
     ensure_schema(con)
     ensure_runs_table(con)
     wanted = set(only) if only is not None else None
-    steps = [s for s in PYTHON_MODELS if wanted is None or wanted & {s.name, *s.outputs}]
+    steps = [s for s in PYTHON_MODELS if not sql_only and (wanted is None or wanted & {s.name, *s.outputs})]
     if steps:
         import_beside()  # the Python models' imports, while dbt or its replay works
     select = None

@@ -634,6 +634,6 @@ class Session:
         results = dbt_runner.run(con, command, project=project, select=select, variables=variables,
                                  on_model=on_model, exclude=exclude, recorder=recorder)
         made = recorder.made
-        if made is not None:
-            self.records[command] = (k, made.to_json())
+        if made is not None:  # with its vars, which the key hashes (`rehearsal.due` reads whether it was an increment)
+            self.records[command] = (k, {**made.to_json(), "vars": variables or {}})
         return results

@@ -1,0 +1,231 @@
+"""Rehearse the next build's dbt on an empty copy of the warehouse, so that the build replays it (`replay`).
+
+A build replays dbt's statements when a record of the same key is at hand: the published build's, kept in the
+warehouse, or one this machine kept (`replay.kept`). The first increment after a whole build has neither on a machine
+that never built one of that shape: its key (the kept models, the increment's vars) is not the whole build's, and dbt
+runs, about 4 s more than a replay whatever the warehouse's size (dbt's import and its Python per model: a million
+games' first increment 6.9-7.1 s against 3.1-3.4 s replayed). A run knows that build is coming while its games play,
+and a record does not depend on the data, only on the relations dbt lists and the columns it describes (what dbt read
+of the database is checked again at every replay). So a run rehearses it (`study.run`), beside its games:
+
+- `export`, in the run's process under its warehouse lock (a few tenths of a second): every table's and view's DDL,
+  the state a build plans from (`COPIED`: the published build's records, state, sources and gate rows), and the rows
+  of the games landed since the published build (the increment so far), into a scratch folder;
+- `rehearse`, in a process of its own (dbt's Python would share the run's interpreter): a warehouse file of the same
+  name made from them, in which the published tables are empty and the landed games are an increment that only adds
+  games, as in the warehouse; the build's own `stage` (dbt's run) and `data_tests` (dbt's test) on it, with dbt's
+  threads the warehouse's; then the records, kept on this machine (`replay.keep`). Nothing is published, and the
+  scratch folder is removed.
+
+The build after the run plans its increment on the warehouse itself; when its key is the rehearsal's (the same
+changed sources: the rehearsal saw the games landed by then, and the sources the run had changed), it replays the
+rehearsed record, checked against the warehouse as any record is; otherwise dbt runs, as without the rehearsal. A
+rehearsal costs CPU, never correctness: it runs only when this machine keeps records (`MAFIABENCH_REPLAY_CACHE`) and
+the warehouse holds a published build it can add to, and when a record of its key is at hand already it replays it
+(a few tenths of a second) and keeps nothing new.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from mafiabench.transform.build import dbt_runner, increment, replay
+from mafiabench.warehouse.builds import GRAIN_ROWS_TABLE
+from mafiabench.warehouse.raw import GRAIN_TABLES
+
+SPEC = "rehearsal.json"
+DATA = "rehearsal_data.duckdb"  # the rows copied, in a file of another name (a catalog of its own)
+_ATTACHED = "mafiabench_rehearsal"
+# The tables a build plans from, copied whole: the published build's replay records (its graph among them), its
+# state, its sources' fingerprints and the sources themselves (so the same ones count as changed), the rows it read
+# of each raw table and the gate's verdicts those rows rest on (`warehouse.builds.increment_tails`).
+COPIED = (replay.TABLE, increment.STATE_TABLE, increment.SOURCES_TABLE, increment.GAMES_TABLE, GRAIN_ROWS_TABLE,
+          "build_runs", "validation_results", *increment.FINGERPRINTED)
+
+
+@dataclass
+class Rehearsed:
+    """What a rehearsal did: the dbt commands it recorded and kept on this machine, and those it found a record of."""
+
+    recorded: list[str]
+    replayed: list[str]
+    seconds: float
+
+
+def due(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a rehearsal could help the next build: this machine keeps records, the warehouse holds a published
+    build an increment can add to (its state and its published games' record), and that build was not itself an
+    increment, whose record the next increment of the same shape replays from the warehouse. Reads only."""
+    if not replay._cache_on() or increment.published_key(con) is None:
+        return False
+    if len(con.execute(f"select n_rows from main.{increment.GAMES_TABLE}").fetchall()) != 1:
+        return False
+    return not _published_increment(con)
+
+
+def _published_increment(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the published build's recorded dbt run was an increment's (its vars; a record from before they were
+    kept says nothing, and a rehearsal is tried)."""
+    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                       [replay.TABLE]).fetchall():
+        return False
+    found = con.execute(f"select record from main.{replay.TABLE} where kind = 'run'").fetchall()
+    try:
+        record = json.loads(zlib.decompress(found[0][0])) if len(found) == 1 else {}
+    except (zlib.error, ValueError):
+        return False
+    return bool(isinstance(record, dict) and (record.get("vars") or {}).get("increment"))
+
+
+def export(con: duckdb.DuckDBPyConnection, folder: Path) -> bool:
+    """Write what `rehearse` needs into `folder` (made here), from the warehouse behind `con` (the caller holds it:
+    no landing in between). False, writing nothing, when there is nothing to rehearse: not `due`, or no game landed
+    since the published build."""
+    if not due(con):
+        return False
+    (published,) = con.execute(f"select n_rows from main.{increment.GAMES_TABLE}").fetchall()[0]
+    # The games after the published ones: those `increment._added_only` finds when raw_games' first rows are the
+    # published games (a replacing increment's record would not be this one's anyway).
+    if not con.execute(f"select count(*) from main.raw_games where rowid >= {int(published)}").fetchall()[0][0]:
+        return False
+    database = con.execute("select current_database()").fetchall()[0][0]
+    tables = con.execute("select table_name, sql from duckdb_tables() where database_name = ? and schema_name = 'main' "
+                         "and not temporary order by table_name", [database]).fetchall()
+    views = con.execute("select view_name, sql from duckdb_views() where database_name = ? and schema_name = 'main' "
+                        "and not internal and not temporary order by view_name", [database]).fetchall()
+    present = {name for name, _ in tables}
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / DATA
+    con.execute(f"attach '{_quoted(data)}' as {_ATTACHED}")
+    try:
+        to = f"{_ATTACHED}.main"
+        con.execute(f"create table {to}.raw_games as select * from main.raw_games where rowid >= {int(published)}")
+        for table in GRAIN_TABLES:
+            if table != "raw_games" and table in present:
+                con.execute(f'create table {to}."{table}" as select * from main."{table}" '
+                            f"where game_id in (select game_id from {to}.raw_games)")
+        for table in COPIED:
+            if table in present:
+                con.execute(f'create table {to}."{table}" as select * from main."{table}"')
+    finally:
+        con.execute(f"detach {_ATTACHED}")
+    spec = {
+        "stem": dbt_runner.warehouse_file(con).stem,
+        # dbt's threads are in a record's key: the warehouse's, not those of the copy's few games
+        "threads": dbt_runner.threads_for(con, {"increment": True}),
+        "tables": tables, "views": views,
+    }
+    (folder / SPEC).write_text(json.dumps(spec))
+    return True
+
+
+def _quoted(path: Path) -> str:
+    return str(path).replace("'", "''")
+
+
+def make_copy(folder: Path) -> Path:
+    """The empty copy `export` described: its tables and views, the rows copied, and the published games' record
+    and raw tables' rows set to none (every landed game is the increment, at the tail of its tables). Its path."""
+    spec = json.loads((folder / SPEC).read_text())
+    path = folder / f"{spec['stem']}.duckdb"
+    con = duckdb.connect(str(path))
+    try:
+        for _, sql in spec["tables"]:
+            con.execute(sql)
+        _create_views(con, spec["views"])
+        con.execute(f"attach '{_quoted(folder / DATA)}' as {_ATTACHED} (read_only)")
+        for (table,) in con.execute("select table_name from duckdb_tables() where database_name = ?",
+                                    [_ATTACHED]).fetchall():
+            con.execute(f'insert into main."{table}" select * from {_ATTACHED}.main."{table}"')
+        con.execute(f"detach {_ATTACHED}")
+        con.execute(f"update main.{increment.GAMES_TABLE} set n_rows = 0, marks = 0")
+        con.execute(f"update main.{GRAIN_ROWS_TABLE} set n_rows = 0")
+        con.execute("checkpoint")
+    finally:
+        con.close()
+    return path
+
+
+def _create_views(con: duckdb.DuckDBPyConnection, views: list[list[str]]) -> None:
+    """Views in an order that binds (a view reading another is made after it)."""
+    left = list(views)
+    while left:
+        failed = []
+        for name, sql in left:
+            try:
+                con.execute(sql)
+            except duckdb.CatalogException:
+                failed.append([name, sql])
+        if len(failed) == len(left):
+            raise RuntimeError(f"views that do not bind: {[n for n, _ in failed]}")
+        left = failed
+
+
+def rehearse(folder: Path) -> Rehearsed:
+    """In a process of its own: the copy (`make_copy`), the build's dbt run and test staged on it, and their records
+    kept on this machine. The Python models are not run: their staged tables stand empty (the data tests read them)."""
+    from mafiabench.transform.build import marts
+    from mafiabench.transform.models import PYTHON_MODELS
+    from mafiabench.warehouse.raw import connect
+
+    t0 = time.perf_counter()
+    spec = json.loads((folder / SPEC).read_text())
+    os.environ["MAFIABENCH_DBT_THREADS"] = str(spec["threads"])
+    con = connect(make_copy(folder))
+    try:
+        staged = marts.stage(con, python=False, sql_only=True)
+        if staged.increment is None:
+            return Rehearsed([], [], time.perf_counter() - t0)
+        present = {r[0] for r in con.execute("select table_name from duckdb_tables() where schema_name = 'main'")
+                   .fetchall()}
+        for table in sorted({t for step in PYTHON_MODELS for t in step.outputs} & present):
+            con.execute(f'create table main."{marts.STAGED_PREFIX}{table}" as select * from main."{table}" where false')
+        marts.data_tests(con, staged)
+        fresh = {kind: record for kind, record in staged.replaying.records.items()
+                 if kind in ("run", "test") and kind not in staged.replaying.replayed}
+        replay.keep(fresh)
+        return Rehearsed(sorted(fresh), sorted(staged.replaying.replayed), time.perf_counter() - t0)
+    finally:
+        con.close()
+
+
+def start(folder: Path) -> subprocess.Popen[str]:
+    """`rehearse` in a process of its own (a child of this one, at low priority); its last line of output is its
+    `Rehearsed`, as JSON."""
+    return subprocess.Popen([sys.executable, "-m", "mafiabench.transform.build.rehearsal", str(folder)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def outcome(out: str) -> Rehearsed | None:
+    lines = out.strip().splitlines()
+    try:
+        data: dict[str, Any] = json.loads(lines[-1]) if lines else {}
+        return Rehearsed(list(data["recorded"]), list(data["replayed"]), float(data["seconds"]))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def main(argv: list[str]) -> int:
+    folder = Path(argv[0])
+    os.nice(5)  # behind the run's own work
+    try:
+        done = rehearse(folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    print(json.dumps({"recorded": done.recorded, "replayed": done.replayed, "seconds": done.seconds}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,113 @@
+"""A run rehearses the next build's dbt once its first games landed (`Study._rehearse`, transform.build.rehearsal):
+the first increment after a whole build then replays the rehearsed records instead of paying dbt. A rehearsal never
+lengthens a run: one not done when the games are is stopped, and leaves no process and no folder behind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mafiabench.publish import build_warehouse
+from mafiabench.study.lander import Lander
+from mafiabench.study.run import Study, run_study
+from mafiabench.study.spec import Experiment, parse_experiment
+from mafiabench.warehouse.raw import connect
+
+
+@pytest.fixture(autouse=True)
+def machine_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
+    monkeypatch.setenv("MAFIABENCH_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _experiment(tmp_path: Path, games: int) -> Experiment:
+    return parse_experiment({
+        "name": "rehearse",
+        "cells": [{"name": "c", "agents": {"default": "policy/random"}, "games": games}],
+        "shard_size": 5,
+        "warehouse": str(tmp_path / "w.duckdb"),
+    })
+
+
+def _build(path: Path) -> Any:
+    con = connect(path)
+    try:
+        result = build_warehouse(con)
+        assert result.published
+        return result
+    finally:
+        con.close()
+
+
+def _rehearsals() -> list[str]:
+    """This process's rehearsal folders still there (`mafiabench.scratch`)."""
+    return [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(f"mafiabench-rehearsal-{os.getpid()}-")]
+
+
+@pytest.mark.slow
+def test_a_run_rehearses_so_the_first_increment_replays(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = asyncio.run(run_study(_experiment(tmp_path, 20), progress=False))
+    assert not any("rehearsed" in line for line in first.after)  # a new warehouse: nothing to add to
+    assert _build(tmp_path / "w.duckdb").replayed == []  # whole
+    # The landings after the first wait for the rehearsal: the games outlast it, as a model's games do.
+    rehearsed = asyncio.Event()
+    real_rehearse, real_land = Study._rehearse, Lander.land
+
+    async def rehearse(self: Study) -> None:
+        try:
+            await real_rehearse(self)
+        finally:
+            rehearsed.set()
+
+    landings: list[Any] = []
+
+    async def land(self: Lander, result: Any) -> Any:
+        landings.append(result)
+        if len(landings) > 1:
+            await asyncio.wait_for(rehearsed.wait(), 300)
+        return await real_land(self, result)
+
+    monkeypatch.setattr(Study, "_rehearse", rehearse)
+    monkeypatch.setattr(Lander, "land", land)
+    second = asyncio.run(run_study(_experiment(tmp_path, 30), progress=False))
+    assert [line for line in second.after if line.startswith("rehearsed the next build's dbt run and test")]
+    assert _build(tmp_path / "w.duckdb").replayed == ["run", "test"]
+    assert not _rehearsals()
+
+
+def test_a_rehearsal_the_games_outrun_is_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    asyncio.run(run_study(_experiment(tmp_path, 20), progress=False))
+    _build(tmp_path / "w.duckdb")
+    # The landings after the first wait until the rehearsal's process started, then the games end at once.
+    started: list[int] = []
+    running = asyncio.Event()
+    real_exec, real_land = asyncio.create_subprocess_exec, Lander.land
+
+    async def exec_(*args: Any, **kw: Any) -> Any:
+        proc = await real_exec(*args, **kw)
+        started.append(proc.pid)
+        running.set()
+        return proc
+
+    landings: list[Any] = []
+
+    async def land(self: Lander, result: Any) -> Any:
+        landings.append(result)
+        if len(landings) > 1:
+            await asyncio.wait_for(running.wait(), 300)
+        return await real_land(self, result)
+
+    monkeypatch.setattr(asyncio, "create_subprocess_exec", exec_)
+    monkeypatch.setattr(Lander, "land", land)
+    second = asyncio.run(run_study(_experiment(tmp_path, 30), progress=False))
+    assert not any("rehearsed" in line for line in second.after)
+    assert len(started) == 1
+    with pytest.raises(ProcessLookupError):
+        os.kill(started[0], 0)  # stopped and reaped
+    assert not _rehearsals()
+    assert _build(tmp_path / "w.duckdb").replayed == []  # dbt, as without a rehearsal
