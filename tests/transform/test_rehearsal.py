@@ -4,17 +4,19 @@ row. It runs only when it can help, and records nothing it found a record of."""
 
 from __future__ import annotations
 
+import json
+import zlib
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from mafiabench.publish import build_warehouse
-from mafiabench.transform.build import rehearsal
+from mafiabench.transform.build import rehearsal, replay
 from mafiabench.warehouse.raw import load_records
 from support.increments import assert_same, games, published
 from support.records import fresh_con
-from support.replays import copy
+from support.replays import copy, scheduled
 
 
 @pytest.fixture
@@ -84,3 +86,18 @@ def test_nothing_to_rehearse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ma
     assert build_warehouse(con).replayed == []  # an increment, recorded in the warehouse
     load_records(con, games("c", 4, 2))
     assert not rehearsal.export(con, tmp_path / "next")  # the next increment replays the warehouse's record
+
+
+def test_a_record_kept_before_its_vars_were_gains_them(machine_records: Path) -> None:
+    """`due` reads whether the published build's dbt run was an increment's from its record's vars; a record kept
+    before they were says nothing (a rehearsal is tried), until a build replays it and keeps them."""
+    con = scheduled()  # the published build an increment, recorded; the next one landed
+    assert not rehearsal.due(con)
+    for kind, blob in con.execute(f"select kind, record from {replay.TABLE}").fetchall():
+        record = json.loads(zlib.decompress(blob))
+        record.pop("vars", None)
+        con.execute(f"update {replay.TABLE} set record = ? where kind = ?",
+                    [zlib.compress(json.dumps(record).encode()), kind])
+    assert rehearsal.due(con)
+    assert build_warehouse(con).replayed == ["run", "test"]
+    assert not rehearsal.due(con)

@@ -626,8 +626,8 @@ class Session:
                 results = replay(con, found, on_model, threads)
             except (duckdb.Error, ReplayMismatch) as exc:
                 log.info("replay of dbt %s stopped, running dbt: %s", command, exc)
-            else:
-                self.records[command] = (k, found)
+            else:  # a record from before its vars were kept gains them (`rehearsal.due`), once
+                self.records[command] = (k, found if "vars" in found else {**found, "vars": variables or {}})
                 self.replayed.append(command)
                 return results
         recorder = _Recorder()
