@@ -40,6 +40,8 @@ if "MAFIABENCH_CACHE_DIR" not in os.environ:
 # records on the machine): each test's builds run dbt or replay their own warehouse's record, whatever ran before;
 # tests/transform/test_replay_machine_records.py turns it on.
 os.environ.setdefault("MAFIABENCH_REPLAY_CACHE", "0")
+# A run's rehearsal (transform.build.rehearsal) at normal priority: on idle CPU only, it would wait out the other tests.
+os.environ.setdefault("MAFIABENCH_REHEARSAL_PRIORITY", "normal")
 # The local Prefect server the session's runs share stops soon after the last one (and before its home is removed).
 os.environ.setdefault("MAFIABENCH_PREFECT_IDLE_S", "20")
 # The commands the tests start take a Ctrl-C as from a terminal, however the suite was started (support.processes;
