@@ -4,9 +4,9 @@ dbt is driven through its Python API (`dbtRunner`), never a shell: a profile poi
 written at run time into a private temporary folder (no `~/.dbt`), and dbt's `target/` and `logs/` go there too, so
 nothing is written into the project folder (which may be the installed package). The project is parsed once per
 process and warehouse name, and the parsed manifest is reused by later runs (parsing is most of dbt's start-up); it is
-also kept in the user's cache folder (`$XDG_CACHE_HOME/mafiabench/dbt-manifests`, never the project folder), keyed by
-a digest of every project file and the dbt versions, so later processes skip the parse (4-14 s) while any edit to the
-project parses it again.
+also kept in the user's cache folder (`$XDG_CACHE_HOME/mafiabench/dbt-manifests`, never the project folder; a pickle,
+`MANIFEST_SUFFIX`), keyed by a digest of every project file and the dbt versions, so later processes skip the parse
+(4-14 s) while any edit to the project parses it again.
 
 dbt opens the same DuckDB file as the caller; within one process DuckDB shares one database instance between
 connections, so the caller's open connection sees what dbt built, and dbt's connection is closed after each run.
