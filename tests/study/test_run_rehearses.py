@@ -44,6 +44,20 @@ def _build(path: Path) -> Any:
         con.close()
 
 
+def _landings_after_the_first_wait_for(event: asyncio.Event, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every landing but the run's first waits for `event` (all of a run's shards may be in flight at once)."""
+    real_land = Lander.land
+    landings: list[Any] = []
+
+    async def land(self: Lander, result: Any) -> Any:
+        landings.append(result)
+        if len(landings) > 1:
+            await asyncio.wait_for(event.wait(), 300)
+        return await real_land(self, result)
+
+    monkeypatch.setattr(Lander, "land", land)
+
+
 def _rehearsals() -> list[str]:
     """This process's rehearsal folders still there (`mafiabench.scratch`)."""
     return [p for p in os.listdir(tempfile.gettempdir()) if p.startswith(f"mafiabench-rehearsal-{os.getpid()}-")]
@@ -56,7 +70,7 @@ def test_a_run_rehearses_so_the_first_increment_replays(tmp_path: Path, monkeypa
     assert _build(tmp_path / "w.duckdb").replayed == []  # whole
     # The landings after the first wait for the rehearsal: the games outlast it, as a model's games do.
     rehearsed = asyncio.Event()
-    real_rehearse, real_land = Study._rehearse, Lander.land
+    real_rehearse = Study._rehearse
 
     async def rehearse(self: Study) -> None:
         try:
@@ -64,16 +78,8 @@ def test_a_run_rehearses_so_the_first_increment_replays(tmp_path: Path, monkeypa
         finally:
             rehearsed.set()
 
-    landings: list[Any] = []
-
-    async def land(self: Lander, result: Any) -> Any:
-        landings.append(result)
-        if len(landings) > 1:
-            await asyncio.wait_for(rehearsed.wait(), 300)
-        return await real_land(self, result)
-
     monkeypatch.setattr(Study, "_rehearse", rehearse)
-    monkeypatch.setattr(Lander, "land", land)
+    _landings_after_the_first_wait_for(rehearsed, monkeypatch)
     second = asyncio.run(run_study(_experiment(tmp_path, 30), progress=False))
     assert [line for line in second.after if line.startswith("rehearsed the next build's dbt run and test")]
     assert _build(tmp_path / "w.duckdb").replayed == ["run", "test"]
@@ -86,7 +92,7 @@ def test_a_rehearsal_the_games_outrun_is_stopped(tmp_path: Path, monkeypatch: py
     # The landings after the first wait until the rehearsal's process started, then the games end at once.
     started: list[int] = []
     running = asyncio.Event()
-    real_exec, real_land = asyncio.create_subprocess_exec, Lander.land
+    real_exec = asyncio.create_subprocess_exec
 
     async def exec_(*args: Any, **kw: Any) -> Any:
         proc = await real_exec(*args, **kw)
@@ -94,16 +100,8 @@ def test_a_rehearsal_the_games_outrun_is_stopped(tmp_path: Path, monkeypatch: py
         running.set()
         return proc
 
-    landings: list[Any] = []
-
-    async def land(self: Lander, result: Any) -> Any:
-        landings.append(result)
-        if len(landings) > 1:
-            await asyncio.wait_for(running.wait(), 300)
-        return await real_land(self, result)
-
     monkeypatch.setattr(asyncio, "create_subprocess_exec", exec_)
-    monkeypatch.setattr(Lander, "land", land)
+    _landings_after_the_first_wait_for(running, monkeypatch)
     second = asyncio.run(run_study(_experiment(tmp_path, 30), progress=False))
     assert not any("rehearsed" in line for line in second.after)
     assert len(started) == 1
