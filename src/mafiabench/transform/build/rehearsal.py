@@ -31,7 +31,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 import zlib
@@ -201,14 +200,8 @@ def rehearse(folder: Path) -> Rehearsed:
         con.close()
 
 
-def start(folder: Path) -> subprocess.Popen[str]:
-    """`rehearse` in a process of its own (a child of this one, at low priority); its last line of output is its
-    `Rehearsed`, as JSON."""
-    return subprocess.Popen([sys.executable, "-m", "mafiabench.transform.build.rehearsal", str(folder)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def outcome(out: str) -> Rehearsed | None:
+    """The `Rehearsed` a rehearsal's process printed last (`main`), or None."""
     lines = out.strip().splitlines()
     try:
         data: dict[str, Any] = json.loads(lines[-1]) if lines else {}
