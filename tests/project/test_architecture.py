@@ -118,7 +118,7 @@ def test_violations_planted_in_a_copy_of_the_source_are_caught(tmp_path: Path) -
         ("mafiabench.warehouse.raw", "mafiabench.study.spec", "warehouse may not import study"),
         ("mafiabench.nowhere", "mafiabench.engine.core", "stage 'nowhere' has no row"),
         ("mafiabench.record", "mafiabench.study.spec",
-         "stage circle: agents ⇄ detect ⇄ play ⇄ prices ⇄ record ⇄ study ⇄ warehouse"),
+         "stage circle: agents ⇄ detect ⇄ play ⇄ prices ⇄ record ⇄ study ⇄ transform ⇄ warehouse"),
     ],
 )
 def test_each_rule_can_fail(real_edges: list[Edge], source: str, target: str, expected: str) -> None:
