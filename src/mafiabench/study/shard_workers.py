@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import multiprocessing
-import signal
 import threading
 import time
 from dataclasses import dataclass
@@ -33,7 +32,7 @@ from mafiabench.record import Provenance, encode_record
 from mafiabench.redact import known_secrets, secret_env
 from mafiabench.study.design import PlannedGame
 from mafiabench.study.spec import Experiment
-from mafiabench.study.workers import WorkerLost, _picklable
+from mafiabench.study.workers import WorkerLost, _picklable, ignore_ctrl_c, start_deaf
 from mafiabench.warehouse import landing
 from mafiabench.warehouse.raw import FlatBatch
 from mafiabench.warehouse.sidecar import write_sidecar
@@ -73,7 +72,7 @@ def is_policy_only(specs: list[str]) -> bool:
 
 
 def _worker_main(conn: Connection, config: ShardWorkerConfig) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops sending shards
+    ignore_ctrl_c()  # Ctrl-C is the parent's: it stops sending shards
     landing.batch_gc()
     for name in config.secret_envs:
         secret_env(name)
@@ -130,7 +129,7 @@ class _Worker:
         self.process = ctx.Process(
             target=_worker_main, args=(theirs, config), name=f"mafiabench-shard-worker-{index}", daemon=True
         )
-        self.process.start()
+        start_deaf(self.process)
         theirs.close()
         self.queued = 0  # shards handed to it and not answered yet (the pool's lock guards it)
         self.lost = False

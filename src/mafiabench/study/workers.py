@@ -122,8 +122,32 @@ class WorkerConfig:
 READY = -1  # the request id of the message a worker sends once it can take games
 
 
+def ignore_ctrl_c() -> None:
+    """A worker's first step: Ctrl-C is the parent's to handle (it cancels the games, then stops the workers). A
+    Ctrl-C held since the worker started (`start_deaf`) is dropped with it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def start_deaf(process: Any) -> None:
+    """Start a worker process with SIGINT held from its first instruction: a spawned child inherits the starting
+    thread's signal mask through fork and exec, so a Ctrl-C sent to the run's process group while the worker still
+    starts (Python's start-up and the imports before `ignore_ctrl_c`, about a second) waits there and is dropped,
+    rather than printing a KeyboardInterrupt traceback from the middle of an import under the run's one-line hint.
+    multiprocessing's resource tracker is started first: its own start (with the first process spawned) holds
+    SIGINT the same way, then lets it go in the calling thread, whatever that thread held before."""
+    from multiprocessing import resource_tracker
+
+    resource_tracker.ensure_running()
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+
 def _worker_main(inbox: Connection, outbox: Connection, config: WorkerConfig, index: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it cancels our games
+    ignore_ctrl_c()
     for spec in config.warm:
         with contextlib.suppress(Exception):  # the parent has checked the specs; a game reports any problem
             check_backend(spec, config.endpoints)  # imports the provider's module (not its SDK), makes no client
@@ -201,7 +225,7 @@ class _Worker:
             name=f"mafiabench-worker-{index}",
             daemon=True,
         )
-        self.process.start()
+        start_deaf(self.process)
         their_inbox.close()
         their_outbox.close()
         self.pending: dict[int, _Waiter] = {}
