@@ -186,3 +186,21 @@ def test_the_scratch_build_folder_is_removed_and_a_killed_ones_swept(
         catalogue.build_facts(dbt_runner.resolve_project(), [])
     assert len(seen) == 1 and seen[0] != killed  # the killed one was swept before ours was made
     assert not list(tmp_path.glob("mafiabench-catalogue-*"))  # ours is removed at the end of the build
+
+
+def test_the_builds_own_tables_are_each_explained(landed_increment: Path) -> None:
+    """validation_results' and build_runs' columns each have a meaning, as a model's do; every other table the build
+    keeps for itself is in the catalogue's list of the build's state (a new one must be added there)."""
+    import duckdb
+
+    built = duckdb.connect(str(landed_increment), read_only=True)  # a published build's warehouse
+    try:
+        for name, doc in catalogue.BOOKKEEPING.items():
+            actual = [r["column_name"] for r in rows(built, f"select column_name from (describe \"{name}\")")]
+            assert list(doc["columns"]) == actual, name
+            assert all(m.strip() for m in doc["columns"].values()), name
+        kept = {r["table_name"] for r in rows(built, "select table_name from duckdb_tables() "
+                                                     "where starts_with(table_name, 'build_')")}
+    finally:
+        built.close()
+    assert kept - set(catalogue.BOOKKEEPING) == set(catalogue.BUILD_STATE)

@@ -32,14 +32,58 @@ if TYPE_CHECKING:  # imported by the build only: a cached run needs neither Duck
 
 DEFAULT_PATH = Path("docs") / "catalogue.md"  # in the working folder, never the installed package's
 
-# Bookkeeping tables the build writes itself (not models, not sources).
-BOOKKEEPING: dict[str, tuple[str, str]] = {
-    "validation_results": (
-        "one row per (build, expectation)",
-        "every quality-gate expectation's outcome (dbt data tests and Great Expectations) with a sample of failing "
-        "rows as JSON",
-    ),
-    "build_runs": ("one row per build", "each build: when, its gate status, and whether it was published"),
+# Bookkeeping tables the build writes itself (not models, not sources): what each build did and what its gate found.
+BOOKKEEPING: dict[str, dict[str, Any]] = {
+    "validation_results": {
+        "grain": "one row per (build, expectation)",
+        "description": "every quality-gate expectation's outcome (dbt data tests and Great Expectations) with a "
+                       "sample of failing rows as JSON",
+        "columns": {
+            "build_id": "the build whose gate ran it (`build_runs.build_id`)",
+            "suite": "a Great Expectations suite of a model's or source's YAML (`meta.gx`), or `dbt_tests` for the "
+                     "dbt project's data tests",
+            "expectation": "the expectation's type (GX's name), or the dbt data test's name",
+            "rule": "what it checks, in words (the YAML's `rule`, or the dbt test's rule or description)",
+            "kwargs_json": "its arguments as JSON (for a dbt test, the YAML file declaring it)",
+            "success": "whether it held; a build is published only when every one did",
+            "element_count": "the rows it checked (0 for a dbt data test, which returns only the rows breaking its "
+                             "rule)",
+            "unexpected_count": "the rows breaking the rule; -1 when the expectation itself raised",
+            "failing_rows_json": "up to 5 of those rows as JSON (`[]` when it held; the error when it raised)",
+            "run_at": "when the build stored its results (UTC)",
+        },
+    },
+    "build_runs": {
+        "grain": "one row per build",
+        "description": "each build: when, its gate status, and whether it was published",
+        "columns": {
+            "build_id": "the build's id: its start (UTC, `YYYYMMDDTHHMMSS`) and 8 random hex digits",
+            "started_at": "when it started (UTC)",
+            "finished_at": "when it ended (UTC)",
+            "status": "`passed` (gate passed, published), `failed` (the gate refused it: the marts published "
+                      "before stay) or `unvalidated` (it stopped before its gate ran)",
+            "published": "whether its marts replaced the published ones",
+            "n_models": "the models it built, dbt's and the Python marts",
+            "n_expectations": "the quality-gate expectations it ran (`validation_results`)",
+            "n_failed": "those that failed",
+            "n_games": "the games in raw_games when it ended",
+            "max_landed_at": "the latest `landed_at` in raw_games then: with `n_games`, how the pages tell the "
+                             "published marts are current",
+            "message": "the gate's failure message (null when it passed)",
+        },
+    },
+}
+# The build's own state, which the next build reads to plan an increment or replay dbt's statements: listed so that
+# a look at the warehouse's tables finds them explained, without their columns, which any version may change.
+BUILD_STATE: dict[str, str] = {
+    "build_increment_state": "the published build's key (its dbt project's digest, the dbt, dbt-duckdb and DuckDB "
+                             "versions, its vars, the raw tables' schema), which an incremental build must share",
+    "build_published_games": "the published fct_games' games: their count and a checksum of their landed marks, "
+                             "which the next build compares with raw_games' first rows",
+    "build_grain_rows": "the rows of each per-game raw table the published gate vouched for",
+    "build_source_fingerprints": "a fingerprint of each source not keyed by game, as the published build read it",
+    "build_replay": "the published build's record of dbt's statements, which a build of the same key replays",
+    "build_unvacuumed": "the increments published since DuckDB's last vacuum of the file",
 }
 
 # The Python marts' YAML, one beside each module of `transform.models` that computes them (dbt never reads them).
@@ -254,8 +298,12 @@ def generate(sql_dir: Path | None = None, *, cache: bool = True) -> str:
         if doc["layer"] == "sources" and name in types:
             writer = (doc.get("meta") or {}).get("written_by", "the landing step")
             lines += _section(name, doc, types[name], f"*table* written by {writer}")
-    for name, (grain, purpose) in BOOKKEEPING.items():
-        lines += _section(name, {"grain": grain, "description": purpose}, types[name], "*table* written by the build")
+    for name, doc in BOOKKEEPING.items():
+        lines += _section(name, doc, types[name], "*table* written by the build")
+    lines += ["## The build's own state", "",
+              "Tables the build keeps for the next build (not results; their columns may change in any version):", ""]
+    lines += [f"- `{name}`: {purpose}" for name, purpose in BUILD_STATE.items()]
+    lines.append("")
     for layer in LAYERS:
         lines += [f"## {_LAYER_TITLES[layer]}", ""]
         for name, doc in sorted(docs.items()):
