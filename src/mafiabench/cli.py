@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 import importlib
 import pkgutil
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Annotated, NoReturn
@@ -63,6 +64,7 @@ def command_names() -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line and return its exit code (0 ok, 1 a failed run, 2 bad input or usage)."""
     command = typer.main.get_command(build_app())
+    _ctrl_c_to_python()
     try:
         command.main(args=None if argv is None else list(argv), prog_name="mafiabench", standalone_mode=True)
     except SystemExit as exc:
@@ -75,6 +77,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.close()
         return 0
     return 0
+
+
+def _ctrl_c_to_python() -> None:
+    """From here a Ctrl-C is Python's KeyboardInterrupt again, which each command handles (`mafiabench.__main__`
+    ends the command quietly while it imports)."""
+    if getattr(signal.getsignal(signal.SIGINT), "__name__", "") == "_nothing_started":
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run() -> NoReturn:

@@ -13,8 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# `mafiabench ...` in a child process: the checkout's own code, whatever is installed.
-CLI = (sys.executable, "-m", "mafiabench.cli")
+# `mafiabench ...` in a child process, through the installed command's entry (`mafiabench.__main__`): the checkout's own
+# code, whatever is installed.
+CLI = (sys.executable, "-m", "mafiabench")
 # The `spawn` fixture's type: `spawn(argv, cwd=..., env=..., **popen)` -> the started process.
 Spawn = Callable[..., "subprocess.Popen[str]"]
 
