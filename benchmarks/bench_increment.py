@@ -142,7 +142,7 @@ folder = Path(tempfile.mkdtemp()) / "copy"
 con = connect(sys.argv[1])
 exported = rehearsal.export(con, folder)
 con.close()
-print("REHEARSED", rehearsal.main([str(folder)]) if exported else "nothing")
+raise SystemExit(rehearsal.main([str(folder)]) if exported else print("nothing to rehearse"))
 """
 
 
@@ -157,12 +157,14 @@ def run_rehearsal(warehouse: Path, env: dict[str, str]) -> str:
 
 
 def rehearsal_outcome(out: str) -> str:
-    lines = [line for line in out.splitlines() if line.strip()]
-    if "nothing" in lines[-1]:
-        return "nothing to rehearse"
+    """What the rehearsal's process said last: `rehearsal.main`'s JSON line (as the run reads it), or that there was
+    nothing to rehearse. Parsed here, not by the package: the sources benchmarked are the `--src` trees."""
     import json
 
-    done = json.loads(lines[-2])
+    last = out.strip().splitlines()[-1] if out.strip() else ""
+    if not last.startswith("{"):
+        return last or "nothing to rehearse"
+    done = json.loads(last)
     return (f"recorded dbt {' and '.join(done['recorded']) or 'nothing'}"
             f"{'; replayed ' + ' and '.join(done['replayed']) if done['replayed'] else ''} in {done['seconds']:.1f} s")
 
