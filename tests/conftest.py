@@ -37,8 +37,8 @@ os.environ.pop("PREFECT_API_URL", None)
 if "MAFIABENCH_CACHE_DIR" not in os.environ:
     os.environ["MAFIABENCH_CACHE_DIR"] = str(scratch.make("cache"))
 # Nor does a build replay what dbt did in another test's warehouse (transform.build.replay keeps published builds'
-# records on the machine): each test's builds run dbt or replay their own warehouse's record, whatever ran before;
-# tests/transform/test_replay_machine_records.py turns it on.
+# records on the machine), but in the folders `_machine_records` names below: elsewhere (the commands the tests start
+# included) each build runs dbt or replays its own warehouse's record, whatever ran before.
 os.environ.setdefault("MAFIABENCH_REPLAY_CACHE", "0")
 # A run's rehearsal (transform.build.rehearsal) at normal priority: on idle CPU only, it would wait out the other tests.
 os.environ.setdefault("MAFIABENCH_REHEARSAL_PRIORITY", "normal")
@@ -76,6 +76,23 @@ def fresh_warehouse() -> Iterator[duckdb.DuckDBPyConnection]:
     con = fresh_con()
     yield con
     con.close()
+
+
+# The folders of in-process builds (tests/transform, tests/quality: 64% of the suite's time, nearly all of it builds of
+# small warehouses) keep the machine's records as a user's machine does: a build whose key another test's published
+# build recorded replays dbt's statements (a whole build 15 s with dbt, 7 s replayed on the 2-core CI machine), with
+# the session's records only (MAFIABENCH_CACHE_DIR above). What a test there checks of a build must not depend on which
+# test ran first: a replay publishes what dbt does (test_replay_equals_dbt.py, with a replay's every fallback), and
+# `--full-refresh`, the increments' reference, never replays. A file whose tests count dbt's runs or break them
+# (`dbt_runner.run`) is marked `dbt_runs_each_build` and keeps the records off.
+_MACHINE_RECORDS_FOLDERS = {"transform", "quality"}
+
+
+@pytest.fixture(autouse=True)
+def _machine_records(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.path.parent.name in _MACHINE_RECORDS_FOLDERS and not request.node.get_closest_marker(
+            "dbt_runs_each_build"):
+        monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
 
 
 @pytest.fixture(scope="session")

@@ -18,6 +18,8 @@ from mafiabench.warehouse.landing import record_run
 from support.increments import assert_same, published
 from support.replays import copy, heard, scheduled
 
+pytestmark = pytest.mark.dbt_runs_each_build  # its warehouses' first builds run dbt, then replay their own records
+
 
 def _results(results: list[NodeResult]) -> list[dict[str, Any]]:
     return sorted(({k: v for k, v in dataclasses.asdict(r).items() if k != "seconds"} for r in results),

@@ -18,6 +18,8 @@ from mafiabench.transform.build.marts import discard, stage
 from support.increments import assert_same, full_rebuild, published
 from support.replays import scheduled, staged_relations
 
+pytestmark = pytest.mark.dbt_runs_each_build  # its warehouses' first builds run dbt, then replay their own records
+
 
 def _corrupt(con: duckdb.DuckDBPyConnection) -> None:
     """Make one statement of the model midway through the recorded `dbt run` fail (those before it replayed)."""

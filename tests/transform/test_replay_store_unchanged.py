@@ -13,6 +13,8 @@ from mafiabench.warehouse.raw import load_records
 from support.increments import games
 from support.replays import scheduled
 
+pytestmark = pytest.mark.dbt_runs_each_build  # its warehouses' first builds run dbt, then replay their own records
+
 
 def records(con: Any) -> list[tuple[str, str, bytes]]:
     return con.execute(f"select kind, key, record from {replay.TABLE} order by kind").fetchall()

@@ -17,6 +17,9 @@ from mafiabench.transform.build.marts import BuildError, build_models
 from mafiabench.warehouse.raw import connect, load_records
 from support.records import cell_records, fresh_con, landed, mini_record, rows
 
+pytestmark = pytest.mark.dbt_runs_each_build  # its tests spy on and break dbt_runner.run
+
+
 PROJECT = dbt_runner.PACKAGED_PROJECT
 PREFIXES = {"staging": ("stg_",), "intermediate": ("int_",), "marts": ("fct_", "dim_", "mart_")}
 RAW = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs", "raw_replaced_calls", "raw_runs",
