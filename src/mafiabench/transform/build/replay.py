@@ -162,8 +162,8 @@ def _packed(record: Any) -> bytes:
 # kept set, the warehouse file's stem ...), and what dbt read of the database is checked at replay as for a record
 # the warehouse holds; so the first incremental build of a warehouse replays what dbt did in an earlier build of the
 # same shape on this machine (another warehouse's, or this one's before a --full-refresh), rather than paying dbt.
-# `MAFIABENCH_REPLAY_CACHE=0` turns it off (the test suite does, so that each test's builds run dbt or replay the
-# warehouse's own record whatever ran before it).
+# `MAFIABENCH_REPLAY_CACHE=0` turns it off (the test suite does but in tests/transform and tests/quality, so that
+# elsewhere each test's builds run dbt or replay the warehouse's own record whatever ran before it).
 CACHE = "dbt-replays"
 CACHE_KEPT = 64  # the most recently used records kept (a run's ~60 KB, a test's ~25 KB packed)
 _CACHED_KINDS = ("run", "test")
