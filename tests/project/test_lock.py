@@ -41,3 +41,18 @@ def test_bounds_are_compatible_ranges_not_exact_pins() -> None:
         req = Requirement(raw)
         ops = {s.operator for s in req.specifier}
         assert ">=" in ops and "==" not in ops, f"{raw}: give a lower bound and a ceiling; exact pins go in the lock"
+
+
+def test_make_setup_bootstraps_uv_from_its_hashed_pin_in_the_lock() -> None:
+    """make setup and the CI checks install uv first with `grep -A1 '^uv==' requirements.lock` and pip's
+    --require-hashes, then the lock with uv: those two lines must be uv's pin and its hash."""
+    lines = (ROOT / "requirements.lock").read_text().splitlines()
+    at = [i for i, line in enumerate(lines) if line.startswith("uv==")]
+    assert len(at) == 1, "uv is pinned once in the lock"
+    assert re.fullmatch(r"uv==\S+ \\", lines[at[0]])
+    assert re.fullmatch(r"\s+--hash=sha256:[0-9a-f]{64}", lines[at[0] + 1])
+    for script in ("Makefile", ".ci/installed_check", ".ci/coherence_check"):
+        text = (ROOT / script).read_text()
+        assert "grep -A1 '^uv==' " in text, script
+        installs = r'uv"? pip install -q --python \S+ (--compile-bytecode )?--require-hashes -r "?\S*requirements\.lock'
+        assert re.search(installs, text), f"{script} installs the lock with uv"
