@@ -11,6 +11,8 @@ import pytest
 
 from support.gate_increments import assert_same_gate, gate_twice
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py), not last
+
 NEW = "(select game_id from raw_games where game_id not in (select game_id from fct_games))"  # the increment's games
 
 

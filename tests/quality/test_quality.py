@@ -16,6 +16,8 @@ from mafiabench.warehouse.raw import load_records
 from support import gate_verdicts
 from support.records import cell_records, design, engine_records, fresh_con, mini_record, rotated_seats, rows
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py), not last
+
 
 def clean_con() -> duckdb.DuckDBPyConnection:
     con = fresh_con()

@@ -20,6 +20,8 @@ from mafiabench.warehouse.raw import load_records
 from support.increments import assert_same, full_rebuild, games, published, remove_game
 from support.records import fresh_con, mini_record
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py), not last
+
 # The increment by definition: the games on one side only of raw_games and the published fct_games, or whose landed
 # mark or checksum differ; published: those fct_games holds.
 DIFFERING = """

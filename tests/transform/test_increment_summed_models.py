@@ -8,10 +8,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import load_records
 from support.increments import assert_same, full_rebuild, games, model_call, published, remove_game, two_agents
 from support.records import design, fresh_con, mini_record
+
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py), not last
 
 # Every summed model of the project (a build lists each as "summed" when it added an increment's counts).
 SUMMED = {"int_game_outcome_counts", "int_role_outcome_counts", "int_line_up_counts", "int_player_outcome_counts",

@@ -21,6 +21,8 @@ from support.gate_increments import copy
 from support.increments import assert_same, full_rebuild, games, published, remove_game
 from support.records import design, fresh_con, mini_record
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py), not last
+
 # The tables the games of `support.increments.games` have rows in, each read from its tail.
 TAILED = {"raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs"}
 

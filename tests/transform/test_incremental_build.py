@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from mafiabench.publish import build_warehouse
 from mafiabench.warehouse.raw import load_records
 from support.increments import assert_same, full_rebuild, games, kept, model_call, published, remove_game
 from support.records import design, fresh_con, mini_record
+
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py), not last
 
 
 def test_an_increment_publishes_what_a_full_rebuild_does(tmp_path: Path) -> None:

@@ -18,7 +18,8 @@ from mafiabench.warehouse.landing import record_run
 from support.increments import assert_same, published
 from support.replays import copy, heard, scheduled
 
-pytestmark = pytest.mark.dbt_runs_each_build  # its warehouses' first builds run dbt, then replay their own records
+# Its warehouses' first builds run dbt, then replay their own records; a long file, it starts early (tests/conftest.py).
+pytestmark = [pytest.mark.dbt_runs_each_build, pytest.mark.slow]
 
 
 def _results(results: list[NodeResult]) -> list[dict[str, Any]]:

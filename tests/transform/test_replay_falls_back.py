@@ -18,7 +18,8 @@ from mafiabench.transform.build.marts import discard, stage
 from support.increments import assert_same, full_rebuild, published
 from support.replays import scheduled, staged_relations
 
-pytestmark = pytest.mark.dbt_runs_each_build  # its warehouses' first builds run dbt, then replay their own records
+# Its warehouses' first builds run dbt, then replay their own records; a long file, it starts early (tests/conftest.py).
+pytestmark = [pytest.mark.dbt_runs_each_build, pytest.mark.slow]
 
 
 def _corrupt(con: duckdb.DuckDBPyConnection) -> None:

@@ -17,6 +17,8 @@ from support.increments import assert_same, games, published
 from support.records import fresh_con
 from support.replays import copy
 
+pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py), not last
+
 
 @pytest.fixture
 def machine(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
