@@ -9,7 +9,8 @@ setup: $(VENV)/.installed
 
 # Exact versions from the lock (hash-checked), then the project itself without resolving anything again. uv installs
 # them (its own pin in the lock, installed first by pip with its hash): the same packages and hashes as
-# `pip install --require-hashes -r requirements.lock`, in seconds rather than pip's two minutes of CPU here.
+# `pip install --require-hashes -r requirements.lock`, in under a minute with the bytecode compiled, as pip does
+# (pip took 2 min 17 s here; BENCHMARKS.md, "CI's installs with uv").
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip

@@ -1,6 +1,7 @@
 """Write `requirements.lock`: the exact version and SHA-256 of every package `pyproject.toml` (with the dev extra)
 resolves to today, for this Python and platform. `make lock` runs it; `make setup` installs from its output with
-`pip install --require-hashes -r requirements.lock`, then the project itself with `--no-deps`.
+`uv pip install --require-hashes -r requirements.lock` (uv's own pin in it, installed first by pip with its hash;
+`pip install --require-hashes -r requirements.lock` installs the same), then the project itself with `--no-deps`.
 
 pip resolves without installing anything (`install --dry-run --ignore-installed --report`), so the lock reflects
 the bounds in pyproject.toml, not whatever happens to be in the current environment.
