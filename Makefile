@@ -14,7 +14,8 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml requirements.lock
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	grep -A1 '^uv==' requirements.lock > $(VENV)/uv-pin.txt
+	grep -A1 '^uv==' requirements.lock > $(VENV)/uv-pin.txt || \
+	  { echo "requirements.lock has no uv pin (the dev extra's uv): run make lock"; exit 1; }
 	$(BIN)/pip install -q --require-hashes -r $(VENV)/uv-pin.txt
 	@echo "installing the $$(grep -c '==' requirements.lock) locked packages into $(VENV) (a first install takes \
 	under a minute; later runs skip this step)"
