@@ -72,6 +72,8 @@ def test_no_row_with_no_games_or_a_prior_set_rating_carries_a_rank() -> None:
             assert rank == "not rated" and not re.fullmatch(r"\d+–\d+", rank_range), cells
         else:
             assert rank.isdigit(), cells
+        # No games there: no rating and no interval, not "0.00" and "0.00 to 0.00"; a rating elsewhere.
+        assert (cells[5:7] == ["–", "–"]) == (games == 0), cells
     assert "no games as mafia" in html and "mostly prior" in html
 
 

@@ -50,6 +50,8 @@ def test_a_design_that_sets_only_a_difference_leaves_the_ratings_unrated() -> No
     # Each model plays one side: the other side's row says so.
     a_town = next(r for r in summarise("s", "town", data, post, "town") if r["model"] == "A")
     assert a_town["n_games"] == 0 and a_town["reason"] == "no games as town"
+    # No games there: no rating at all, not 0 +- 0 (an interval of width 0 would claim it known exactly).
+    assert _no_rating(a_town) and a_town["data_share"] == 0.0
 
 
 def test_a_rating_set_mostly_by_the_prior_is_not_ranked() -> None:
@@ -72,6 +74,13 @@ def test_the_only_model_in_a_side_is_not_ranked() -> None:
     mafia = {r["model"]: r for r in summarise("s", "mafia", data, post, "mafia")}
     assert mafia["A"]["reason"] == "the only model as mafia: nothing to compare it with" and mafia["A"]["rank"] is None
     assert mafia["B"]["reason"] == "no games as mafia"
+    # Alone as mafia, A's strength there is no parameter (the centring fixes it): no rating, as for no games.
+    assert _no_rating(mafia["A"]) and _no_rating(mafia["B"]) and mafia["A"]["n_games"] == 80
     town = {r["model"]: r for r in summarise("s", "town", data, post, "town")}
     assert town["A"]["reason"] == "no games as town"
     assert town["B"]["rated"] and town["C"]["rated"] and {town["B"]["rank"], town["C"]["rank"]} == {1, 2}
+
+
+def _no_rating(row: dict[str, object]) -> bool:
+    return all(row[c] is None for c in ("rating", "sd", "ci_low", "ci_high", "model_low", "model_high", "robust_low",
+                                        "robust_high", "rank")) and not row["rated"]

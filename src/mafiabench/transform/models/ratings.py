@@ -460,7 +460,8 @@ def rating_stats(post: Posterior, name: str) -> dict[str, np.ndarray]:
     """Per model of a block: rating, model and robust sd, the data's share of its posterior precision (1 - posterior
     variance / prior variance), the share of it (by squared norm, in the prior's metric) lying in directions the
     design does not set (the information's null space: the prior alone places it there, whatever the games) and
-    whether the design identifies it (that share below a quarter)."""
+    whether the design identifies it (that share below a quarter). `defined` is false where the model's strength is
+    not a parameter at all (it did not play there, or alone: the centring fixes it at 0 with no variance)."""
     start, b = post.block(name)
     k = b.basis.shape[1]
     contrast = np.zeros((len(b.played), len(post.theta)))
@@ -480,6 +481,7 @@ def rating_stats(post: Posterior, name: str) -> dict[str, np.ndarray]:
         "data_share": np.clip(share, 0.0, 1.0),
         "unset": unset,
         "identified": b.played & (k > 0) & (unset < MAX_UNSET),
+        "defined": prior > 0,
     }
 
 
@@ -509,7 +511,9 @@ def summarise(study: str, side: str, data: LineUps, post: Posterior, parameter: 
     """One row per model: posterior mode, the interval the fit shows (model-based, or robust when over-dispersed)
     beside both, the data's share of the rating's precision, and a rank with its 95% interval over draws among the
     models the data rate. A model with no games there, alone there, not identified by the design or rated mostly by
-    the prior is not rated: no rank, and the reason."""
+    the prior is not rated: no rank, and the reason. Where the model did not play or played alone, its strength is
+    no parameter of the fit (the centring puts it at 0, with no variance): rating, sd and intervals are null there,
+    not 0 +- 0, which would read as a rating known exactly."""
     name = LEGACY.get(parameter, parameter)
     _, b = post.block(name)
     s = rating_stats(post, name)
@@ -539,7 +543,11 @@ def summarise(study: str, side: str, data: LineUps, post: Posterior, parameter: 
     sd = s["sd_robust"] if post.interval == "robust" else s["sd_model"]
     rows = []
     for i, model in enumerate(data.models):
-        rating, n = float(s["rating"][i]), int(games[i])
+        n = int(games[i])
+        if not s["defined"][i]:
+            rows.append(_undefined_row(study, side, model, n, int(wins[i]), post, reasons[i]))
+            continue
+        rating = float(s["rating"][i])
         rows.append(
             {
                 "study": study,
@@ -568,6 +576,17 @@ def summarise(study: str, side: str, data: LineUps, post: Posterior, parameter: 
             }
         )
     return rows
+
+
+def _undefined_row(study: str, side: str, model: str, n: int, wins: int, post: Posterior,
+                   reason: str) -> dict[str, Any]:
+    """The row of a model whose strength there the fit does not have (`summarise`): its games and reason, no
+    rating."""
+    return {"study": study, "side": side, "model": model, "rating": None, "sd": None, "ci_low": None,
+            "ci_high": None, "rank": None, "rank_low": None, "rank_high": None, "n_games": n, "wins": wins,
+            "win_rate": wins / n if n else None, "converged": post.converged, "side_advantage": float(post.theta[0]),
+            "rated": False, "reason": reason, "data_share": 0.0, "interval": post.interval, "model_low": None,
+            "model_high": None, "robust_low": None, "robust_high": None}
 
 
 def _record(data: LineUps, name: str) -> tuple[np.ndarray, np.ndarray]:
