@@ -189,9 +189,13 @@ def _rate_layers(
         .transform_filter("datum.kind == 'bar'")
     )
     ci = base.transform_filter("datum.kind == 'ci'").transform_calculate(lo=_LO, hi=_HI, mid=_MID)
+    # A white halo under the dark interval: over the solid bar it would otherwise not show, and the interval would
+    # read as one-sided (its part over the bar hidden).
+    halo = ci.mark_rule(color="white", strokeWidth=4.4, opacity=0.9).encode(
+        **{k: v for k, v in ci_enc.items() if k != "tooltip"})
     rule = ci.mark_rule(color="#1d2330", strokeWidth=1.6).encode(**ci_enc)
     tick = ci.mark_tick(color="#1d2330", thickness=2, size=10).encode(**mid_enc)
-    return [bars, rule, tick]
+    return [bars, halo, rule, tick]
 
 
 def baseline_rows(
@@ -649,14 +653,15 @@ def histogram_chart(rows: Rows, *, x_title: str) -> dict[str, Any]:
 
 
 def validation_chart(rows: Rows) -> dict[str, Any]:
-    """Expectations per suite, passed and failed."""
+    """Expectations per suite: failed, passed, and passed with no rows to check."""
     chart = (
         alt.Chart(DATA)
         .mark_bar()
         .encode(
             x=alt.X("expectations:Q", title="expectations", stack="zero"),
             y=alt.Y("suite:N", title="suite", sort=alt.EncodingSortField("failed_first", order="ascending")),
-            color=alt.Color("outcome:N", scale=alt.Scale(domain=["failed", "passed"], range=["#c62828", "#5fa55a"])),
+            color=alt.Color("outcome:N", scale=alt.Scale(domain=["failed", "passed", "no rows"],
+                                                          range=["#c62828", "#5fa55a", "#c9c9c9"])),
             tooltip=[alt.Tooltip("suite:N"), alt.Tooltip("outcome:N"), alt.Tooltip("expectations:Q")],
         )
         .properties(width=WIDTH, height=alt.Step(20))
@@ -722,7 +727,8 @@ def ratings_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
         alt.Tooltip("status:N", title="rated"),
     ]
     color = alt.Color("status:N", title=None, scale=alt.Scale(domain=["rated", "not rated"],
-                                                             range=["#3b6fb6", "#b8b8b8"]))
+                                                             range=["#3b6fb6", "#b8b8b8"]),
+                      legend=alt.Legend(orient="top"))  # beside three panels it would pass a laptop's width
     rule = alt.Chart().mark_rule(strokeWidth=1.6).encode(
         x=alt.X("ci_low:Q", title="rating (logit scale; 0 = the mean of the models rated there)"), x2="ci_high:Q",
         y=y, color=color, tooltip=tooltip,
@@ -733,7 +739,8 @@ def ratings_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
         .properties(width=240, height=alt.Step(22))
         .facet(facet=alt.Facet("side:N", title=None, sort=RATING_SIDES, header=alt.Header(labelFontWeight="bold")),
                columns=3)
-        .transform_filter("datum.study == study")
+        # A model with no strength there (no games, or alone: no rating) has no point; the table says why.
+        .transform_filter("datum.study == study && isValid(datum.rating)")
         .transform_calculate(status="datum.rated === false ? 'not rated' : 'rated'")
         .add_params(study)
         .resolve_scale(y="independent")

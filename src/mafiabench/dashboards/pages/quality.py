@@ -49,6 +49,22 @@ def listing_order(m: Any) -> dict[str, Any] | None:
             "positions_tested": first.get("positions_tested")}
 
 
+DBT_SUITE = "dbt_tests"  # publish.dbt_test_results: dbt counts a test's failing rows, not the rows it read
+# Expectations that check each row of their table (GX's column and multi-column expectations): over no rows one passes
+# having checked nothing, which the page says rather than "passed". A table-level one (a table of violations that
+# must be empty: expect_table_row_count_to_equal 0) checks the whole table, empty or not.
+ROW_EXPECTATIONS = ("expect_column_", "expect_compound_columns_", "expect_multicolumn_", "expect_select_column_")
+
+
+def outcome(r: dict[str, Any]) -> str:
+    """failed, passed, or "no rows": a per-row expectation that passed on an empty table."""
+    if not r.get("success"):
+        return "failed"
+    nothing = (r.get("suite") != DBT_SUITE and str(r.get("expectation") or "").startswith(ROW_EXPECTATIONS)
+               and not r.get("element_count"))
+    return "no rows" if nothing else "passed"
+
+
 @register("data-quality.html", "Data quality", "The latest validation results, failures first.", order=90)
 def build(ctx: Context) -> Page:
     m = ctx.marts
@@ -63,7 +79,9 @@ def build(ctx: Context) -> Page:
     )
     per_suite: dict[tuple[str, str], int] = {}
     for r in rows:
-        r["outcome"] = "passed" if r.get("success") else "failed"
+        r["outcome"] = outcome(r)
+        r["row_class"] = r["outcome"].replace(" ", "-")
+        r["dbt"] = r["suite"] == DBT_SUITE
         r["arguments"] = pretty_json(r.get("kwargs_json"), indent=None)
         r["failing_sample"] = pretty_json(r.get("failing_rows_json"))
         per_suite[(r["suite"], r["outcome"])] = per_suite.get((r["suite"], r["outcome"]), 0) + 1
@@ -73,7 +91,8 @@ def build(ctx: Context) -> Page:
         for (s, o), c in sorted(per_suite.items())
     ]
     if chart_rows:
-        page.add_chart("validation", charts.validation_chart(chart_rows), "Expectations per suite, passed and failed.")
+        page.add_chart("validation", charts.validation_chart(chart_rows),
+                       "Expectations per suite: failed, passed, and passed with no rows to check.")
     builds = None
     if m.has("build_runs"):
         builds = m.rows("select * from build_runs order by started_at desc limit 20")
@@ -84,6 +103,8 @@ def build(ctx: Context) -> Page:
         run_at=rows[0]["run_at"] if rows else "",
         rows=rows,
         n_failed=sum(1 for r in rows if not r.get("success")),
+        no_rows=sorted({r["suite"] for r in rows if r["outcome"] == "no rows"}),
+        n_no_rows=sum(1 for r in rows if r["outcome"] == "no rows"),
         builds=builds,
         listing=listing_order(m),
     )
