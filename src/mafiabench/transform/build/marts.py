@@ -161,7 +161,11 @@ def ref_prices(table: PriceTable | None = None) -> pl.DataFrame:
 def write_table(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame,
                 views: Container[str] | None = None) -> None:
     """Write a frame as a table, in place of any relation of that name. `views`: the main schema's views, when the
-    caller read them once (a look-up per table costs a catalog listing, 2-7 ms); a table is replaced either way."""
+    caller read them once (a look-up per table costs a catalog listing, 2-7 ms); a table is replaced either way.
+    A float that is NaN (a statistic with nothing to compute it from: a correlation of one point, a fit not made) is
+    written as null, the warehouse's one "unknown": `avg()` and the gate's range rules skip a null, where a NaN would
+    poison a sum and fail a `between`."""
+    frame = frame.with_columns(pl.col(pl.Float32, pl.Float64).fill_nan(None))
     if views is None:
         _drop_relation(con, name)
     elif name in views:
