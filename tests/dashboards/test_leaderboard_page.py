@@ -90,3 +90,20 @@ def test_the_page_shows_fit_prediction_calibration_and_head_to_head() -> None:
     assert ">20/30<" in h2h
     scatter = html.split("<h2>Deceiver against detector</h2>", 1)[1].split("<h2>", 1)[0]
     assert "<td>m1</td>" in scatter
+
+
+def test_the_zero_the_page_names_is_the_mean_of_the_models_that_played_there() -> None:
+    """The strengths of the models that played a side or role sum to zero (rated or not): the page's words and the
+    chart's axis name that mean, not the rated models' (which, with policy/once unrated, is not zero here)."""
+    html, rows = _page()
+    by_side: dict[str, list[dict]] = {}
+    for r in rows:
+        if r["rating"] is not None:
+            by_side.setdefault(r["side"], []).append(r)
+    for side, played in by_side.items():
+        assert abs(sum(r["rating"] for r in played)) < 1e-6, side
+    rated = [r["rating"] for r in by_side["overall"] if r["rated"]]
+    assert abs(sum(rated) / len(rated)) > 1e-3
+    text = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    assert "relative to the mean of the models that played there" in text and "rated there" not in text
+    assert "0 = the mean of the models that played there" in html

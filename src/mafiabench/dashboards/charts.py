@@ -730,7 +730,7 @@ def ratings_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
                                                              range=["#3b6fb6", "#b8b8b8"]),
                       legend=alt.Legend(orient="top"))  # beside three panels it would pass a laptop's width
     rule = alt.Chart().mark_rule(strokeWidth=1.6).encode(
-        x=alt.X("ci_low:Q", title="rating (logit scale; 0 = the mean of the models rated there)"), x2="ci_high:Q",
+        x=alt.X("ci_low:Q", title="rating (logit scale; 0 = the mean of the models that played there)"), x2="ci_high:Q",
         y=y, color=color, tooltip=tooltip,
     )
     point = alt.Chart().mark_point(filled=True, size=70).encode(x="rating:Q", y=y, color=color, tooltip=tooltip)
