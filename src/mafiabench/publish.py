@@ -42,7 +42,7 @@ from mafiabench.transform.build.marts import (
     stage_python,
 )
 from mafiabench.transform.build.marts import publish as publish_staged
-from mafiabench.warehouse.builds import ensure_build_tables
+from mafiabench.warehouse.builds import DBT_SUITE, checked_nothing, ensure_build_tables
 from mafiabench.warehouse.landing import warehouse_lock
 from mafiabench.warehouse.raw import connect
 
@@ -83,7 +83,7 @@ def dbt_test_results(con: duckdb.DuckDBPyConnection, staged: Staged) -> list[qua
         n = int(r.failures or 0) if r.status in ("pass", "fail", "warn") else 1
         out.append(
             quality.ExpectationResult(
-                suite="dbt_tests",
+                suite=DBT_SUITE,
                 expectation=r.name,
                 rule=_rule(r.compiled_sql, r.description, r.name) if r.status != "error" else f"{r.name}: {r.message}",
                 kwargs={"file": f"{staged.project.name}/{r.path}"},
@@ -283,6 +283,8 @@ def build_warehouse(
                     result.validation_seconds = time.perf_counter() - t1
                     result.validated = True
                     result.passed = all(r.success for r in result.validation)
+                    result.checked_nothing = sum(checked_nothing(r.suite, r.expectation, r.success, r.element_count)
+                                                 for r in result.validation)
                     quality.store_results(con, result.build_id, result.validation)
     except BaseException:
         with suppress(Exception):  # a build that stops part-way leaves nothing staged; its own error is the one raised

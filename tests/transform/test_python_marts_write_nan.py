@@ -1,6 +1,6 @@
 """The Python marts reach the warehouse with null, not NaN, for a statistic there was nothing to compute from
-(`marts.write_table`): a researcher's `avg()` skips a null where a NaN poisons it, and the gate's range rules skip a
-null where `NaN between 0 and 1` is false. Infinities and every other value are written as they are."""
+(`marts.write_table`): a researcher's `avg()` skips a null where a NaN poisons it, and `is null` finds it.
+Infinities and every other value are written as they are."""
 
 from __future__ import annotations
 

@@ -161,6 +161,20 @@ def compact(con: duckdb.DuckDBPyConnection) -> float | None:
     return time.perf_counter() - t0
 
 
+# What `validation_results`' counts mean.
+DBT_SUITE = "dbt_tests"  # the dbt data tests as gate results (publish.dbt_test_results): counts of failing rows only
+# Expectations that check each row of their table (GX's column and multi-column ones): over no rows one passes having
+# checked nothing. A table-level one (a table of violations that must be empty) checks the table, empty or not.
+ROW_EXPECTATIONS = ("expect_column_", "expect_compound_columns_", "expect_multicolumn_", "expect_select_column_")
+
+
+def checked_nothing(suite: str, expectation: str, success: bool, element_count: int | None) -> bool:
+    """Whether a result passed having checked no row: a per-row expectation over an empty table (the build's summary
+    and the data-quality page say so rather than "passed"). A dbt test's count is of failing rows, so never."""
+    return (success and suite != DBT_SUITE and expectation.startswith(ROW_EXPECTATIONS)
+            and not element_count)
+
+
 def ensure_build_tables(con: duckdb.DuckDBPyConnection) -> None:
     """Create `build_runs` and `validation_results` if missing: their one declaration, for the build, the gate and
     the catalogue."""

@@ -10,6 +10,7 @@ from typing import Any
 from mafiabench.dashboards import charts
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
+from mafiabench.warehouse.builds import DBT_SUITE, checked_nothing
 
 
 def pretty_json(text: Any, indent: int | None = 1) -> str:
@@ -49,19 +50,11 @@ def listing_order(m: Any) -> dict[str, Any] | None:
             "positions_tested": first.get("positions_tested")}
 
 
-DBT_SUITE = "dbt_tests"  # publish.dbt_test_results: dbt counts a test's failing rows, not the rows it read
-# Expectations that check each row of their table (GX's column and multi-column expectations): over no rows one passes
-# having checked nothing, which the page says rather than "passed". A table-level one (a table of violations that
-# must be empty: expect_table_row_count_to_equal 0) checks the whole table, empty or not.
-ROW_EXPECTATIONS = ("expect_column_", "expect_compound_columns_", "expect_multicolumn_", "expect_select_column_")
-
-
 def outcome(r: dict[str, Any]) -> str:
-    """failed, passed, or "no rows": a per-row expectation that passed on an empty table."""
+    """failed, passed, or "no rows": a per-row expectation that passed on an empty table (`checked_nothing`)."""
     if not r.get("success"):
         return "failed"
-    nothing = (r.get("suite") != DBT_SUITE and str(r.get("expectation") or "").startswith(ROW_EXPECTATIONS)
-               and not r.get("element_count"))
+    nothing = checked_nothing(str(r.get("suite")), str(r.get("expectation") or ""), True, r.get("element_count"))
     return "no rows" if nothing else "passed"
 
 

@@ -107,6 +107,7 @@ class BuildResult:
     validation_seconds: float = 0.0
     replayed: list[str] = field(default_factory=list)  # the dbt commands replayed, not run (`replay`)
     proven_suites: list[str] = field(default_factory=list)  # the gate's suites proven from an increment's rows
+    checked_nothing: int = 0  # expectations that passed over no rows (`warehouse.builds.checked_nothing`)
 
     @property
     def failures(self) -> list[Any]:
@@ -123,9 +124,11 @@ class BuildResult:
             f"{self.seconds:.2f}s",
         ]
         if self.validated:
+            nothing = f" ({self.checked_nothing} with no rows to check)" if self.checked_nothing else ""
             lines.append(
                 f"quality gate: {len(self.validation) - len(self.failures)}/{len(self.validation)} expectations "
-                f"passed in {self.validation_seconds:.2f}s -> {'PUBLISHED' if self.published else 'NOT PUBLISHED'}"
+                f"passed{nothing} in {self.validation_seconds:.2f}s -> "
+                f"{'PUBLISHED' if self.published else 'NOT PUBLISHED'}"
             )
         else:
             lines.append("quality gate: skipped -> NOT PUBLISHED (the build stays staged as __staged_*)")
@@ -163,8 +166,8 @@ def write_table(con: duckdb.DuckDBPyConnection, name: str, frame: pl.DataFrame,
     """Write a frame as a table, in place of any relation of that name. `views`: the main schema's views, when the
     caller read them once (a look-up per table costs a catalog listing, 2-7 ms); a table is replaced either way.
     A float that is NaN (a statistic with nothing to compute it from: a correlation of one point, a fit not made) is
-    written as null, the warehouse's one "unknown": `avg()` and the gate's range rules skip a null, where a NaN would
-    poison a sum and fail a `between`."""
+    written as null, the warehouse's one "unknown": a researcher's `avg()` or `sum()` skips a null where a NaN makes
+    it NaN, and `is null` finds it. (The gate already reads NaN as missing, as pandas does: `quality.expectations`.)"""
     frame = frame.with_columns(pl.col(pl.Float32, pl.Float64).fill_nan(None))
     if views is None:
         _drop_relation(con, name)
