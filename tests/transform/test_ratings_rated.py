@@ -81,6 +81,25 @@ def test_the_only_model_in_a_side_is_not_ranked() -> None:
     assert town["B"]["rated"] and town["C"]["rated"] and {town["B"]["rank"], town["C"]["rank"]} == {1, 2}
 
 
+def test_a_model_on_both_sides_alike_has_no_overall_rating_and_says_why() -> None:
+    """A holds one of two mafia seats and two of four town seats in each of its 200 games: it adds as much to each
+    side, so its overall strength cancels from every game it played and no game sets it. Its row keeps its games
+    and says so (it read "no games" beside 200 games); B and C, who played against each other, are rated."""
+    games = [(["A", "B"], ["A", "A", "C", "B"], i % 2 == 0) for i in range(200)]
+    games += [(["B", "C"], ["B", "C", "C", "B"], i % 3 == 0) for i in range(200)]
+    games += [(["C", "C"], ["B", "B", "B", "B"], i % 5 == 0) for i in range(200)]
+    data = line_ups(games)
+    post = fit(data, kind="overall")
+    rows = {r["model"]: r for r in summarise("s", "overall", data, post, "overall")}
+    assert rows["A"]["n_games"] == 200 and _no_rating(rows["A"])
+    assert rows["A"]["reason"] == ("the same share of both sides in every game it played: nothing sets its overall "
+                                   "strength")
+    assert rows["B"]["rated"] and rows["C"]["rated"]
+    # By side, A's seats do set something: a row with a rating (here not identified, so not ranked).
+    mafia = {r["model"]: r for r in summarise("s", "mafia", data, fit(data, kind="sides"), "mafia")}
+    assert mafia["A"]["rating"] is not None and mafia["A"]["n_games"] == 200
+
+
 def _no_rating(row: dict[str, object]) -> bool:
     return all(row[c] is None for c in ("rating", "sd", "ci_low", "ci_high", "model_low", "model_high", "robust_low",
                                         "robust_high", "rank")) and not row["rated"]

@@ -511,9 +511,10 @@ def summarise(study: str, side: str, data: LineUps, post: Posterior, parameter: 
     """One row per model: posterior mode, the interval the fit shows (model-based, or robust when over-dispersed)
     beside both, the data's share of the rating's precision, and a rank with its 95% interval over draws among the
     models the data rate. A model with no games there, alone there, not identified by the design or rated mostly by
-    the prior is not rated: no rank, and the reason. Where the model did not play or played alone, its strength is
-    no parameter of the fit (the centring puts it at 0, with no variance): rating, sd and intervals are null there,
-    not 0 +- 0, which would read as a rating known exactly."""
+    the prior is not rated: no rank, and the reason. Where the model did not play, played alone, or (overall) held
+    the same share of both sides in every game it played, its strength is no parameter of the fit (the centring
+    puts it at 0, with no variance): rating, sd and intervals are null there, not 0 +- 0, which would read as a
+    rating known exactly."""
     name = LEGACY.get(parameter, parameter)
     _, b = post.block(name)
     s = rating_stats(post, name)
@@ -521,7 +522,11 @@ def summarise(study: str, side: str, data: LineUps, post: Posterior, parameter: 
     reasons = []
     alone = int(b.played.sum()) == 1
     for i in range(len(data.models)):
-        if not b.played[i]:
+        if not b.played[i] and games[i] > 0:
+            # Only overall: a model holding the same share of both sides' seats in every game it played (one of two
+            # mafia, two of four town) adds as much to each side, so its games cancel and set nothing of it.
+            reasons.append(f"the same share of both sides in every game it played: nothing sets its {name} strength")
+        elif not b.played[i]:
             reasons.append(f"no games as {name}" if name != "overall" else "no games")
         elif alone:
             reasons.append(f"the only model as {name}: nothing to compare it with")
