@@ -27,8 +27,9 @@ Adding a page (e.g. `strategema.html`):
    `extra=` a function `(ctx) -> pages` for pages it links that are not in the navigation (one per item, say).
 2. `templates/strategema.html.j2`: `{% extends "base.html.j2" %}` and fill `{% block body %}`; the shared macros
    are `m.*` (`m.table`, `m.figure("scores")`, `m.game_link(id)`, `m.missing("mart_strategema")`, `m.badge`),
-   the number filters `thousands`, `fixed`, `pct`, `usd`, `show`. Every `{{ value }}` is escaped: never mark model
-   text `|safe`. A chart added but not placed with `m.figure` fails the render.
+   the number filters `thousands`, `fixed`, `pct`, `spread` (an sd or error after ±), `usd`, `show`. Every
+   `{{ value }}` is escaped: never mark model text `|safe`. A chart added but not placed with `m.figure` fails the
+   render.
 Nothing else changes: `pages/__init__.py` imports every module of its folder. `tests/test_dashboards.py` checks
 that every registered page is written and linked; `tests/test_browser.py` opens each one in chromium.
 """

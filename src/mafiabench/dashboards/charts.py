@@ -145,12 +145,12 @@ def rate_rows(rows: Rows, keys: Sequence[str]) -> list[dict[str, Any]]:
 def _rate_tooltip(y: str, y_title: str) -> list[alt.Tooltip]:
     return [
         alt.Tooltip(f"{y}:N", title=y_title),
-        alt.Tooltip("k:Q", title="wins"),
-        alt.Tooltip("k_tie:Q", title="of which after a tie-break"),
-        alt.Tooltip("n:Q", title="games"),
+        alt.Tooltip("k:Q", title="wins", format=","),
+        alt.Tooltip("k_tie:Q", title="of which after a tie-break", format=","),
+        alt.Tooltip("n:Q", title="games", format=","),
         alt.Tooltip("rate:Q", title="observed rate", format=".1%"),
         alt.Tooltip("laplace_mean:Q", title="Beta posterior mean", format=".1%"),
-        alt.Tooltip("beta_sd:Q", title="Beta posterior sd", format=".1%"),
+        alt.Tooltip("beta_sd:Q", title="Beta posterior sd", format=".2p"),
         alt.Tooltip("wilson_low:Q", title="Wilson 95% low", format=".1%"),
         alt.Tooltip("wilson_high:Q", title="Wilson 95% high", format=".1%"),
     ]
@@ -306,7 +306,7 @@ def scores_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
     tooltip = [
         alt.Tooltip("target_model:N", title="model"),
         alt.Tooltip("score:Q", format=".3f"),
-        alt.Tooltip("score_sd:Q", title="sd (delta method)", format=".3f"),
+        alt.Tooltip("score_sd:Q", title="sd (delta method)", format=".2r"),
         alt.Tooltip("score_low:Q", title="95% low", format=".3f"),
         alt.Tooltip("score_high:Q", title="95% high", format=".3f"),
         alt.Tooltip("mean_z:Q", title="mean z", format=".3f"),
@@ -341,7 +341,7 @@ def latent_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
         alt.Tooltip("parameter:N"),
         alt.Tooltip("method:N"),
         alt.Tooltip("estimate:Q", format=".3f"),
-        alt.Tooltip("se:Q", title="standard error", format=".3f"),
+        alt.Tooltip("se:Q", title="standard error", format=".2r"),
         alt.Tooltip("ci_low:Q", title="95% low", format=".3f"),
         alt.Tooltip("ci_high:Q", title="95% high", format=".3f"),
         alt.Tooltip("n_games:Q", title="games in this role"),

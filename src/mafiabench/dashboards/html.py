@@ -95,9 +95,43 @@ def fmt_usd(x: Any) -> str:
     return f"${x:,.4f}" if abs(x) < 1 else f"${x:,.2f}"
 
 
-def fmt_interval(lo: Any, hi: Any, pct: bool = True) -> str:
+def fmt_spread(x: Any, digits: int | None = None, *, pct: bool = True) -> str:
+    """An uncertainty (a standard deviation or error), as `pct` (or `fixed`) prints it, but never rounded to zero
+    when it is not: at a million games a win rate's sd of 0.05% would print "± 0.0%", a figure known exactly. Below
+    the format's last digit it keeps two significant digits (0.050%)."""
+    if _missing(x):
+        return "–"
+    digits = (1 if pct else 3) if digits is None else digits
+    value = 100 * float(x) if pct else float(x)
+    if value != 0 and round(value, digits) == 0 and math.isfinite(value):
+        digits = 1 - math.floor(math.log10(abs(value)))
+    return f"{value:.{digits}f}{'%' if pct else ''}"
+
+
+def _apart(lo: Any, hi: Any, pct: bool, digits: int) -> tuple[str, str]:
+    """Two bounds with as many more digits as it takes for bounds that differ to print apart (at a million games
+    a Wilson interval 0.1 points wide would print [54.6%, 54.6%], a rate known exactly)."""
     f = fmt_pct if pct else fmt_float
-    return "–" if _missing(lo) or _missing(hi) else f"[{f(lo)}, {f(hi)}]"
+    while f(lo, digits) == f(hi, digits) and float(lo) != float(hi) and digits < 8:
+        digits += 1
+    return f(lo, digits), f(hi, digits)
+
+
+def fmt_interval(lo: Any, hi: Any, pct: bool = True) -> str:
+    """[lo, hi], as `pct` (or `fixed`) prints each, bounds that differ printed apart (`_apart`)."""
+    if _missing(lo) or _missing(hi):
+        return "–"
+    low, high = _apart(lo, hi, pct, 1 if pct else 3)
+    return f"[{low}, {high}]"
+
+
+def fmt_range(lo: Any, hi: Any, digits: int = 2) -> str:
+    """An interval on the logit scale as the leaderboard prints it, "lo to hi", bounds that differ printed apart
+    (`_apart`)."""
+    if _missing(lo) or _missing(hi):
+        return "–"
+    low, high = _apart(lo, hi, False, digits)
+    return f"{low} to {high}"
 
 
 def show(value: Any) -> Any:
@@ -219,6 +253,7 @@ def environment() -> jinja2.Environment:
         thousands=fmt_int,
         fixed=fmt_float,
         pct=fmt_pct,
+        spread=fmt_spread,
         usd=fmt_usd,
         show=show,
         href=href,
@@ -229,6 +264,7 @@ def environment() -> jinja2.Environment:
         rate_headers=rate_headers,
         games_url=games_url,
         interval=fmt_interval,
+        logit_range=fmt_range,
         ASSETS=ASSETS,
         VEGA_BUNDLE=VEGA_BUNDLE,
         STYLESHEET=STYLESHEET,
@@ -299,6 +335,8 @@ __all__ = [
     "fmt_int",
     "fmt_interval",
     "fmt_pct",
+    "fmt_range",
+    "fmt_spread",
     "fmt_usd",
     "href",
     "num",
