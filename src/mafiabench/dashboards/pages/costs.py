@@ -49,9 +49,11 @@ def build(ctx: Context) -> Page:
     )
     if not page.data["available"]:
         return page
+    # Over no rows (scripted players only: no call) every total is 0, known exactly, not missing; over rows, a sum
+    # is the mart's (null where every row's is: a count no provider reported stays unknown).
     totals = m.one(
-        """select sum(n_calls) as calls, sum(n_failed_calls) as failed, sum(n_retried_calls) as retried,
-                  sum(n_replaced_calls) as replaced,
+        """select count(*) as cells, sum(n_calls) as calls, sum(n_failed_calls) as failed,
+                  sum(n_retried_calls) as retried, sum(n_replaced_calls) as replaced,
                   sum(input_tokens) as input_tokens, sum(output_tokens) as output_tokens,
                   sum(cached_tokens) as cached_tokens, sum(cost_usd) as cost, bool_and(fully_priced) as priced,
                   string_agg(distinct price_version, ', ') as price_versions
@@ -64,6 +66,9 @@ def build(ctx: Context) -> Page:
                  from mart_game_costs""")
         if m.has("mart_game_costs") else {"retry_attempts": None, "format_failures": None}
     )
+    if not totals["cells"]:
+        totals.update({k: 0 for k in ("calls", "failed", "retried", "replaced", "input_tokens", "output_tokens",
+                                      "cached_tokens", "cost", "retry_attempts", "format_failures")})
     per_model = m.rows(
         """select provider || '/' || model as model, sum(n_games) as n_games, sum(n_calls) as n_calls,
                   sum(n_failed_calls) as n_failed_calls, sum(n_retried_calls) as n_retried_calls,
