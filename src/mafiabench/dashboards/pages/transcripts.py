@@ -37,7 +37,9 @@ def transcript_path(game_id: str) -> str:
 # -- the list of transcripts ---------------------------------------------------------------------------------------
 
 
-MAX_INDEX_ROWS = 20_000  # the games list is one static page: beyond this it lists the first games by study and cell
+# The games list is one static page: beyond this many games it lists the first games of every study and cell in turn
+# (each cell's first, then each one's second, ...), so every cell a chart's bar counts has games in the list.
+MAX_INDEX_ROWS = 20_000
 
 
 @register(INDEX, "Games", "Every game: models, outcome and flags, filterable; transcripts linked.", order=100)
@@ -45,16 +47,20 @@ def build_index(ctx: Context) -> Page:
     """The list of games behind every figure: charts link here with a filter in the address (`#study=…&bar=…`),
     and a reader filters by study, model, outcome, flag or free text in the browser (no server)."""
     m = ctx.marts
-    data: dict[str, Any] = {"note": ctx.transcripts_note, "rows": [], "total": 0, "capped": False}
+    data: dict[str, Any] = {"note": ctx.transcripts_note, "rows": [], "total": 0, "capped": False, "cells": 0}
     page = Page(INDEX, "Games and transcripts", "transcripts_index.html.j2", data)
     if not m.has("fct_games"):
         return page
     total = m.rows("select count(*) as n from fct_games")[0]["n"]
-    games = m.rows(
-        f"""select game_id, study, cell, variant, status, winner, valid, invalid_reason, tie_decided,
-                   fallback_decided, n_format_failures
-            from fct_games order by study, cell, game_index, game_id limit {MAX_INDEX_ROWS}"""
+    columns = ("game_id, study, cell, variant, status, winner, valid, invalid_reason, tie_decided, fallback_decided, "
+               "n_format_failures, game_index")
+    order = "study, cell, game_index, game_id"
+    listed = f"select {columns} from fct_games" if total <= MAX_INDEX_ROWS else (
+        f"select {columns} from (select *, row_number() over (partition by study, cell order by {order}) as turn "
+        f"from fct_games) order by turn, study, cell limit {MAX_INDEX_ROWS}"
     )
+    games = m.rows(f"select * from ({listed}) order by {order}")
+    data["cells"] = len({(g["study"], g["cell"]) for g in games})
     ids = [g["game_id"] for g in games]
     roles: dict[str, dict[str, list[str]]] = {}
     if ids and m.has("fct_player_games"):
