@@ -4,6 +4,7 @@ producing every table and its dashboard page (the browser test opens that page t
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +87,13 @@ def test_the_offline_study_produces_every_table(study: tuple[Path, Path, float])
                     "outside benchmarks", "This is not the paper's formula",
                     "Protocol card: strategema-offline against Strategema (multi-night belief protocol)"):
         assert heading in page, heading
+    # Beside the paper's standard error, which is 0 at a rate of 0% or 100% whatever the games, a Wilson interval:
+    # two games a configuration leave each one wide.
+    table1_html = page.split("Table 1: Mafia win rates by game configuration", 1)[1].split("</table>", 1)[0]
+    wilson = re.findall(r"\[(\d+\.\d)%, (\d+\.\d)%\]", table1_html)
+    assert len(wilson) == 4 and all(float(hi) - float(lo) > 30 for lo, hi in wilson), wilson
+    for table in ("Table 3: Ablations", "Cross-check models"):
+        assert "Wilson 95%" in page.split(table, 1)[1].split("</table>", 1)[0], table
     table2 = (out / "strategema.strategema-offline.table2.csv").read_text().splitlines()
     assert len(table2) == 1 + 4  # a header and the four configurations, as the paper's Table 2
     table1 = (out / "strategema.strategema-offline.table1.csv").read_text().splitlines()
