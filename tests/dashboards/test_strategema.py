@@ -84,7 +84,7 @@ def test_the_offline_study_produces_every_table(study: tuple[Path, Path, float])
     for heading in ("Table 1: Mafia win rates by game configuration", "Table 2: Mafia win rates with and without",
                     "Table 3: Ablations on the 8-player, 2-Mafia configuration", "Cross-check models",
                     "winners against losers", "Semantic coherence", "cut by their token cap",
-                    "outside benchmarks", "This is not the paper's formula",
+                    "outside benchmarks", "This is not the paper's formula", "and then says nothing",
                     "Protocol card: strategema-offline against Strategema (multi-night belief protocol)"):
         assert heading in page, heading
     # Beside the paper's standard error, which is 0 at a rate of 0% or 100% whatever the games, a Wilson interval:
