@@ -36,8 +36,11 @@ def test_a_capped_list_takes_every_cell_in_turn(monkeypatch: pytest.MonkeyPatch)
     # Turn 1: s.a.0, s.b.0, t.a.0; turn 2: s.a.1, s.b.1 (t.a has one game); listed by study, cell and index.
     assert ids == ["s.a.0", "s.a.1", "s.b.0", "s.b.1", "t.a.0"]
     assert "10 games: the list shows 5 of them" in html and "(3 cells listed)" in html
+    # A figure's link filters the listed games only: the filter line says so.
+    assert "(among the 5 games listed, not all 10: query the warehouse for the rest)" in html
 
 
 def test_an_uncapped_list_is_every_game_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
     ids, html = _listed(10, monkeypatch)
     assert len(ids) == 10 and ids[:6] == [f"s.a.{i}" for i in range(6)] and "the list shows" not in html
+    assert "games listed, not all" not in html
