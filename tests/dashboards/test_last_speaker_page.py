@@ -31,3 +31,6 @@ def test_both_contrasts_are_shown_and_captioned(tmp_path: Path) -> None:
     # hand-computed for the mafioso's spoke-last row: ours 3/5 - 1/4 = 35.0% ± sqrt(0.04 + 0.0375) = 27.8%; the
     # paper's 3/5 - 3/7 = 17.1% ± (2/5) 27.8% = 11.1%
     assert "<td class=num>35.0% ± 27.8%</td><td class=num>17.1% ± 11.1%</td>" in page
+    # Mini-Mafia games only: no warning about several players of a role in one game (the classic one is checked on
+    # the offline Strategema study, tests/dashboards/test_strategema.py).
+    assert "last-speaker-unit" not in page
