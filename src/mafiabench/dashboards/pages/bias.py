@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import Marts, options
+from mafiabench.dashboards.data import options
 from mafiabench.dashboards.html import Page, study_slug
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -19,9 +19,19 @@ def with_rate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 
+def shared_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows of the roles some of whose games hold several of a row's players (n > games: classic games'
+    villagers, the rest of role `all` but the last speaker), both of a role's rows, with the sds the mart gives with
+    the game as the unit beside the players' (before the rows are labelled for display)."""
+    roles = {(r["variant"], r["role"]) for r in rows if r.get("games") is not None and r["n"] > r["games"]}
+    return [{"variant": r["variant"], "role": r["role"], "spoke_last": bool(r["spoke_last"]), "players": r["n"],
+             "games": r["games"], "beta_sd": r["beta_sd"], "sd_by_game": r["sd_by_game"],
+             "advantage_sd": r["advantage_sd"], "advantage_sd_by_game": r["advantage_sd_by_game"]}
+            for r in rows if (r["variant"], r["role"]) in roles]
+
+
 def study_section(page: Page, study: str, name: str, last: list[dict[str, Any]] | None,
-                  name_seat: list[dict[str, Any]] | None,
-                  games: dict[tuple[str, str, str, bool], dict[str, Any]] | None = None) -> dict[str, Any]:
+                  name_seat: list[dict[str, Any]] | None) -> dict[str, Any]:
     """One study's charts, tables and CSV exports (the mart's rows of the study, exported before they are labelled
     for display)."""
     section: dict[str, Any] = {"study": study, "anchor": f"study-{name}", "last": None, "name_seat": None,
@@ -32,13 +42,7 @@ def study_section(page: Page, study: str, name: str, last: list[dict[str, Any]] 
         if rows:
             page.add_export(f"{name}.last-speaker", rows)
             section["last_export"] = f"{name}.last-speaker"
-            for r in rows:  # the rows whose games hold several of their players (`BY_GAME_SQL`)
-                g = (games or {}).get((r["study"], r["variant"], r["role"], bool(r["spoke_last"])))
-                if g is not None and g["players"] > g["games"]:
-                    section["shared"].append({"variant": r["variant"], "role": r["role"],
-                                              "spoke_last": bool(r["spoke_last"]), "players": g["players"],
-                                              "games": g["games"], "beta_sd": r["beta_sd"],
-                                              "sd_by_game": g["sd_by_game"]})
+            section["shared"] = shared_rows(rows)
             with_rate(rows)
             for r in rows:
                 r["spoke_last"] = "spoke last" if r.get("spoke_last") else "did not speak last"
@@ -70,51 +74,13 @@ def study_section(page: Page, study: str, name: str, last: list[dict[str, Any]] 
     return section
 
 
-# The last speaker's rows count players (the Mini-Mafia paper's unit: there each role has one player a game in the
-# final discussion). In other variants several players of a role share a discussion and their team's outcome: their
-# rate's sd with the game as the unit (the cluster-robust sd of a ratio, G / (G - 1) * sum_g (k_g - p m_g)^2 / N^2),
-# which the page sets beside the players' Beta sd. Only those variants' players are read.
-BY_GAME_SQL = """
-with players as (
-    select study, variant, role, spoke_last, game_id, won::int as won
-    from fct_player_games
-    where variant <> 'mini-mafia' and is_scored and had_discussion and active_in_final_discussion
-),
-per_game as (
-    select study, variant, coalesce(role, 'all') as role, spoke_last, game_id, count(*) as m, sum(won) as k
-    from players
-    group by grouping sets ((study, variant, role, spoke_last, game_id), (study, variant, spoke_last, game_id))
-),
-sums as (
-    select study, variant, role, spoke_last, count(*) as g, sum(m) as n, sum(k) as w, sum(k * k) as kk,
-           sum(k * m) as km, sum(m * m) as mm
-    from per_game
-    group by all
-)
-select study, variant, role, spoke_last, g as games, n as players,
-       case when g > 1 then sqrt(greatest(g / (g - 1.0) * (kk - 2 * (w / n) * km + (w / n) * (w / n) * mm), 0)) / n
-       end as sd_by_game
-from sums
-"""
-
-
-def by_game(m: Marts) -> dict[tuple[str, str, str, bool], dict[str, Any]]:
-    """(study, variant, role, spoke_last) -> games, players and the sd by game, for the variants that can hold
-    several players of a role in one final discussion."""
-    if not m.has("fct_player_games"):
-        return {}
-    return {(r["study"], r["variant"], r["role"], bool(r["spoke_last"])): r for r in m.rows(BY_GAME_SQL)}
-
-
 @register("biases.html", "Biases", "Last-speaker advantage and name and seat bias, per study.", order=60)
 def build(ctx: Context) -> Page:
     m = ctx.marts
     page = Page("biases.html", "Last-speaker and name bias", "bias.html.j2")
     last = name_seat = None
-    games: dict[tuple[str, str, str, bool], dict[str, Any]] = {}
     if m.has("mart_last_speaker_bias"):
         last = m.rows("select * from mart_last_speaker_bias order by study, variant, role, spoke_last")
-        games = by_game(m) if any(r["variant"] != "mini-mafia" for r in last) else {}
     if m.has("mart_name_seat_bias"):
         name_seat = m.rows(
             "select * from mart_name_seat_bias order by study, variant, setting, dimension, role, "
@@ -122,7 +88,7 @@ def build(ctx: Context) -> Page:
         )
     taken: set[str] = set()
     studies = [
-        study_section(page, study, study_slug(study, taken), last, name_seat, games)
+        study_section(page, study, study_slug(study, taken), last, name_seat)
         for study in sorted({r["study"] for r in [*(last or []), *(name_seat or [])]})
     ]
     page.data.update(last=last, name_seat=name_seat, studies=studies)

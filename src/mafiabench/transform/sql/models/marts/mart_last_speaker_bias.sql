@@ -26,6 +26,57 @@ totals as (
     group by study, variant, role
 ),
 
+ratios as (
+    -- The game as the unit (int_last_speaker_game_sums): each group's rate as a ratio over games, p = k / n, and the
+    -- sums of squared per-game residuals, sum_g (k_g - p m_g)^2 expanded; `cross` is sum_g of the two groups'
+    -- residuals' product, `total` the residuals of the role's players whoever spoke last.
+    select
+        *,
+        last_k / nullif(last_n, 0)::double as p_last,
+        other_k / nullif(other_n, 0)::double as p_other,
+        (last_k + other_k) / nullif(last_n + other_n, 0)::double as p_total
+    from {{ ref('int_last_speaker_game_sums') }}
+),
+
+residuals as (
+    select
+        study,
+        variant,
+        role,
+        games,
+        last_games,
+        other_games,
+        last_n::double as last_n,
+        other_n::double as other_n,
+        greatest(last_kk - 2 * p_last * last_km + p_last * p_last * last_mm, 0) as s_last,
+        greatest(other_kk - 2 * p_other * other_km + p_other * p_other * other_mm, 0) as s_other,
+        cross_kk - p_other * cross_km - p_last * cross_mk + p_last * p_other * cross_mm as s_cross,
+        greatest((last_kk + other_kk + 2 * cross_kk)
+            - 2 * p_total * (last_km + other_km + cross_km + cross_mk)
+            + p_total * p_total * (last_mm + other_mm + 2 * cross_mm), 0) as s_total
+    from ratios
+),
+
+by_game as (
+    -- Cluster-robust sds with the small-sample factor G / (G - 1), G the games holding the players compared (null
+    -- with fewer than two): each group's rate, the role's rate whoever spoke last, and the difference of the two
+    -- groups' rates (the two groups of one game are not independent: the cross term).
+    select
+        study,
+        variant,
+        role,
+        games,
+        last_games,
+        other_games,
+        case when last_games > 1 then sqrt(last_games / (last_games - 1.0) * s_last) / last_n end as last_sd,
+        case when other_games > 1 then sqrt(other_games / (other_games - 1.0) * s_other) / other_n end as other_sd,
+        case when games > 1 then sqrt(games / (games - 1.0) * s_total) / (last_n + other_n) end as total_sd,
+        case when games > 1 and last_n > 0 and other_n > 0 then sqrt(greatest(games / (games - 1.0) * (
+            s_last / (last_n * last_n) + s_other / (other_n * other_n) - 2 * s_cross / (last_n * other_n)), 0))
+        end as advantage_sd
+    from residuals
+),
+
 stats as (
     select
         c.*,
@@ -56,6 +107,10 @@ final as (
         s.total_k,
         s.total_laplace_mean,
         s.total_beta_sd,
+        case when s.spoke_last then g.last_games else g.other_games end as games,
+        case when s.spoke_last then g.last_sd else g.other_sd end as sd_by_game,
+        g.games as total_games,
+        g.total_sd as total_sd_by_game,
         case when s.spoke_last then s.laplace_mean - o.laplace_mean end as advantage,
         case when s.spoke_last then sqrt(s.beta_sd * s.beta_sd + o.beta_sd * o.beta_sd) end as advantage_sd,
         -- The published table's contrast (the reference's last_speaker_advantage.csv): the last speakers' rate minus
@@ -63,8 +118,15 @@ final as (
         -- proportions p_last - p_all = (n_other / n_all) (p_last - p_other), so its sd is advantage_sd scaled so.
         case when s.spoke_last then s.laplace_mean - s.total_laplace_mean end as advantage_vs_all_games,
         case when s.spoke_last then coalesce(o.n, 0) * 1.0 / s.total_n
-            * sqrt(s.beta_sd * s.beta_sd + coalesce(o.beta_sd * o.beta_sd, 0)) end as advantage_vs_all_games_sd
+            * sqrt(s.beta_sd * s.beta_sd + coalesce(o.beta_sd * o.beta_sd, 0)) end as advantage_vs_all_games_sd,
+        -- The same two contrasts' sds with the game as the unit: a game can hold several players of a role, who
+        -- share their team's outcome (classic and asynchronous games' villagers), or players of both groups.
+        case when s.spoke_last then g.advantage_sd end as advantage_sd_by_game,
+        case when s.spoke_last then
+            case when coalesce(o.n, 0) = 0 then 0 else o.n * 1.0 / s.total_n * g.advantage_sd end
+        end as advantage_vs_all_games_sd_by_game
     from stats as s
+    inner join by_game as g on g.study = s.study and g.variant = s.variant and g.role = s.role
     left join stats as o
         on o.study = s.study and o.variant = s.variant and o.role = s.role and o.spoke_last = not s.spoke_last
 )
