@@ -1,5 +1,5 @@
 """The last-speaker rows with the game as the unit (mart_last_speaker_bias's `*_by_game` columns, from the summed
-int_last_speaker_game_sums).
+int_last_speaker_game_patterns).
 
 A classic game's final discussion holds several villagers, who share their team's outcome: counted as independent
 players (the Beta sd, the Mini-Mafia paper's unit) their rate's interval is too narrow. The mart's by-game sds are

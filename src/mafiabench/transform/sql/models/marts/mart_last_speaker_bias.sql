@@ -26,16 +26,44 @@ totals as (
     group by study, variant, role
 ),
 
+sums as (
+    -- The game as the unit (int_last_speaker_game_patterns): per role, the sums over games of each game's counts
+    -- and their products, each pattern weighted by its games.
+    select
+        study,
+        variant,
+        role,
+        sum(games) as games,
+        sum(games) filter (where m_last > 0) as last_games,
+        sum(games) filter (where m_other > 0) as other_games,
+        sum(games * m_last) as last_n,
+        sum(games * k_last) as last_k,
+        sum(games * k_last * k_last) as last_kk,
+        sum(games * k_last * m_last) as last_km,
+        sum(games * m_last * m_last) as last_mm,
+        sum(games * m_other) as other_n,
+        sum(games * k_other) as other_k,
+        sum(games * k_other * k_other) as other_kk,
+        sum(games * k_other * m_other) as other_km,
+        sum(games * m_other * m_other) as other_mm,
+        sum(games * k_last * k_other) as cross_kk,
+        sum(games * k_last * m_other) as cross_km,
+        sum(games * m_last * k_other) as cross_mk,
+        sum(games * m_last * m_other) as cross_mm
+    from {{ ref('int_last_speaker_game_patterns') }}
+    group by study, variant, role
+),
+
 ratios as (
-    -- The game as the unit (int_last_speaker_game_sums): each group's rate as a ratio over games, p = k / n, and the
-    -- sums of squared per-game residuals, sum_g (k_g - p m_g)^2 expanded; `cross` is sum_g of the two groups'
-    -- residuals' product, `total` the residuals of the role's players whoever spoke last.
+    -- Each group's rate as a ratio over games, p = k / n, for the sums of squared per-game residuals,
+    -- sum_g (k_g - p m_g)^2 expanded; `cross` is sum_g of the two groups' residuals' product, `total` the residuals
+    -- of the role's players whoever spoke last.
     select
         *,
         last_k / nullif(last_n, 0)::double as p_last,
         other_k / nullif(other_n, 0)::double as p_other,
         (last_k + other_k) / nullif(last_n + other_n, 0)::double as p_total
-    from {{ ref('int_last_speaker_game_sums') }}
+    from sums
 ),
 
 residuals as (
