@@ -19,6 +19,14 @@ def with_rate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 
+def wider(players: float | None, by_game: float | None) -> float | None:
+    """Our contrast's sd: the wider of the players' (Beta sds: never 0, so it holds a few games that all went one
+    way) and the game's (cluster-robust: it holds when a game holds several of the players compared, which the
+    players' does not). The paper's contrast keeps the paper's unit."""
+    known = [x for x in (players, by_game) if x is not None]
+    return max(known) if known else None
+
+
 def shared_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The rows of the roles some of whose games hold several of a row's players (n > games: classic games'
     villagers, the rest of role `all` but the last speaker), both of a role's rows, with the sds the mart gives with
@@ -46,6 +54,7 @@ def study_section(page: Page, study: str, name: str, last: list[dict[str, Any]] 
             with_rate(rows)
             for r in rows:
                 r["spoke_last"] = "spoke last" if r.get("spoke_last") else "did not speak last"
+                r["ours_sd"] = wider(r.get("advantage_sd"), r.get("advantage_sd_by_game"))
             section["last_chart"] = f"last-speaker-{name}"
             page.add_chart(
                 section["last_chart"],
