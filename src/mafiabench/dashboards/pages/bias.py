@@ -18,7 +18,6 @@ def with_rate(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-
 def wider(players: float | None, by_game: float | None) -> float | None:
     """Our contrast's sd: the wider of the players' (Beta sds: never 0, so it holds a few games that all went one
     way) and the game's (cluster-robust: it holds when a game holds several of the players compared, which the

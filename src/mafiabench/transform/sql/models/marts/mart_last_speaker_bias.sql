@@ -68,14 +68,7 @@ ratios as (
 
 residuals as (
     select
-        study,
-        variant,
-        role,
-        games,
-        last_games,
-        other_games,
-        last_n::double as last_n,
-        other_n::double as other_n,
+        *,
         greatest(last_kk - 2 * p_last * last_km + p_last * p_last * last_mm, 0) as s_last,
         greatest(other_kk - 2 * p_other * other_km + p_other * p_other * other_mm, 0) as s_other,
         cross_kk - p_other * cross_km - p_last * cross_mk + p_last * p_other * cross_mm as s_cross,
