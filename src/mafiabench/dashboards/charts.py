@@ -420,8 +420,12 @@ def _rate_interval_chart(
     href: bool = False,
     zoom: bool = False,
     column_sort: Sequence[str] | None = None,
+    low: str = "wilson_low",
+    high: str = "wilson_high",
 ) -> dict[str, Any]:
     """A point (Laplace mean) with its Wilson interval per row; optional column facet, color/offset and dropdowns.
+    `low`, `high`: the bar's columns where it is not the Wilson interval (the failure rates' Wilson interval on the
+    effective sample size counting games; the tooltip then gives both, and the design effect).
     `column_sort`: the facets' order (default: alphabetical, which puts "N=10" before "N=6").
     `href`: each row's `link` (the games behind it) opens on a click. `zoom`: the axis ends at the next tenth above
     the highest interval instead of 100% (rare events, a few percent, were squashed against the left edge)."""
@@ -437,6 +441,11 @@ def _rate_interval_chart(
         alt.Tooltip("wilson_low:Q", title="Wilson 95% low", format=".1%"),
         alt.Tooltip("wilson_high:Q", title="Wilson 95% high", format=".1%"),
     ]
+    if (low, high) != ("wilson_low", "wilson_high"):
+        tooltip += [alt.Tooltip(f"{low}:Q", title="95% counting games, low", format=".1%"),
+                    alt.Tooltip(f"{high}:Q", title="95% counting games, high", format=".1%"),
+                    alt.Tooltip("design_effect:Q", title="design effect", format=".2f"),
+                    alt.Tooltip("n_games:Q", title="games")]
     enc_extra: dict[str, Any] = {}
     rule_mark: dict[str, Any] = {"strokeWidth": 1.6}
     point_mark: dict[str, Any] = {"filled": True, "size": 60}
@@ -450,9 +459,9 @@ def _rate_interval_chart(
         rule_mark["color"] = "#1d2330"
         point_mark["color"] = "#3b6fb6"
     rule = base.mark_rule(**rule_mark).encode(
-        x=alt.X("wilson_low:Q", title=x_title, scale=alt.Scale(domain=[0, _zoomed_top(rows) if zoom else 1]),
+        x=alt.X(f"{low}:Q", title=x_title, scale=alt.Scale(domain=[0, _zoomed_top(rows, high) if zoom else 1]),
                 axis=alt.Axis(format="%")),
-        x2="wilson_high:Q",
+        x2=f"{high}:Q",
         y=y_enc,
         tooltip=tooltip,
         **enc_extra,
@@ -476,7 +485,8 @@ def _rate_interval_chart(
 
 
 def reasoning_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
-    """Per row's `model_label`: the model, with its prompt version where its variant was played under several."""
+    """Per row's `model_label`: the model, with its prompt version where its variant was played under several; the
+    bar is the Wilson interval counting games (the mart's `wilson_*_by_game`)."""
     return _rate_interval_chart(
         rows,
         y="model_label",
@@ -486,12 +496,14 @@ def reasoning_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, Any]:
         params=[("variant", variants, "Variant: ")],
         extra_tooltip=[alt.Tooltip("n_failures_by_fallback:Q", title="failures that were random fallbacks")],
         href=True,
+        low="wilson_low_by_game",
+        high="wilson_high_by_game",
     )
 
 
-def _zoomed_top(rows: Rows) -> float:
-    """The next tenth (at least 10%) above every row's Wilson high and Laplace mean, at most 100%."""
-    top = max([float(r.get(k) or 0) for r in rows for k in ("wilson_high", "laplace_mean")] or [1.0])
+def _zoomed_top(rows: Rows, high: str = "wilson_high") -> float:
+    """The next tenth (at least 10%) above every row's interval (`high`) and Laplace mean, at most 100%."""
+    top = max([float(r.get(k) or 0) for r in rows for k in (high, "laplace_mean")] or [1.0])
     return min(1.0, max(0.1, math.ceil(top * 10 - 1e-9) / 10))
 
 
@@ -508,6 +520,8 @@ def format_failure_chart(rows: Rows, *, variants: Sequence[str]) -> dict[str, An
         width=240,
         href=True,
         zoom=True,
+        low="wilson_low_by_game",
+        high="wilson_high_by_game",
     )
 
 

@@ -44,3 +44,24 @@ least(1.0, {{ laplace_mean(k, n) }} + 1.96 * {{ beta_sd(k, n) }})
         {{ wilson_low(k, n) }} as wilson_low,
         {{ wilson_high(k, n) }} as wilson_high
 {%- endmacro %}
+
+{#- A rate k / n with the game as the unit, where a game holds several of the decisions counted, which then are not
+    independent (a model that breaks the format once in a game is likelier to again). `sd_by_game`: the
+    cluster-robust sd over games, sqrt(G / (G - 1) * sum_g (k_g - rate * n_g)^2) / n, the factor G / (G - 1) for few
+    games; `residuals` is that sum over games. Null with fewer than two games. Like any, too narrow with few games
+    (tens), and 0 where every game's rate is the same. -#}
+{% macro sd_by_game(games, residuals, n) -%}
+case when ({{ games }}) > 1 and ({{ n }}) > 0
+    then sqrt(({{ games }}) / (({{ games }}) - 1.0) * greatest({{ residuals }}, 0)) / ({{ n }}) end
+{%- endmacro %}
+
+{#- Kish's design effect of that rate: its variance counting games over the binomial's counting decisions,
+    sd_by_game^2 / (rate (1 - rate) / n), at least 1 (Korn and Graubard's truncation: never narrower than the
+    binomial, which holds a few games that all went one way, where the variance counting games is 0); 1 where it
+    cannot be estimated (one game, or a rate of 0 or 1). The Wilson interval on the effective sample size
+    n / design_effect (k / design_effect failures) holds where the decisions of a game go together. -#}
+{% macro design_effect(k, n, sd) -%}
+case when ({{ sd }}) is not null and ({{ k }}) > 0 and ({{ k }}) < ({{ n }})
+    then greatest(1.0, ({{ sd }}) * ({{ sd }}) * ({{ n }}) * ({{ n }}) * ({{ n }}) / (({{ k }}) * 1.0 * (({{ n }}) - ({{ k }}))))
+    else 1.0 end
+{%- endmacro %}

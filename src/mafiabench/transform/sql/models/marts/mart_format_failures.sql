@@ -1,7 +1,37 @@
-with counted as (
+with patterns as (
     -- The decisions counted per variant, prompt version (each its own experiment: never pooled), model, role and
-    -- action (int_decision_counts).
-    select * from {{ ref('int_decision_counts') }}
+    -- action, and per game pattern (int_decision_counts: games holding m such decisions, f of them failures).
+    select
+        *,
+        sum(k) over key * 1.0 / sum(n) over key as key_rate
+    from {{ ref('int_decision_counts') }}
+    window key as (partition by variant, prompt_version, model, role, action)
+),
+
+counted as (
+    -- `residuals`: the sum over games of (f - rate * m)^2, for the game-clustered sd.
+    select
+        variant,
+        prompt_version,
+        model,
+        role,
+        action,
+        sum(n)::bigint as n,
+        sum(k)::bigint as k,
+        sum(n_games)::bigint as n_games,
+        sum(n_games * (f - key_rate * m) * (f - key_rate * m)) as residuals
+    from patterns
+    group by variant, prompt_version, model, role, action
+),
+
+sds as (
+    -- The rate's sd with the game as the unit (macros/stats.sql).
+    select *, {{ sd_by_game('n_games', 'residuals', 'n') }} as sd_by_game from counted
+),
+
+by_game as (
+    -- Its design effect, for the Wilson interval on the effective sample size n / design_effect.
+    select *, {{ design_effect('k', 'n', 'sd_by_game') }} as design_effect from sds
 ),
 
 final as (
@@ -13,9 +43,14 @@ final as (
         action,
         n as n_decisions,
         k as n_format_failures,
+        n_games,
         k * 1.0 / n as rate,
-        {{ rate_columns('k', 'n') }}
-    from counted
+        {{ rate_columns('k', 'n') }},
+        sd_by_game,
+        design_effect,
+        {{ wilson_low('k / design_effect', 'n / design_effect') }} as wilson_low_by_game,
+        {{ wilson_high('k / design_effect', 'n / design_effect') }} as wilson_high_by_game
+    from by_game
 )
 
 select * from final
