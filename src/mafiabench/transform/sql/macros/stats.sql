@@ -65,3 +65,12 @@ case when ({{ sd }}) is not null and ({{ k }}) > 0 and ({{ k }}) < ({{ n }})
     then greatest(1.0, ({{ sd }}) * ({{ sd }}) * ({{ n }}) * ({{ n }}) * ({{ n }}) / (({{ k }}) * 1.0 * (({{ n }}) - ({{ k }}))))
     else 1.0 end
 {%- endmacro %}
+
+{#- The columns a failure-rate mart ends with, from its `sd_by_game` and `design_effect`: those two and the Wilson
+    interval on the effective sample size. -#}
+{% macro rate_by_game_columns(k, n) -%}
+sd_by_game,
+        design_effect,
+        {{ wilson_low(k ~ ' / design_effect', n ~ ' / design_effect') }} as wilson_low_by_game,
+        {{ wilson_high(k ~ ' / design_effect', n ~ ' / design_effect') }} as wilson_high_by_game
+{%- endmacro %}

@@ -30,7 +30,7 @@ per_game as (
 final as (
     select variant, prompt_version, model, role, action, m, f, count(*) as n_games, sum(m) as n, sum(f) as k
     from per_game
-    group by variant, prompt_version, model, role, action, m, f
+    group by all
 )
 
 select * from final

@@ -43,7 +43,7 @@ final as (
         sum(f) as k,
         sum(f_random_fallback) as k_random_fallback
     from per_game
-    group by variant, prompt_version, level, model, voter_role, m, f
+    group by all
 )
 
 select * from final

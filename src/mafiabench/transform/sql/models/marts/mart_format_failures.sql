@@ -21,7 +21,7 @@ counted as (
         sum(n_games)::bigint as n_games,
         sum(n_games * (f - key_rate * m) * (f - key_rate * m)) as residuals
     from patterns
-    group by variant, prompt_version, model, role, action
+    group by all
 ),
 
 sds as (
@@ -46,10 +46,7 @@ final as (
         n_games,
         k * 1.0 / n as rate,
         {{ rate_columns('k', 'n') }},
-        sd_by_game,
-        design_effect,
-        {{ wilson_low('k / design_effect', 'n / design_effect') }} as wilson_low_by_game,
-        {{ wilson_high('k / design_effect', 'n / design_effect') }} as wilson_high_by_game
+        {{ rate_by_game_columns('k', 'n') }}
     from by_game
 )
 
