@@ -52,6 +52,10 @@ CORRUPTIONS: dict[str, Callable[[duckdb.DuckDBPyConnection], None]] = {
     "assert_homogeneous_cells_invariant": lambda c: c.execute(
         f"update {staged_table('mart_capability_win_rates')} set laplace_mean = 0.9 where capability = 'detect'"
     ),
+    # An interval counting games narrower than Wilson's: a design effect below 1 would give it.
+    "assert_failure_intervals_by_game_hold_wilson": lambda c: c.execute(
+        f"update {staged_table('mart_format_failures')} set wilson_high_by_game = wilson_high - 0.01"
+    ),
 }
 
 # The corruptions of the rules that left the dbt tests (now GX checks alone: `test_quality`), still planted, so the
@@ -81,7 +85,8 @@ def corrupted() -> dict[str, list]:
     per build makes one build per case slow. Raw corruptions go in before the build, mart ones into the staged
     marts after it."""
     con = clean_con()
-    mart_level = ("assert_rates_in_unit_interval", "assert_homogeneous_cells_invariant")
+    mart_level = ("assert_rates_in_unit_interval", "assert_homogeneous_cells_invariant",
+                  "assert_failure_intervals_by_game_hold_wilson")
     for corrupt in RETIRED_CORRUPTIONS:
         corrupt(con)
     for name, corrupt in CORRUPTIONS.items():
@@ -100,3 +105,4 @@ def test_assert_fails_on_corrupted_data(name: str, corrupted: dict[str, list]) -
 
 def test_sql_dir_exists() -> None:
     assert Path(TESTS).is_dir()
+
