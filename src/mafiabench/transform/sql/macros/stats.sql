@@ -62,7 +62,8 @@ case when ({{ games }}) > 1 and ({{ n }}) > 0
     n / design_effect (k / design_effect failures) holds where the decisions of a game go together. -#}
 {% macro design_effect(k, n, sd) -%}
 case when ({{ sd }}) is not null and ({{ k }}) > 0 and ({{ k }}) < ({{ n }})
-    then greatest(1.0, ({{ sd }}) * ({{ sd }}) * ({{ n }}) * ({{ n }}) * ({{ n }}) / (({{ k }}) * 1.0 * (({{ n }}) - ({{ k }}))))
+    then greatest(1.0, ({{ sd }}) * ({{ sd }}) * ({{ n }}) * ({{ n }}) * ({{ n }})
+        / (({{ k }}) * 1.0 * (({{ n }}) - ({{ k }}))))
     else 1.0 end
 {%- endmacro %}
 
