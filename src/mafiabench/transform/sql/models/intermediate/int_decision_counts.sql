@@ -6,30 +6,36 @@
 {{ config(materialized='summed', meta={'sum_keys': ['variant', 'prompt_version', 'model', 'role', 'action', 'm',
                                                     'f']}) }}
 
-with decisions as (
-    -- Each prompt version is its own experiment (a prompt ablation plays one variant under two): never pooled.
-    select g.variant, coalesce(g.prompt_version, '(none)') as prompt_version, d.game_id, d.model, d.role, d.action,
-        d.format_failure
-    from {{ ref('int_decisions') }} as d
-    inner join {{ ref('fct_games') }} as g on g.game_id = d.game_id
-),
-
-per_game as (
+with per_game as (
+    -- Each game's decisions of a model in a role and action. Grouped before the games' variant and prompt version are
+    -- joined (one of a game's): the join then reads the groups, not the decisions (a million games' 9,000,000
+    -- decisions in 6,000,000 groups: 2.2-2.6 s of query against 2.7-3.0 s joined first).
     select
-        variant,
-        prompt_version,
-        coalesce(model, '(unknown)') as model,
-        coalesce(role, '(unknown)') as role,
+        game_id,
+        model,
+        role,
         action,
         count(*) as m,
         count(*) filter (where format_failure) as f
-    from decisions
-    group by variant, prompt_version, game_id, model, role, action
+    from {{ ref('int_decisions') }}
+    group by game_id, model, role, action
 ),
 
 final as (
-    select variant, prompt_version, model, role, action, m, f, count(*) as n_games, sum(m) as n, sum(f) as k
-    from per_game
+    -- Each prompt version is its own experiment (a prompt ablation plays one variant under two): never pooled.
+    select
+        g.variant,
+        coalesce(g.prompt_version, '(none)') as prompt_version,
+        coalesce(p.model, '(unknown)') as model,
+        coalesce(p.role, '(unknown)') as role,
+        p.action,
+        p.m,
+        p.f,
+        count(*) as n_games,
+        sum(p.m) as n,
+        sum(p.f) as k
+    from per_game as p
+    inner join {{ ref('fct_games') }} as g on g.game_id = p.game_id
     group by all
 )
 
