@@ -28,7 +28,9 @@ together; a worker exits with `os._exit` once its replies are sent and its clien
 of the SDKs' modules took about half a second a worker).
 
 A worker that dies fails the games it had in flight with `WorkerLost`, a `ConnectionError`, so their shard is
-retried like any infrastructure fault; the dead worker is replaced on the next game. A worker exits when the parent
+retried like any infrastructure fault; the dead worker is replaced on the next game. A failing shard cancels its other
+games and waits for each one's reply; a worker answers every game it was handed, one cancelled before its task first
+ran included (`_serve`'s `unstarted`: a run once waited for ever there). A worker exits when the parent
 closes its pipe, or when the parent dies (the kernel closes it), so a killed run leaves no worker behind.
 
 Workers are started with "spawn", which re-imports the main module: a script that runs a study with
@@ -40,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import gc
 import itertools
 import multiprocessing
@@ -182,10 +185,19 @@ async def _serve(inbox: Connection, outbox: Connection, pool: BackendPool, prove
         with contextlib.suppress(OSError):  # the parent is gone
             outbox.send(reply)
 
+    def unstarted(req: int, task: asyncio.Task[None]) -> None:
+        """A game's task cancelled before its first step never entered `play` (a coroutine cancelled before it
+        starts raises at its first line, outside any `try`): it is still in `tasks`, so answer it here. The parent
+        waits for every game's reply (a failing shard sends "play" and "cancel" together on a loaded machine)."""
+        if tasks.pop(req, None) is task and task.cancelled():
+            with contextlib.suppress(OSError):  # the parent is gone
+                outbox.send((req, "cancelled", None))
+
     def receive(msg: tuple[str, int, Any]) -> None:
         kind, req, spec = msg
         if kind == "play":
-            tasks[req] = loop.create_task(play(req, spec))
+            task = tasks[req] = loop.create_task(play(req, spec))
+            task.add_done_callback(functools.partial(unstarted, req))
         elif kind == "cancel" and req in tasks:
             tasks[req].cancel()
 
