@@ -33,7 +33,7 @@ VARIANT_PARTS: dict[str, Variant] = {
         engine="MiniMafia",
         prompt_versions=("v4.1-full", "v4.1-condensed"),
         protocols=("mini-mafia-v4.1",),
-        importers=("mini-mafia", "mini-mafia-sqlite"),
+        importers=("mini-mafia", "mini-mafia-sqlite", "mini-mafia-web"),
         marts=(
             "mart_capability_games",
             "mart_capability_scores",

@@ -82,6 +82,23 @@ def test_a_tie_broken_at_random_and_a_random_vote(database: Path) -> None:
     assert g.rules["discussion_rounds"] == 1
 
 
+def test_a_random_vote_marked_in_game_sequence_alone(database: Path) -> None:
+    """The study's code logs a vote cast at random after a failed format as `"<name> (random)"` (src/agents.py); a
+    database without the votes table says so there only: the same game, the same random vote."""
+    con = sqlite3.connect(database)
+    con.execute("update game_sequence set parsed_result = 'Charlie (random)' where game_id = '20250821_111911_0001' "
+                "and step = 8")
+    con.execute("delete from votes where game_id = '20250821_111911_0001'")
+    con.commit()
+    con.close()
+    g = games(database)["0001"]
+    assert isinstance(g, GameRecord) and g.validity["valid"] is True
+    assert next(e for e in g.events if e.type == "elimination").data["votes"] == {"Diana": 1, "Alice": 1, "Charlie": 1}
+    flagged = [(e.actor, e.target, e.format_failure, e.random_fallback) for e in g.events if e.type == "vote"]
+    assert flagged == [("Alice", "Diana", False, False), ("Charlie", "Alice", False, False),
+                       ("Diana", "Charlie", True, True)]
+
+
 def test_tables_that_disagree_land_invalid_with_the_reason(database: Path) -> None:
     g = games(database)["0002"]
     assert isinstance(g, GameRecord)

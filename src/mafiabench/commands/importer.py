@@ -41,7 +41,7 @@ def _check_format(value: str) -> str:
 def run(
     format: Annotated[
         str,
-        typer.Argument(help="the dataset's format: mini-mafia, mini-mafia-sqlite, dallinger or llmafia",
+        typer.Argument(help="the dataset's format: mini-mafia, mini-mafia-sqlite, mini-mafia-web, dallinger or llmafia",
                        callback=_check_format),
     ],
     path: Annotated[
@@ -55,8 +55,8 @@ def run(
     study: Annotated[
         str | None,
         typer.Option(
-            help="the study these games are (default: mini-mafia: the folder imported; mini-mafia-sqlite: the "
-            "database's file name; others: the source)",
+            help="the study these games are (default: mini-mafia: the folder imported; mini-mafia-sqlite and "
+            "mini-mafia-web: the database's file name; others: the source)",
             show_default=False,
         ),
     ] = None,

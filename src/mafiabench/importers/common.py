@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from mafiabench.agents.parsing import parse_message_reference, parse_name_reference
 from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.engine.events import PUBLIC, Event, Phase
 from mafiabench.errors import UserError, printable
@@ -49,11 +50,12 @@ Reader = Callable[..., Iterator[ImportedGame]]
 FORMATS: dict[str, tuple[str, str, str]] = {
     "mini-mafia": ("mafiabench.importers.mini_mafia_batch", "read_mini_mafia", "mini-mafia-batch"),
     "mini-mafia-sqlite": ("mafiabench.importers.mini_mafia_sqlite", "read_mini_mafia_sqlite", "mini-mafia-sqlite"),
+    "mini-mafia-web": ("mafiabench.importers.mini_mafia_web", "read_mini_mafia_web", "mini-mafia-web"),
     "dallinger": ("mafiabench.importers.dallinger", "read_dallinger", "ibraheem2022-human"),
     "llmafia": ("mafiabench.importers.llmafia", "read_llmafia", "llmafia"),
 }
 
-STUDY_FORMATS = frozenset({"mini-mafia", "mini-mafia-sqlite"})
+STUDY_FORMATS = frozenset({"mini-mafia", "mini-mafia-sqlite", "mini-mafia-web"})
 
 
 def reader_for(fmt: str) -> Reader:
@@ -857,3 +859,65 @@ def mini_mafia_ending(log: EventLog, arrested: str | None, role: str | None, cou
     log.emit("end", 1, "game_end", data={"winner": outcome["winner"], "reason": outcome["reason"],
                                          "status": outcome["status"], "tie_decided": tie, "roles": dict(roles)})
     return outcome
+
+
+MINI_MAFIA_SILENT = "remained silent"
+MINI_MAFIA_TRUNCATION = "..."
+RANDOM_MARK = " (random)"
+
+
+def random_marked(parsed: str | None) -> tuple[str | None, bool]:
+    """The study's code logs a choice it made at random after a failed format as `"<name> (random)"`
+    (`src/agents.py`: votes, kills, investigations): the name, and whether it was so marked."""
+    if parsed is not None and parsed.endswith(RANDOM_MARK):
+        return parsed[: -len(RANDOM_MARK)], True
+    return parsed, False
+
+
+def mini_mafia_day(log: EventLog, talk: list[dict[str, Any]], cast: list[dict[str, Any]], day: list[str],
+                   random_vote: Mapping[str, bool], table_votes: Mapping[str, str],
+                   problems: list[str]) -> tuple[dict[str, int], list[str]]:
+    """The day of a Mini-Mafia study database (`step`, `actor`, `raw_response`, `parsed_result` rows of its
+    discussion and its votes, in order) as the engine writes it; each raw answer is read again with our reference
+    parser beside the study's own reading. `random_vote` (the votes table's failed parses, where there is one) and a
+    `(random)` mark on the parsed vote both say a vote was cast at random. Returns the tally and its top names;
+    what disagrees is appended to `problems`."""
+    log.emit("day", 1, "phase_start", text="Day 1 begins.")
+    for i, s in enumerate(talk):
+        data: dict[str, Any] = {"discussion_round": i // max(len(day), 1) + 1}
+        if s["raw_response"] is not None:
+            message, cut, _ = parse_message_reference(s["raw_response"], strip_think=True)
+            ours = MINI_MAFIA_SILENT if message is None else message + (MINI_MAFIA_TRUNCATION if cut else "")
+            theirs = MINI_MAFIA_SILENT if s["parsed_result"] is None or \
+                s["parsed_result"].strip().lower().rstrip(".") == MINI_MAFIA_SILENT else s["parsed_result"]
+            data.update(raw_response=s["raw_response"], reparsed=ours, parse_agrees=ours == theirs)
+        if s["actor"] not in day:
+            problems.append(f"step {s['step']}: {s['actor']} speaks but is not a day player")
+        text = s["parsed_result"]
+        if text is None or text.strip().lower().rstrip(".") == MINI_MAFIA_SILENT:
+            log.emit("day", 1, "silence", actor=s["actor"], text=f"{s['actor']} remained silent.",
+                     format_failure=True, random_fallback=True, data=data)
+        else:
+            truncated = text.endswith(MINI_MAFIA_TRUNCATION)
+            log.emit("day", 1, "message", actor=s["actor"],
+                     text=text[: -len(MINI_MAFIA_TRUNCATION)] if truncated else text, truncated=truncated, data=data)
+    targets: list[Any] = []  # a vote's missing target counts as the study's tally counted it
+    for s in cast:
+        voter = s["actor"]
+        target, marked = random_marked(s["parsed_result"])
+        targets.append(target)
+        fallback = random_vote.get(voter, False) or marked
+        if voter not in day or target not in day or target == voter:
+            problems.append(f"step {s['step']}: vote by {voter} for {s['parsed_result']!r}")
+        if voter in table_votes and table_votes[voter] != target:
+            problems.append(f"votes table: {voter} voted for {table_votes[voter]}, game_sequence says {target}")
+        data = {}
+        if s["raw_response"] is not None:
+            choices = [n for n in day if n != voter]
+            reparsed, _, _ = parse_name_reference(s["raw_response"], choices, strip_think=True)
+            known = voter in random_vote or marked  # unknown without a votes row or a mark
+            agrees = (reparsed == target and not fallback) if reparsed is not None else (fallback if known else None)
+            data = {"raw_response": s["raw_response"], "reparsed": reparsed, "parse_agrees": agrees}
+        log.emit("day", 1, "vote", actor=voter, target=target, format_failure=fallback, random_fallback=fallback,
+                 data=data)
+    return tally(targets)

@@ -37,18 +37,17 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from mafiabench.agents.parsing import parse_message_reference, parse_name_reference
 from mafiabench.errors import UserError
 from mafiabench.importers.common import (
     ImportedGame,
     UnreadableGame,
     make_game_id,
+    mini_mafia_day,
     mini_mafia_design,
     mini_mafia_ending,
     mini_mafia_investigation,
     mini_mafia_night,
     normalise_model,
-    tally,
     validity,
 )
 from mafiabench.record import GameRecord, PlayerRecord, Provenance, git_commit
@@ -56,8 +55,6 @@ from mafiabench.record import GameRecord, PlayerRecord, Provenance, git_commit
 SOURCE = "mini-mafia-sqlite"
 VARIANT = "mini-mafia"
 ROLES = ("detective", "mafioso", "villager")
-SILENT = "remained silent"
-TRUNCATION = "..."
 REQUIRED_TABLES = ("games", "game_players", "game_sequence")
 
 
@@ -77,8 +74,10 @@ def _connect(path: Path) -> sqlite3.Connection:
     missing = [t for t in REQUIRED_TABLES if t not in tables]
     if missing:
         con.close()
+        hint = " (the web game's database: `mafiabench import mini-mafia-web`)" if "game_actions" in tables else ""
         raise UserError(f"{path}: not a Mini-Mafia database: table(s) {', '.join(missing)} missing "
-                        f"(expected the tables of database/schema.sql; found: {', '.join(sorted(tables)) or 'none'})")
+                        f"(expected the tables of database/schema.sql; found: {', '.join(sorted(tables)) or 'none'})"
+                        f"{hint}")
     con.row_factory = sqlite3.Row
     return con
 
@@ -200,43 +199,9 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
             problems.append(f"investigate step: {inv['actor']} investigates {target!r}")
             continue
         mini_mafia_investigation(log, detective, target, result)
-    log.emit("day", 1, "phase_start", text="Day 1 begins.")
-    for i, s in enumerate(talk):
-        data: dict[str, Any] = {"discussion_round": i // max(len(day), 1) + 1}
-        if s["raw_response"] is not None:
-            message, cut, _ = parse_message_reference(s["raw_response"], strip_think=True)
-            ours = SILENT if message is None else message + (TRUNCATION if cut else "")
-            theirs = SILENT if s["parsed_result"] is None or s["parsed_result"].strip().lower().rstrip(".") == SILENT \
-                else s["parsed_result"]
-            data.update(raw_response=s["raw_response"], reparsed=ours, parse_agrees=ours == theirs)
-        if s["actor"] not in day:
-            problems.append(f"step {s['step']}: {s['actor']} speaks but is not a day player")
-        text = s["parsed_result"]
-        if text is None or text.strip().lower().rstrip(".") == SILENT:
-            log.emit("day", 1, "silence", actor=s["actor"], text=f"{s['actor']} remained silent.",
-                     format_failure=True, random_fallback=True, data=data)
-        else:
-            truncated = text.endswith(TRUNCATION)
-            log.emit("day", 1, "message", actor=s["actor"], text=text[: -len(TRUNCATION)] if truncated else text,
-                     truncated=truncated, data=data)
     random_vote = {v["character_name"]: not v["parsed_successfully"] for v in vote_rows}
     table_votes = {v["character_name"]: v["voted_for"] for v in vote_rows}
-    for s in cast:
-        voter, target = s["actor"], s["parsed_result"]
-        if voter not in day or target not in day or target == voter:
-            problems.append(f"step {s['step']}: vote by {voter} for {target!r}")
-        if voter in table_votes and table_votes[voter] != target:
-            problems.append(f"votes table: {voter} voted for {table_votes[voter]}, game_sequence says {target}")
-        data = {}
-        if s["raw_response"] is not None:
-            choices = [n for n in day if n != voter]
-            reparsed, _, _ = parse_name_reference(s["raw_response"], choices, strip_think=True)
-            fallback = random_vote.get(voter)  # unknown without a votes row
-            agrees = (reparsed == target and not fallback) if reparsed is not None else fallback
-            data = {"raw_response": s["raw_response"], "reparsed": reparsed, "parse_agrees": agrees}
-        log.emit("day", 1, "vote", actor=voter, target=target, format_failure=random_vote.get(voter, False),
-                 random_fallback=random_vote.get(voter, False), data=data)
-    counts, top = tally(s["parsed_result"] for s in cast)
+    counts, top = mini_mafia_day(log, talk, cast, day, random_vote, table_votes, problems)
     who = arrested[0] if len(arrested) == 1 else None
     if len(arrested) > 1:
         problems.append(f"{len(arrested)} players arrested, expected 1: {arrested}")

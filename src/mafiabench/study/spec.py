@@ -282,8 +282,8 @@ class ImportSource(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    format: Literal["mini-mafia", "mini-mafia-sqlite", "dallinger", "llmafia"] = Field(
-        description="mini-mafia | mini-mafia-sqlite | dallinger | llmafia"
+    format: Literal["mini-mafia", "mini-mafia-sqlite", "mini-mafia-web", "dallinger", "llmafia"] = Field(
+        description="mini-mafia | mini-mafia-sqlite | mini-mafia-web | dallinger | llmafia"
     )
     path: str = Field(description="The dataset's folder or file, relative to the experiment file.")
     study: str | None = Field(None, description="The study these games are (default: the source's name).")
