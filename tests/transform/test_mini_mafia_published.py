@@ -11,11 +11,9 @@ error (NUTS against the study's PyMC NUTS) and the published bias tables.
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import duckdb
@@ -24,38 +22,12 @@ import pytest
 from scipy import optimize
 
 from mafiabench.record import GameRecord
+from support.published_mini_mafia import GAMES_PER_CELL, published_cells, published_ess, read
 from support.records import design, landed, mini_record, one, rows
 
 pytestmark = pytest.mark.slow  # 14,000 games built and a NUTS fit, once for the module
 
-PUBLISHED = Path(__file__).parents[1] / "fixtures" / "published_mini_mafia"
 NAMES = ("Alice", "Bob", "Charlie", "Diana")
-GAMES_PER_CELL = 100
-
-
-def read(name: str) -> list[dict[str, str]]:
-    with (PUBLISHED / name).open() as f:
-        return list(csv.DictReader(f))
-
-
-def published_cells() -> dict[tuple[str, str, str], tuple[int, str | None, str, str]]:
-    """(mafioso, villager, detective) -> (mafia wins of 100, capability or None when homogeneous, target,
-    background), from win_counts.csv; a homogeneous cell is in all three capabilities' rows, once."""
-    cells: dict[tuple[str, str, str], tuple[int, str | None, str, str]] = {}
-    for r in read("win_counts.csv"):
-        target, capability = r["model"], r["capability"].lower()
-        for background in (c for c in r if c not in ("capability", "model")):
-            k = int(float(r[background]))
-            key, mafia_wins = {
-                "deceive": ((target, background, background), k),
-                "detect": ((background, target, background), GAMES_PER_CELL - k),
-                "disclose": ((background, background, target), GAMES_PER_CELL - k),
-            }[capability]
-            homogeneous = target == background
-            if key in cells:
-                assert homogeneous and cells[key][0] == mafia_wins, (key, cells[key], mafia_wins)
-            cells[key] = (mafia_wins, None if homogeneous else capability, target, background)
-    return cells
 
 
 def name_placement(mafia_games: int, town_games: int) -> dict[tuple[str, str, str], int]:
@@ -163,11 +135,6 @@ def test_bottom_up_scores_are_the_published_tables(con: duckdb.DuckDBPyConnectio
         assert r["published_score"] == pytest.approx(float(scores[model][cap]), abs=1e-6)
         assert r["published_score_sd"] == pytest.approx(float(scores[model][f"{cap}_Error"]), abs=1e-6)
         assert r["mean_z"] == pytest.approx(r["published_mean_z"], abs=1e-3)
-
-
-def published_ess() -> float:
-    """The smallest bulk effective sample size of the study's own sampling (its mcmc_diagnostics.csv)."""
-    return min(float(r["ess_bulk"]) for r in read("mcmc_diagnostics.csv"))
 
 
 def test_top_down_estimates_are_the_published_ones_within_monte_carlo_error(con: duckdb.DuckDBPyConnection) -> None:
