@@ -23,7 +23,9 @@ synthetic designs like the published one their 95% intervals cover
 the true parameters 95% of the time (tests/test_marts_latent.py, benchmarks/bench_latent_coverage.py). A model that
 won or lost every game it played in a role, or whose sd stays above `MAX_SE` (seen in too few cells to be placed
 against the others), is reported as not identified, without an interval: its estimate is the prior's, not the
-data's.
+data's. So is, in either method, a parameter the design itself does not determine (`undetermined`: other values
+fit its games exactly as well, e.g. a person who played only against a model no other game saw), however narrow
+its prior makes its sd; the NUTS fit's normalisation leaves such models out of its means.
 The fit is per study and prompt version: a model must meet the others within one experiment to be placed.
 
 The NUTS fit (`fit_latent_nuts`), the Mini-Mafia reference's model by full Bayesian sampling (NumPyro NUTS).
@@ -38,7 +40,10 @@ a, b, c ~ Normal(0, 2), c allowed negative, the sign flip excluded by requiring 
 
 Its published estimates are then normalised as the reference does: each draw's a and b are shifted by that draw's
 mean(a) (mean(m) = 0), and all draws are scaled by lambda = mean over models of the posterior mean of c (m = a
-lambda, d = b lambda, v = c / lambda, so mean(v) = 1). The estimate is the posterior mean, its uncertainty the
+lambda, d = b lambda, v = c / lambda, so mean(v) = 1). Both means are over the models the design places (every
+model of the reference's designs): a prior-drawn parameter in them would move every model's estimate and widen
+its sd (one cell of three unseen models beside three placed ones moved their estimates by 9-29 Monte Carlo
+errors: tests/transform/test_latent_undetermined.py). The estimate is the posterior mean, its uncertainty the
 posterior sd (`estimate`, `se`: the published `Deceive`, `Deceive_Error`, ... columns), with a central 95% credible
 interval beside them, and per parameter the split R-hat and effective sample size of its normalised draws
 (`numpyro.diagnostics`). A fit whose largest R-hat exceeds `MAX_R_HAT` or smallest ESS is under `MIN_ESS` is flagged
@@ -541,7 +546,9 @@ def _nuts_rows(
             sd, r_hat, ess = float(fit.sd[parameter][i]), float(fit.r_hat[parameter][i]), float(fit.ess[parameter][i])
             converged = r_hat <= MAX_R_HAT and ess >= MIN_ESS
             notes = []
-            if name in one_sided[role]:
+            if name in fit.undetermined[parameter]:
+                notes.append(UNDETERMINED_NOTE)
+            elif name in one_sided[role]:
                 notes.append(_not_identified(sd, games, True, role))
             elif sd > MAX_SE:
                 notes.append(_not_identified(sd, games, False, role))
@@ -614,8 +621,11 @@ def _map_rows(
                     s, games_by["villager"].get(name, 0), bool(sep[nm + nd + k]), "villager"),
             }
         )
+    loose = undetermined(cells.select("mafioso_model", "villager_model", "detective_model", "n", "w").rows())
     for r in rows:
         r["converged"] = fit.converged
+        if r["model"] in loose[r["parameter"]]:
+            r.update(identified=False, ci_low=None, ci_high=None, note=UNDETERMINED_NOTE)
     fit_row = {
         "n_games": fit.n_games, "n_cells": fit.n_cells, "log_likelihood": fit.log_likelihood,
         "converged": fit.converged, "chains": None, "draws": None, "divergences": None, "max_r_hat": None,
@@ -631,6 +641,48 @@ def _not_identified(se: float, games: int, separated: bool, role: str) -> str:
     sd = f"{se:.1f}" if math.isfinite(se) else "infinite"
     return (f"not identified: sd {sd} on the logit scale from {games} games (more than {MAX_SE}): the model is "
             "seen in too few cells to be placed against the others")
+
+
+def undetermined(cells: Sequence[tuple[str, str, str, int, int]]) -> dict[str, set[str]]:
+    """Per parameter kind (`a` mafioso, `b` detective, `c` villager), the models whose parameter the design does not
+    determine: whatever the games' outcomes, other values fit them exactly as well, so a posterior places it by its
+    prior alone (however narrow that makes its sd). The two symmetries every design has (a common shift of a and b,
+    a scale traded between c and a - b) are fixed on the most-played mafioso's a and villager's c; a parameter with
+    a component in the null space of the cells' logits' Jacobian, taken at two generic points (the rank is
+    structural), cannot be placed against them. Example: a person who only played against a model no other game
+    saw: (person, M, M) as (mafioso, villager, detective) gives c_M (a_person - b_M), one number for three
+    parameters. A design where every model plays every role (the published one) leaves nothing out."""
+    cells = [c for c in cells if c[3] > 0]
+    roles: dict[str, list[str]] = {k: sorted({str(c[pos]) for c in cells}) for k, pos in (("a", 0), ("c", 1),
+                                                                                         ("b", 2))}
+    out: dict[str, set[str]] = {k: set() for k in roles}
+    if not cells:
+        return out
+    index = {k: {name: i for i, name in enumerate(names)} for k, names in roles.items()}
+    na, nb, nc = len(roles["a"]), len(roles["b"]), len(roles["c"])
+    games = {k: dict.fromkeys(names, 0) for k, names in roles.items()}
+    for m, v, _, n, _ in cells:
+        games["a"][m] += n
+        games["c"][v] += n
+    distinct = sorted({(index["a"][m], index["c"][v], index["b"][d]) for m, v, d, *_ in cells})
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        a, b, c = rng.normal(size=na), rng.normal(size=nb), rng.uniform(0.5, 1.5, size=nc)
+        jac = np.zeros((len(distinct) + 2, na + nb + nc))
+        for row, (i, k, j) in enumerate(distinct):
+            jac[row, i], jac[row, na + j], jac[row, na + nb + k] = c[k], -c[k], a[i] - b[j]
+        jac[-2, index["a"][max(roles["a"], key=lambda x: (games["a"][x], x))]] = 1.0
+        jac[-1, na + nb + index["c"][max(roles["c"], key=lambda x: (games["c"][x], x))]] = 1.0
+        _, sv, vt = np.linalg.svd(jac)
+        rank = int((sv > 1e-9 * sv[0]).sum())
+        loose = (vt[rank:] ** 2).sum(axis=0) > 1e-12
+        for kind, start in (("a", 0), ("b", na), ("c", na + nb)):
+            out[kind] |= {name for i, name in enumerate(roles[kind]) if loose[start + i]}
+    return out
+
+
+UNDETERMINED_NOTE = ("not identified: the design does not place it (the cells it played in hold models no other "
+                     "games place, so other values fit its games as well); the estimate is the prior's")
 
 
 def _ability(
@@ -691,6 +743,7 @@ class NutsFit:
     n_draws: int
     n_cells: int
     n_games: int
+    undetermined: dict[str, list[str]]  # per parameter, the models the design does not place (`undetermined`)
 
     @property
     def max_r_hat(self) -> float:
@@ -836,9 +889,13 @@ def _sample(
              jnp.asarray(real_villager), extra_fields=("diverging",))
     raw = {k: np.asarray(x)[..., : len(roles[k])] for k, x in mcmc.get_samples(group_by_chain=True).items()}
     divergences = int(np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]).sum())
-    # The reference's gauge: each draw shifted by its mean(a); every draw scaled by the posterior mean of mean(c).
-    shift = raw["a"].mean(axis=-1, keepdims=True)
-    scale = float(raw["c"].mean(axis=(0, 1)).mean())
+    # The reference's gauge: each draw shifted by its mean(a); every draw scaled by the posterior mean of mean(c);
+    # both means over the models the design places (all of them in the reference's design): a prior-placed
+    # parameter in them would move every model's estimate with its prior's draws.
+    loose = undetermined(cells)
+    placed = {k: np.array([name not in loose[k] for name in roles[k]]) for k in ("a", "c")}
+    shift = raw["a"][..., placed["a"]].mean(axis=-1, keepdims=True)
+    scale = float(raw["c"][..., placed["c"]].mean(axis=(0, 1)).mean())
     normalised = {"m": (raw["a"] - shift) * scale, "d": (raw["b"] - shift) * scale, "v": raw["c"] / scale}
     names = {"m": roles["a"], "d": roles["b"], "v": roles["c"]}
     flat = {k: x.reshape(-1, x.shape[-1]) for k, x in normalised.items()}
@@ -857,4 +914,5 @@ def _sample(
         n_draws=draws,
         n_cells=n_cells,
         n_games=int(sum(c[3] for c in cells)),
+        undetermined={"m": sorted(loose["a"]), "d": sorted(loose["b"]), "v": sorted(loose["c"])},
     )
