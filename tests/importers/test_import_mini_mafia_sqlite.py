@@ -99,6 +99,22 @@ def test_a_random_vote_marked_in_game_sequence_alone(database: Path) -> None:
                        ("Diana", "Charlie", True, True)]
 
 
+def test_a_person_is_the_model_human_as_in_every_importer(database: Path) -> None:
+    """A `players` row of type 'human' is the model `human` (the web game's, Dallinger's and LLMafia's people are),
+    its agent `human/player`: one person-model across the study's databases."""
+    con = sqlite3.connect(database)
+    con.execute("update game_players set player_id = 3 where game_id = '20250821_111911_0000' and character_name = "
+                "'Charlie'")
+    con.commit()
+    con.close()
+    g = games(database)["0000"]
+    assert isinstance(g, GameRecord)
+    charlie = next(p for p in g.players if p.name == "Charlie")
+    assert (charlie.role, charlie.agent, charlie.model, charlie.model_raw) == ("detective", "human/player", "human",
+                                                                              "human")
+    assert g.design is not None and g.design["cell"] == f"mixed|mafioso={DEEPSEEK};detective=human;villager={GPT}"
+
+
 def test_tables_that_disagree_land_invalid_with_the_reason(database: Path) -> None:
     g = games(database)["0002"]
     assert isinstance(g, GameRecord)

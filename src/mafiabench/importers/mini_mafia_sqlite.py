@@ -56,6 +56,7 @@ SOURCE = "mini-mafia-sqlite"
 VARIANT = "mini-mafia"
 ROLES = ("detective", "mafioso", "villager")
 REQUIRED_TABLES = ("games", "game_players", "game_sequence")
+HUMAN = "human"
 
 
 def default_study(path: Path | str) -> str:
@@ -92,12 +93,17 @@ def _rows(con: sqlite3.Connection, sql: str, table: str) -> dict[str, list[dict[
     return out
 
 
+def _agent(model: str) -> str:
+    return "human/player" if model == HUMAN else model
+
+
 def _model(row: dict[str, Any] | None) -> tuple[str, str] | None:
-    """(canonical model, raw name) of a `players` row; humans are `human/<provider or "player">`."""
+    """(canonical model, raw name) of a `players` row; a person is the model `human`, as every importer names one
+    (their agent is `human/player`)."""
     if row is None or (row.get("model_name") is None and row.get("player_type") != "human"):
         return None
     if row.get("player_type") == "human":
-        return "human/player", str(row.get("model_name") or "human")
+        return HUMAN, str(row.get("model_name") or "human")
     raw = str(row["model_name"])
     return normalise_model(raw, row.get("model_provider")), raw
 
@@ -241,9 +247,8 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
         variant=VARIANT,
         seed=None,
         rules=rules,
-        players=[PlayerRecord(seat=None, name=n, role=role_of[n],
-                              agent=(model_of[n] or ("unknown", ""))[0], model=(model_of[n] or ("unknown", ""))[0],
-                              model_raw=(model_of[n] or ("", ""))[1] or None)
+        players=[PlayerRecord(seat=None, name=n, role=role_of[n], agent=_agent((model_of[n] or ("unknown", ""))[0]),
+                              model=(model_of[n] or ("unknown", ""))[0], model_raw=(model_of[n] or ("", ""))[1] or None)
                  for n in names],
         events=log.events,
         outcome=outcome,
