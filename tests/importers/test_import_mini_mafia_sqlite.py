@@ -115,6 +115,25 @@ def test_a_person_is_the_model_human_as_in_every_importer(database: Path) -> Non
     assert g.design is not None and g.design["cell"] == f"mixed|mafioso={DEEPSEEK};detective=human;villager={GPT}"
 
 
+@pytest.mark.parametrize(("game", "was_tie", "valid"), [
+    ("0001", 0, True),  # a three-way tie, was_tie at its default: the study's runners never write the column
+    ("0001", 1, True),
+    ("0000", 1, False),  # a true was_tie was written by someone: it must be a tie
+    ("0000", 0, True),
+])
+def test_was_tie_counts_only_when_true(database: Path, game: str, was_tie: int, valid: bool) -> None:
+    """`db_utils.insert_game` never sets `games.was_tie` (schema.sql's default false): every real batch database
+    reads false there whatever the votes (mini_mafia_short_prompt.db: 13 of 160 games were three-way ties)."""
+    con = sqlite3.connect(database)
+    con.execute("update games set was_tie = ? where game_id = ?", [was_tie, f"20250821_111911_{game}"])
+    con.commit()
+    con.close()
+    g = games(database)[game]
+    assert isinstance(g, GameRecord) and g.validity["valid"] is valid, g.validity
+    if not valid:
+        assert g.validity["details"] == ["games.was_tie is True, but the votes {'Charlie': 1, 'Bob': 2} are not a tie"]
+
+
 def test_tables_that_disagree_land_invalid_with_the_reason(database: Path) -> None:
     g = games(database)["0002"]
     assert isinstance(g, GameRecord)

@@ -23,7 +23,8 @@ the study's own outputs (`mart_format_failures` counts the reference's).
 Seats are not recorded (names are Alice, Bob, Charlie, Diana whatever the roles), so none is invented. What the
 mafioso was told about the detective is not in the database either (no memories), so that rule is recorded as
 unknown (None). Every game is cross-checked (winner against the arrested role, votes against the plurality,
-`was_tie` against the tally, the kill against the roles) and lands invalid, with the reason, when they disagree.
+a true `was_tie` against the tally (a false one is the column's default: the study's runners never write it), the kill
+against the roles) and lands invalid, with the reason, when they disagree.
 """
 
 from __future__ import annotations
@@ -213,8 +214,10 @@ def build_record(game: dict[str, Any], seats: list[dict[str, Any]], steps: list[
         problems.append(f"{len(arrested)} players arrested, expected 1: {arrested}")
     if who is not None and counts and who not in top:
         problems.append(f"{who} was arrested without a plurality of the votes {counts}")
-    if game.get("was_tie") is not None and cast and bool(game["was_tie"]) != (len(top) > 1):
-        problems.append(f"games.was_tie is {bool(game['was_tie'])}, the votes {counts} say {len(top) > 1}")
+    # A true `was_tie` was written by someone; a false one is the column's default (`schema.sql`): no runner of the
+    # study's code sets it (`db_utils.insert_game` takes no tie), so it says nothing about a tie.
+    if game.get("was_tie") and cast and len(top) < 2:
+        problems.append(f"games.was_tie is True, but the votes {counts} are not a tie")
     outcome = mini_mafia_ending(log, who, role_of[who] if who is not None else None, counts, top, role_of)
     if game.get("winner") is not None and outcome["winner"] is not None and game["winner"] != outcome["winner"]:
         problems.append(f"games.winner is {game['winner']}, but {who} (the {role_of[who]}) was arrested")
