@@ -61,7 +61,7 @@ NAMES = ("Alice", "Bob", "Charlie", "Diana")
 HUMAN_AGENT, HUMAN_MODEL = "human/web", "human"
 GAME_COLUMNS = ("game_id", "timestamp", "winner", "mafioso_name", "detective_name", "villager_name",
                 "arrested_name", "background_name")
-ACTION_COLUMNS = ("game_id", "step", "action_type", "actor", "raw_response", "parsed_result")
+ACTION_COLUMNS = ("action_id", "game_id", "step", "action_type", "actor", "raw_response", "parsed_result")
 WINNERS = {"GOOD": "town", "EVIL": "mafia"}
 
 # `setup_web_game.py`'s MODEL_CONFIGS, every version (`bd702106` spelled its names `GPT-4.1 Mini` ..., and the
