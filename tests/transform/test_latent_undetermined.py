@@ -10,8 +10,10 @@ import itertools
 import numpy as np
 import pytest
 
-from mafiabench.transform.models.latent import fit_latent_nuts, undetermined
+from mafiabench.importers.common import mini_mafia_design
+from mafiabench.transform.models.latent import UNDETERMINED_NOTE, fit_latent_nuts, undetermined
 from support.published_mini_mafia import GAMES_PER_CELL, published_cells
+from support.records import MAFIA_WIN_VOTES, TOWN_WIN_VOTES, landed, mini_record, rows
 
 Cell = tuple[str, str, str, int, int]
 
@@ -27,8 +29,12 @@ def complete(models: list[str], strength: dict[str, float], n: int = 200) -> lis
 
 
 def test_the_published_design_leaves_nothing_out() -> None:
+    """Every model of the published design plays every role: nothing is left out. (An empty design leaves nothing
+    out either, so the design is checked to be the published one first.)"""
     cells = [(m, v, d, GAMES_PER_CELL, w) for (m, v, d), (w, *_) in published_cells().items()]
+    assert len(cells) == 140 and len({c[0] for c in cells}) == 10
     assert undetermined(cells) == {"a": set(), "b": set(), "c": set()}
+    assert undetermined([]) == {"a": set(), "b": set(), "c": set()}  # no games: nothing to place, nothing flagged
 
 
 def test_the_web_games_people_against_a_model_no_other_game_saw() -> None:
@@ -52,7 +58,7 @@ def test_the_web_games_people_against_a_model_no_other_game_saw() -> None:
 ])
 def test_by_hand(extra: list[Cell], loose: dict[str, set[str]]) -> None:
     base = complete(["A", "B"], {"A": 0.3, "B": -0.3}, n=50)
-    assert undetermined(base) == {"a": set(), "b": set(), "c": set()}
+    assert len(base) == 8 and undetermined(base) == {"a": set(), "b": set(), "c": set()}
     assert undetermined(base + extra) == loose
 
 
@@ -81,3 +87,31 @@ def test_an_island_of_unplaced_models_moves_no_placed_estimate() -> None:
     assert both.estimate["v"][placed_v].mean() == pytest.approx(1, abs=1e-9)
     x = both.models["m"].index("X")
     assert both.sd["m"][x] > both.sd["m"][placed].max()  # the prior's spread, wider than any placed model's
+
+
+@pytest.mark.parametrize("method", ["map", pytest.param("nuts", marks=pytest.mark.slow)])
+def test_the_mart_marks_the_unplaced_models_not_identified(method: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the build: games of A and B in every role and a few of an island (X, Y, Z); the latent mart's rows
+    for X's deceive, Z's disclose and Y's detect say not identified, with no interval, in both methods, and A's and
+    B's are placed."""
+    monkeypatch.setenv("MAFIABENCH_LATENT_METHOD", method)
+    rng = np.random.default_rng(3)
+    records = []
+    lineups = [*itertools.product("AB", repeat=3), ("X", "Y", "Z")]
+    for m, v, d in lineups:
+        for i in range(12):
+            models = {"mafioso": m, "villager": v, "detective": d}
+            records.append(mini_record(
+                f"g-{m}{v}{d}-{i:02d}", models=models, votes=MAFIA_WIN_VOTES if rng.random() < 0.45 else TOWN_WIN_VOTES,
+                design={"experiment": "island", "game_index": i, **mini_mafia_design(models)}))
+    con = landed(records, only=["mart_latent_fit", "mart_latent_abilities"])
+    out = {(r["model"], r["ability"]): r for r in rows(con, "select * from mart_latent_abilities")}
+    assert len(out) == 9  # A and B in three roles, X, Y and Z in one each
+    for key in (("X", "deceive"), ("Z", "disclose"), ("Y", "detect")):
+        r = out[key]
+        assert (r["identified"], r["ci_low"], r["ci_high"]) == (False, None, None), key
+        assert r["note"].startswith(UNDETERMINED_NOTE), (key, r["note"])  # nuts may add that its prior mixed slowly
+    for name in "AB":
+        for ability in ("deceive", "detect", "disclose"):
+            r = out[(name, ability)]
+            assert r["method"] == method and UNDETERMINED_NOTE not in (r["note"] or ""), (name, ability, r["note"])
