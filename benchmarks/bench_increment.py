@@ -24,6 +24,10 @@ With `--rehearse-by-run`, each increment's games are then followed by what a run
 the next build's dbt rehearsed on an empty copy of the warehouse (transform.build.rehearsal), timed in its own process
 and printed apart; with `--machine-records fresh` (records kept, in an empty folder of the run's own, as on a fresh
 machine) the first increment then replays the rehearsal's records rather than paying dbt.
+A published whole build starts a rehearsal of its first increment in a process that outlives it
+(transform.build.rehearsal.after_build; with the last game landed standing for the next ones): turned off here
+(`MAFIABENCH_REHEARSE_AFTER_BUILD=0`), as the figures before it were taken, unless `--rehearse-after-build`, which
+waits for it to end before landing the increment (a schedule's next run comes later) and prints what it did.
 At 1,000,000 games the builds run one after the other (each about 3 GB at its peak; the copy needs the warehouse's
 size again on disk).
 """
@@ -169,6 +173,32 @@ def rehearsal_outcome(out: str) -> str:
             f"{'; replayed ' + ' and '.join(done['replayed']) if done['replayed'] else ''} in {done['seconds']:.1f} s")
 
 
+def wait_after_build(env: dict[str, str]) -> str:
+    """Wait for the rehearsal a whole build started (its lock in the machine's records folder free) and say what it
+    did (`rehearsal-last.json` beside the records). Read here, not by the package: the sources are the `--src` trees."""
+    import fcntl
+    import json
+
+    base = Path(env["MAFIABENCH_CACHE_DIR"]) if env.get("MAFIABENCH_CACHE_DIR") else Path(
+        env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mafiabench"
+    lock, last = base / "dbt-replays" / "rehearsal.lock", base / "dbt-replays" / "rehearsal-last.json"
+    if not lock.exists():
+        return "no rehearsal after the build"
+    t0 = time.perf_counter()
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    finally:
+        os.close(fd)
+    waited = time.perf_counter() - t0
+    done = json.loads(last.read_text()) if last.exists() else {}
+    if "recorded" not in done:
+        return f"the rehearsal after the build: {done.get('error', 'no outcome')} (waited {waited:.1f} s)"
+    return (f"the rehearsal after the build: recorded dbt {' and '.join(done['recorded']) or 'nothing'}"
+            f"{'; replayed ' + ' and '.join(done['replayed']) if done['replayed'] else ''} in {done['seconds']:.1f} s "
+            f"(waited {waited:.1f} s for it after the build returned)")
+
+
 def build(warehouse: Path, env: dict[str, str], *flags: str) -> tuple[float, float, float, int, str, str]:
     return timed([sys.executable, "-m", "mafiabench.cli", "build", "-v", "--warehouse", str(warehouse), *flags], env)
 
@@ -218,10 +248,13 @@ def main() -> None:
                              "the same shape (transform.build.replay; `off`: MAFIABENCH_REPLAY_CACHE=0: the first "
                              "increment runs dbt; `fresh`: kept, in an empty folder of this run's own, as on a fresh "
                              "machine, the parsed dbt manifests aside)")
+    parser.add_argument("--rehearse-after-build", action="store_true",
+                        help="let the whole build rehearse its first increment after it, and wait for it")
     args = parser.parse_args()
     extra = round(args.games * args.extra)
     env = {**os.environ, "PYTHONPATH": str(args.src or Path(__file__).resolve().parents[1] / "src"),
-           "MAFIABENCH_REPLAY_CACHE": "0" if args.machine_records == "off" else "1"}
+           "MAFIABENCH_REPLAY_CACHE": "0" if args.machine_records == "off" else "1",
+           "MAFIABENCH_REHEARSE_AFTER_BUILD": "1" if args.rehearse_after_build else "0"}
     with tempfile.TemporaryDirectory(prefix="bench-increment-") as tmp:
         if args.machine_records == "fresh":
             env["MAFIABENCH_CACHE_DIR"] = str(fresh_cache(Path(tmp) / "cache"))
@@ -236,6 +269,8 @@ def main() -> None:
         wall, cpu, rss, code, said, _ = build(warehouse, env)
         print(f"first build (whole): {wall:.1f} s, CPU {cpu:.1f} s, peak RSS {rss:.0f} MB, exit code {code}"
               f"{'; dbt replayed' if 'replayed' in said else ''}; load average {os.getloadavg()}", flush=True)
+        if args.rehearse_after_build:
+            print(wait_after_build(env), flush=True)
         for part in more.iterdir():
             os.symlink(part.resolve(), landing / part.name)
         wall, cpu, rss = land(warehouse, landing, env)

@@ -42,6 +42,9 @@ if "MAFIABENCH_CACHE_DIR" not in os.environ:
 os.environ.setdefault("MAFIABENCH_REPLAY_CACHE", "0")
 # A run's rehearsal (transform.build.rehearsal) at normal priority: on idle CPU only, it would wait out the other tests.
 os.environ.setdefault("MAFIABENCH_REHEARSAL_PRIORITY", "normal")
+# Nor does a published whole build leave a rehearsal of its first increment running after it (`rehearsal.after_build`):
+# a process per build, beside the next tests; test_rehearsal_after_build.py turns it on.
+os.environ.setdefault("MAFIABENCH_REHEARSE_AFTER_BUILD", "0")
 # The local Prefect server the session's runs share stops soon after the last one (and before its home is removed).
 os.environ.setdefault("MAFIABENCH_PREFECT_IDLE_S", "20")
 # The commands the tests start take a Ctrl-C as from a terminal, however the suite was started (support.processes;

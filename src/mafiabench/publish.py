@@ -342,9 +342,15 @@ def build(warehouse: Path, **options: Any) -> BuildResult:
         con = connect(warehouse)
         try:
             if _bar is None or options.get("progress") is not None:
-                return build_warehouse(con, **options)
-            with _bar() as progress:
-                return build_warehouse(con, **{**options, "progress": progress})
+                result = build_warehouse(con, **options)
+            else:
+                with _bar() as progress:
+                    result = build_warehouse(con, **{**options, "progress": progress})
+            if result.published:  # a whole build's first increment, rehearsed after it (`rehearsal.after_build`)
+                from mafiabench.transform.build import rehearsal
+
+                rehearsal.after_build(con)
+            return result
         finally:
             con.close()
 

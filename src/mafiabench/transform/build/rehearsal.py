@@ -24,13 +24,22 @@ rehearsal costs CPU, never correctness: it runs only when this machine keeps rec
 the warehouse's published build was a whole one an increment can add to (after an increment, the warehouse's own
 record serves the next increment of the same shape: `due`); when a record of its key is at hand already it replays
 it on the copy and keeps nothing new.
+
+A published whole build rehearses its first increment as well (`after_build`, from `publish.build`), in a process that
+outlives the build, with the last game landed standing for the next ones: a schedule's first increment then replays
+dbt even when no run rehearsed it (an `import`, games landed by hand, a run that kept both cores busy, whose own
+rehearsal got no CPU). What a record's key holds of the increment is its shape (which raw tables its games have rows
+in, and so the kept models), not its rows, so the stand-in serves a schedule that adds games like the last ones.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import shutil
+import subprocess
 import sys
 import time
 import zlib
@@ -43,6 +52,8 @@ import duckdb
 from mafiabench.transform.build import dbt_runner, increment, replay
 from mafiabench.warehouse.builds import GRAIN_ROWS_TABLE
 from mafiabench.warehouse.raw import GRAIN_TABLES
+
+log = logging.getLogger(__name__)
 
 SPEC = "rehearsal.json"
 DATA = "rehearsal_data.duckdb"  # the rows copied, in a file of another name (a catalog of its own)
@@ -88,17 +99,20 @@ def _published_increment(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(isinstance(record, dict) and (record.get("vars") or {}).get("increment"))
 
 
-def export(con: duckdb.DuckDBPyConnection, folder: Path) -> bool:
+def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = False) -> bool:
     """Write what `rehearse` needs into `folder` (made here), from the warehouse behind `con` (the caller holds it:
     no landing in between). False, writing nothing, when there is nothing to rehearse: not `due`, or no game landed
-    since the published build."""
+    since the published build (with `stand_in`, the last game landed stands for the next ones: `after_build`)."""
     if not due(con):
         return False
     (published,) = con.execute(f"select n_rows from main.{increment.GAMES_TABLE}").fetchall()[0]
     # The games after the published ones: those `increment._added_only` finds when raw_games' first rows are the
     # published games (a replacing increment's record would not be this one's anyway).
-    if not con.execute(f"select count(*) from main.raw_games where rowid >= {int(published)}").fetchall()[0][0]:
-        return False
+    increment_games = f"rowid >= {int(published)}"
+    if not con.execute(f"select count(*) from main.raw_games where {increment_games}").fetchall()[0][0]:
+        if not stand_in or not published:
+            return False
+        increment_games = "rowid = (select max(rowid) from main.raw_games)"
     database = con.execute("select current_database()").fetchall()[0][0]
     tables = con.execute("select table_name, sql from duckdb_tables() where database_name = ? and schema_name = 'main' "
                          "and not temporary order by table_name", [database]).fetchall()
@@ -110,7 +124,7 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path) -> bool:
     con.execute(f"attach '{_quoted(data)}' as {_ATTACHED}")
     try:
         to = f"{_ATTACHED}.main"
-        con.execute(f"create table {to}.raw_games as select * from main.raw_games where rowid >= {int(published)}")
+        con.execute(f"create table {to}.raw_games as select * from main.raw_games where {increment_games}")
         for table in GRAIN_TABLES:
             if table != "raw_games" and table in present:
                 con.execute(f'create table {to}."{table}" as select * from main."{table}" '
@@ -224,7 +238,124 @@ def _behind() -> None:
         os.nice(19)
 
 
+# ------------------------------------------------------------------------------------------- after a whole build
+
+LOCK = "rehearsal.lock"  # in the machine's records folder: held by the one rehearsal after a build at a time
+_detached: list[subprocess.Popen[bytes]] = []  # this process's, so their objects outlive the call (`wait_detached`)
+
+
+def _after_build_on() -> bool:
+    return os.environ.get("MAFIABENCH_REHEARSE_AFTER_BUILD", "1") != "0"
+
+
+def after_build(con: duckdb.DuckDBPyConnection) -> bool:
+    """After a whole build published: rehearse the first increment's dbt in a process of its own that outlives the
+    build (`main --detached`), with the last game landed standing for the next ones (`export(stand_in=True)`), so a
+    scheduled study's first increment replays dbt's statements even when no run rehearsed them (an `import`, games
+    landed by hand, or a run that kept both cores busy). Called by `publish.build` under the warehouse lock; only the
+    export (tenths of a second) is the build's, and only when `due`. One at a time on a machine (`LOCK`, taken here and
+    held by the child until it ends); `MAFIABENCH_REHEARSE_AFTER_BUILD=0` turns it off. True when one was started."""
+    try:
+        if not _after_build_on() or not due(con):
+            return False
+    except duckdb.Error as exc:
+        log.debug("no rehearsal after the build: %s", exc)
+        return False
+    import fcntl
+    import tempfile
+
+    from mafiabench import scratch
+
+    records = dbt_runner.cache_dir(replay.CACHE)
+    try:
+        records.mkdir(parents=True, exist_ok=True, mode=0o700)
+        lock = os.open(records / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        log.debug("no rehearsal after the build: %s", exc)
+        return False
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # one runs already
+            return False
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "mafiabench.transform.build.rehearsal", "--detached", str(lock)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(lock,),
+            start_new_session=True)  # a Ctrl-C to the build's terminal is not the rehearsal's
+    finally:
+        os.close(lock)  # the child's copy holds the lock until it ends
+    _detached[:] = [*(p for p in _detached if p.poll() is None), proc]
+    # Named after the child's process, so a sweep of scratch folders keeps it while the child lives, and removes it
+    # once the child is gone without removing it (kill -9), as here.
+    scratch.sweep("rehearsal")
+    folder = Path(tempfile.mkdtemp(prefix=f"mafiabench-rehearsal-{proc.pid}-"))
+    made = False
+    try:
+        made = export(con, folder / "copy", stand_in=True)
+    except Exception as exc:  # the published build stands; the next one runs dbt
+        log.debug("no rehearsal after the build: %s", exc)
+    finally:
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(f"{folder if made else ''}\n".encode())
+            proc.stdin.close()
+        except OSError:  # the child is gone already
+            made = False
+        if not made:
+            shutil.rmtree(folder, ignore_errors=True)
+    return made
+
+
+def wait_detached(timeout: float = 600.0) -> None:
+    """Wait until no rehearsal started after a build runs on this machine (its `LOCK` is free): for tests and
+    benchmarks, which time the increment a schedule would build later."""
+    import fcntl
+
+    for proc in _detached:
+        proc.wait(timeout)
+    _detached.clear()
+    path = dbt_runner.cache_dir(replay.CACHE) / LOCK
+    if not path.exists():
+        return
+    deadline = time.monotonic() + timeout
+    fd = os.open(path, os.O_RDWR)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"a rehearsal still holds {path} after {timeout:.0f} s") from None
+                time.sleep(0.1)
+    finally:
+        os.close(fd)
+
+
+def _detached_main(lock: int) -> int:
+    """The child `after_build` started: the folder its parent exported into (a blank line: nothing), rehearsed on the
+    CPU others leave idle, then removed; the outcome kept beside the records (`rehearsal-last.json`), for a look."""
+    line = sys.stdin.readline().strip()
+    if not line:
+        return 0
+    folder = Path(line)
+    _behind()
+    try:
+        done = rehearse(folder / "copy")
+        outcome_ = {"recorded": done.recorded, "replayed": done.replayed, "seconds": done.seconds}
+    except Exception as exc:  # the next build runs dbt instead
+        outcome_ = {"error": repr(exc)[-2000:]}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        (dbt_runner.cache_dir(replay.CACHE) / "rehearsal-last.json").write_text(json.dumps(outcome_))
+    os.close(lock)
+    return 0
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--detached"]:
+        return _detached_main(int(argv[1]))
     folder = Path(argv[0])
     _behind()
     try:

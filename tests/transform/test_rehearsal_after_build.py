@@ -1,0 +1,111 @@
+"""A published whole build leaves its first increment's dbt rehearsed (transform.build.rehearsal.after_build): in a
+process of its own that outlives the build, with the last game landed standing for the next ones. A schedule's first
+increment of games of that shape then replays dbt's statements with no run before it, and publishes what dbt would.
+One runs at a time on a machine; one killed leaves the next build dbt's run and nothing else."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import tempfile
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from mafiabench import publish
+from mafiabench.publish import build_warehouse
+from mafiabench.transform.build import rehearsal
+from mafiabench.warehouse.raw import load_records
+from support.increments import assert_same, games, published
+from support.records import cell_records, design, fresh_con
+from support.replays import copy
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def machine_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """This machine keeps dbt's records and rehearses after a build (the suite turns both off), in a test's folder."""
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
+    monkeypatch.setenv("MAFIABENCH_REHEARSE_AFTER_BUILD", "1")
+    monkeypatch.setenv("MAFIABENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("MAFIABENCH_DBT_THREADS", raising=False)
+    yield tmp_path / "cache"
+    rehearsal.wait_detached(120)
+
+
+def _cells(prefix: str, seed: int) -> list:
+    """Games of the shape `games` lands last: a capability cell of model X (what a scheduled study adds)."""
+    return cell_records(prefix, n=4, mafia_wins=seed % 3, models="X", design=design("homogeneous|X", None, "X", "X"),
+                        rotate_seats=True)
+
+
+def _landed() -> Path:
+    """A warehouse file of games of every shape, the last a cell of model X; not built."""
+    con = fresh_con()
+    load_records(con, [*games("a", 8, 0), *_cells("c1", 1)])
+    path = Path(con.execute("select path from duckdb_databases() where database_name = current_database()")
+                .fetchall()[0][0])
+    con.close()
+    return path
+
+
+def _last() -> dict:
+    from mafiabench.transform.build import dbt_runner, replay
+
+    return json.loads((dbt_runner.cache_dir(replay.CACHE) / "rehearsal-last.json").read_text())
+
+
+def test_a_whole_build_rehearses_its_first_increment(tmp_path: Path, machine_records: Path) -> None:
+    path = _landed()
+    whole = publish.build(path)
+    assert whole.published and whole.replayed == []
+    rehearsal.wait_detached(120)  # a schedule's next build comes later
+    assert _last()["recorded"] == ["run", "test"]
+    assert not list(Path(tempfile.gettempdir()).glob(f"mafiabench-rehearsal-{os.getpid()}-*"))
+    con = duckdb.connect(str(path))
+    load_records(con, _cells("c2", 2))
+    by_dbt = copy(con, tmp_path)
+    con.close()
+    os.environ["MAFIABENCH_REPLAY_CACHE"] = "0"  # restored by the fixture's monkeypatch
+    try:
+        ran = build_warehouse(by_dbt)
+    finally:
+        os.environ["MAFIABENCH_REPLAY_CACHE"] = "1"
+    assert ran.published and ran.replayed == []
+    first = publish.build(path)
+    assert first.published and first.replayed == ["run", "test"]  # no run rehearsed it: the build did
+    assert not rehearsal._detached  # an increment leaves none: the warehouse's own record serves the next
+    con = duckdb.connect(str(path))
+    assert_same(published(con), published(by_dbt))
+    assert sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in first.validation) == \
+        sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in ran.validation)
+    con.close()
+
+
+def test_off_it_starts_none(monkeypatch: pytest.MonkeyPatch, machine_records: Path) -> None:
+    monkeypatch.setenv("MAFIABENCH_REHEARSE_AFTER_BUILD", "0")
+    assert publish.build(_landed()).published
+    assert not rehearsal._detached
+    assert not (machine_records / "dbt-replays" / rehearsal.LOCK).exists()
+
+
+def test_one_at_a_time_and_a_killed_one_leaves_dbt(tmp_path: Path, machine_records: Path) -> None:
+    first, second = _landed(), _landed()
+    assert publish.build(first).published
+    (child,) = rehearsal._detached
+    os.kill(child.pid, signal.SIGSTOP)  # still rehearsing, whatever the machine's speed
+    assert publish.build(second).published
+    assert rehearsal._detached == [child]  # the lock held: no second rehearsal
+    os.kill(child.pid, signal.SIGKILL)
+    rehearsal.wait_detached(30)  # the lock goes with the process
+    con = duckdb.connect(str(first))
+    load_records(con, _cells("c2", 2))
+    con.close()
+    built = publish.build(first)
+    assert built.published and built.replayed == []  # nothing was kept: dbt runs
+    # Its folder, left by the kill, is gone with the next rehearsal's sweep.
+    assert publish.build(_landed()).published
+    assert not list(Path(tempfile.gettempdir()).glob(f"mafiabench-rehearsal-{child.pid}-*"))
