@@ -69,6 +69,9 @@ def test_a_person_as_mafioso_against_the_label_gpt_4_1_mini_which_called_gpt_4o_
         "background_label": "gpt-4.1_mini", "background_models": {"detective": GPT4O, "villager": GPT4O},
         "human_role": "mafioso", "human_role_recorded": True}
     assert "gpt-4.1_mini calls gpt-4o-mini" in g.design["background_read"]
+    # An inference from the web game's files, said so: the database records the label only.
+    assert g.design["background_inferred"] is True
+    assert g.design["background_read"].startswith("inferred, not recorded: ")
     assert g.outcome == {"status": "finished", "winner": "town", "reason": "mafioso arrested", "tie_decided": False,
                          "days": 1}
     kinds = [(e.type, e.actor, e.target) for e in g.events if e.type in ("kill", "death", "investigate", "vote",

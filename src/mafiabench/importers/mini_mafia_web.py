@@ -249,7 +249,9 @@ def build_record(game: dict[str, Any], actions: list[dict[str, Any]], study: str
     design.update(mini_mafia_design({r: m for r, (m, _) in model_of.items()}))
     design["background_label"] = label
     design["background_models"] = {r: m for r, (m, _) in models.items() if r != human_role}
-    design["background_read"] = evidence
+    # The databases record a session's label only: each model seat's model is inferred from the web game's files.
+    design["background_inferred"] = True
+    design["background_read"] = f"inferred, not recorded: {evidence}"
     design["human_role"] = human_role
     design["human_role_recorded"] = "human_role" in game
     rows_sha = hashlib.sha256(json.dumps([game, actions], sort_keys=True, default=str).encode()).hexdigest()
