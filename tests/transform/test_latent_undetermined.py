@@ -8,10 +8,17 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import polars as pl
 import pytest
 
 from mafiabench.importers.common import mini_mafia_design
-from mafiabench.transform.models.latent import UNDETERMINED_NOTE, fit_latent_nuts, undetermined
+from mafiabench.transform.models.latent import (
+    DEFAULT_RIDGE,
+    UNDETERMINED_NOTE,
+    _map_rows,
+    fit_latent_nuts,
+    undetermined,
+)
 from support.published_mini_mafia import GAMES_PER_CELL, published_cells
 from support.records import MAFIA_WIN_VOTES, TOWN_WIN_VOTES, landed, mini_record, rows
 
@@ -87,6 +94,31 @@ def test_an_island_of_unplaced_models_moves_no_placed_estimate() -> None:
     assert both.estimate["v"][placed_v].mean() == pytest.approx(1, abs=1e-9)
     x = both.models["m"].index("X")
     assert both.sd["m"][x] > both.sd["m"][placed].max()  # the prior's spread, wider than any placed model's
+
+
+def _map(cells: list[Cell]) -> dict[tuple[str, str], tuple[float, float]]:
+    """The point estimate's rows (`MAFIABENCH_LATENT_METHOD=map`) on cells: (model, parameter) -> (estimate, se)."""
+    frame = pl.DataFrame(cells, schema=["mafioso_model", "villager_model", "detective_model", "n", "w"], orient="row")
+    games_by: dict[str, dict[str, int]] = {"mafioso": {}, "detective": {}, "villager": {}}
+    for m, v, d, n, _ in cells:
+        for role, name in (("mafioso", m), ("villager", v), ("detective", d)):
+            games_by[role][name] = games_by[role].get(name, 0) + n
+    rows, _ = _map_rows("s", None, frame, games_by, DEFAULT_RIDGE)
+    return {(r["model"], r["parameter"]): (r["estimate"], r["se"]) for r in rows}
+
+
+def test_an_island_moves_no_placed_point_estimate() -> None:
+    """The point estimate's constraints (sum(a) + sum(b) = 0, sum(log c) = 0) run over the placed models, as the NUTS
+    normalisation's means do: the island's parameters are their prior's and its own games', and the three placed
+    models' estimates and sds are those of the fit without it (over every model, the island's prior-placed values
+    entered the sums and moved them all)."""
+    base = complete(["A", "B", "C"], {"A": 0.6, "B": 0.0, "C": -0.6})
+    alone, both = _map(base), _map([*base, ("X", "Y", "Z", 30, 27)])
+    assert set(both) - set(alone) == {("X", "a"), ("Z", "b"), ("Y", "c")}
+    for k, (estimate, se) in alone.items():
+        assert both[k][0] == pytest.approx(estimate, abs=1e-5), k
+        assert both[k][1] == pytest.approx(se, rel=1e-3), k
+    assert sum(both[(n, p)][0] for n in "ABC" for p in "ab") == pytest.approx(0, abs=1e-6)
 
 
 @pytest.mark.parametrize("method", ["map", pytest.param("nuts", marks=pytest.mark.slow)])

@@ -25,7 +25,8 @@ won or lost every game it played in a role, or whose sd stays above `MAX_SE` (se
 against the others), is reported as not identified, without an interval: its estimate is the prior's, not the
 data's. So is, in either method, a parameter the design itself does not determine (`undetermined`: other values
 fit its games exactly as well, e.g. a person who played only against a model no other game saw), however narrow
-its prior makes its sd; the NUTS fit's normalisation leaves such models out of its means.
+its prior makes its sd; the NUTS fit's normalisation leaves such models out of its means, and the point
+estimate's constraints out of their sums.
 The fit is per study and prompt version: a model must meet the others within one experiment to be placed.
 
 The NUTS fit (`fit_latent_nuts`), the Mini-Mafia reference's model by full Bayesian sampling (NumPyro NUTS).
@@ -184,10 +185,13 @@ def _fitted_values(values: np.ndarray, where: np.ndarray, codes: np.ndarray) -> 
 
 
 def _fit_coded(
-    mafioso: Coded, detective: Coded, villager: Coded, y: np.ndarray, *, ridge: float, games: np.ndarray | None = None
+    mafioso: Coded, detective: Coded, villager: Coded, y: np.ndarray, *, ridge: float, games: np.ndarray | None = None,
+    loose: Mapping[str, set[str]] | None = None,
 ) -> LatentFit:
     """The fit on coded rows: one game each with `y` its outcome, or (`games` given) `games` games each with `y`
-    mafia wins among them, the same cells and so the same fit at the cost of the rows (the leaderboard's line-ups)."""
+    mafia wins among them, the same cells and so the same fit at the cost of the rows (the leaderboard's line-ups).
+    `loose` (`undetermined`'s models by parameter kind) are left out of the constraints' sums, as the NUTS fit
+    leaves them out of its means: a parameter its prior alone places would otherwise shift every placed one."""
     (mnames, mi), (dnames, dj), (vnames, vk) = mafioso, detective, villager
     nm, nd, nv = len(mnames), len(dnames), len(vnames)
     # Aggregate games into (i, j, k) cells: n games, w mafia wins.
@@ -206,6 +210,12 @@ def _fit_coded(
     constraints = np.zeros((2, p))
     constraints[0, : nm + nd] = 1.0
     constraints[1, nm + nd :] = 1.0
+    if loose:
+        placed = np.r_[[n not in loose.get("a", ()) for n in mnames], [n not in loose.get("b", ()) for n in dnames],
+                       [n not in loose.get("c", ()) for n in vnames]]
+        for row, part in ((0, slice(0, nm + nd)), (1, slice(nm + nd, p))):
+            if placed[part].any():  # none placed: the sum over every model, as before
+                constraints[row, part] = placed[part].astype(float)
     from scipy import linalg, optimize  # here, not at import: a build whose fits are cached never fits (0.3 s)
 
     basis = linalg.null_space(constraints)
@@ -582,9 +592,11 @@ def _map_rows(
     study: str, version: str | None, cells: pl.DataFrame, games_by: Mapping[str, Mapping[str, int]], ridge: float,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     # On the cells, each with its games and wins: the fit game by game, to the bit (tests/transform/
-    # test_latent_counts.py).
+    # test_latent_counts.py); the constraints over the models the design places.
+    loose = undetermined(cells.select("mafioso_model", "villager_model", "detective_model", "n", "w").rows())
     fit = _fit_coded(_codes(cells["mafioso_model"]), _codes(cells["detective_model"]), _codes(cells["villager_model"]),
-                     cells["w"].to_numpy().astype(float), ridge=ridge, games=cells["n"].to_numpy().astype(float))
+                     cells["w"].to_numpy().astype(float), ridge=ridge, games=cells["n"].to_numpy().astype(float),
+                     loose=loose)
     se = fit.se()
     ok = fit.identified()
     sep = fit.separated if fit.separated is not None else np.zeros(len(ok), dtype=bool)
@@ -621,7 +633,6 @@ def _map_rows(
                     s, games_by["villager"].get(name, 0), bool(sep[nm + nd + k]), "villager"),
             }
         )
-    loose = undetermined(cells.select("mafioso_model", "villager_model", "detective_model", "n", "w").rows())
     for r in rows:
         r["converged"] = fit.converged
         if r["model"] in loose[r["parameter"]]:
