@@ -255,41 +255,43 @@ def run_import(
     # Formats that are studies of their own (Mini-Mafia batch folders, a Mini-Mafia database) name the study
     # after what was imported; the others default to their source.
     total = None if progress is None else functools.partial(progress.expect, "games")
-    items = reader(path, study=study, total=total) if fmt in STUDY_FORMATS else reader(path, total=total)
-    for item in items:
-        report.games_read += 1
-        if progress is not None:
-            progress.done(printable(item.source_file if isinstance(item, UnreadableGame)
-                                    else str(item.provenance.source_file or item.game_id)))
-        if isinstance(item, UnreadableGame):
-            report.unreadable.append((item.source_file, item.reason))
-            continue
-        sources.add(str(item.provenance.source))
-        if study is not None and item.design is not None:
-            item.design["experiment"] = study
-        name = str((item.design or {}).get("experiment") or f"source:{item.provenance.source}")
-        report.studies[name] = report.studies.get(name, 0) + 1
-        for e in item.events:
-            if (flag := e.data.get("flag")) is not None:
-                report.flags[str(flag)] = report.flags.get(str(flag), 0) + 1
-        where = str(item.provenance.source_file or item.game_id)
-        if item.validity.get("undecided"):
-            report.undecided.append((where, str(item.validity["undecided"])))
-        report.notes += [(where, str(n)) for n in item.validity.get("notes") or []]
-        if item.validity.get("valid", True):
-            report.valid += 1
-        else:
-            reason = str(item.validity.get("reason") or "unspecified")
-            report.invalid[reason] = report.invalid.get(reason, 0) + 1
-        if records_dir is not None:
-            target = Path(records_dir) / f"{item.game_id}.json"
-            if not target.exists():
-                write_record_atomic(item, target)
-        pending.append(item)
-        if len(pending) >= batch_size:
-            flush()
-    flush()
-    settle()
+    try:  # the vacuum ends before the import does, whatever stops the reading
+        items = reader(path, study=study, total=total) if fmt in STUDY_FORMATS else reader(path, total=total)
+        for item in items:
+            report.games_read += 1
+            if progress is not None:
+                progress.done(printable(item.source_file if isinstance(item, UnreadableGame)
+                                        else str(item.provenance.source_file or item.game_id)))
+            if isinstance(item, UnreadableGame):
+                report.unreadable.append((item.source_file, item.reason))
+                continue
+            sources.add(str(item.provenance.source))
+            if study is not None and item.design is not None:
+                item.design["experiment"] = study
+            name = str((item.design or {}).get("experiment") or f"source:{item.provenance.source}")
+            report.studies[name] = report.studies.get(name, 0) + 1
+            for e in item.events:
+                if (flag := e.data.get("flag")) is not None:
+                    report.flags[str(flag)] = report.flags.get(str(flag), 0) + 1
+            where = str(item.provenance.source_file or item.game_id)
+            if item.validity.get("undecided"):
+                report.undecided.append((where, str(item.validity["undecided"])))
+            report.notes += [(where, str(n)) for n in item.validity.get("notes") or []]
+            if item.validity.get("valid", True):
+                report.valid += 1
+            else:
+                reason = str(item.validity.get("reason") or "unspecified")
+                report.invalid[reason] = report.invalid.get(reason, 0) + 1
+            if records_dir is not None:
+                target = Path(records_dir) / f"{item.game_id}.json"
+                if not target.exists():
+                    write_record_atomic(item, target)
+            pending.append(item)
+            if len(pending) >= batch_size:
+                flush()
+        flush()
+    finally:
+        settle()
     record_unreadable(con, FORMATS[fmt][2], str(path), report.unreadable)
     if sources:
         leaks = listing_leaks(con, sorted(sources))
