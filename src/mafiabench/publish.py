@@ -337,7 +337,7 @@ def showing_progress(bar: Callable[[], AbstractContextManager[BuildProgress]]) -
 
 def build(warehouse: Path, **options: Any) -> BuildResult:
     """Build, gate and publish (options: those of `build_warehouse`), holding the warehouse lock so no run lands
-    meanwhile."""
+    meanwhile; a published whole build then starts the rehearsal of its first increment (`rehearsal.after_build`)."""
     with warehouse_lock(warehouse, what="build"):
         con = connect(warehouse)
         try:
