@@ -8,11 +8,9 @@ Readers are pure (path in, records out); only `run_import` touches the warehouse
 
 from __future__ import annotations
 
-import concurrent.futures
 import functools
 import hashlib
 import importlib
-import logging
 import re
 import time
 from collections import Counter
@@ -21,15 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-import duckdb
-
 from mafiabench.agents.parsing import parse_message_reference, parse_name_reference
 from mafiabench.engine.core import ROLE_TEAM
 from mafiabench.engine.events import PUBLIC, Event, Phase
 from mafiabench.errors import UserError, printable
 from mafiabench.record import GameRecord, write_record_atomic
-
-log = logging.getLogger(__name__)
 
 # -- what readers yield ----------------------------------------------------------------------------------------------
 
@@ -102,8 +96,6 @@ class ImportReport:
     # Positions of the source's seat order that give the role away (warehouse.listing_leaks): the detector lists
     # players in a seeded shuffle, but prompts or pages in seat order would show it.
     leaks: list[str] = field(default_factory=list)
-    # DuckDB's vacuum, run beside the reading because the next build's publish was due to (`_compact_beside`): seconds.
-    compacted_s: float | None = None
 
     @property
     def records(self) -> int:
@@ -126,7 +118,6 @@ class ImportReport:
             "notes": [{"file": f, "note": n} for f, n in self.notes],
             "listing_leaks": list(self.leaks),
             "seconds": round(self.seconds, 3),
-            "compacted_s": None if self.compacted_s is None else round(self.compacted_s, 3),
         }
 
     def to_text(self) -> str:
@@ -154,13 +145,7 @@ class ImportReport:
             lines += [f"    {leak}" for leak in self.leaks]
         lines.append(f"  unreadable (not landed): {len(self.unreadable)}")
         lines += [f"    {unreadable_line(f, r)}" for f, r in self.unreadable]
-        lines += self._compacted()
         return "\n".join(lines)
-
-    def _compacted(self) -> list[str]:
-        return [] if self.compacted_s is None else [
-            f"  compacted the warehouse (DuckDB's vacuum, due at the next build's publish) in {self.compacted_s:.1f} s "
-            "while the games were read"]
 
 
     def brief(self) -> str:
@@ -181,7 +166,6 @@ class ImportReport:
         hidden = [f"{what}: {n}" for what, n in (
             ("invalid games by reason", len(self.invalid)), ("flagged events", sum(self.flags.values())),
             ("undecided games", len(self.undecided)), ("notes", len(self.notes))) if n]
-        lines += self._compacted()
         if hidden:
             lines.append(f"  (-v shows {', '.join(hidden)})")
         return "\n".join(lines)
@@ -230,22 +214,9 @@ def run_import(
     pending: list[GameRecord] = []
     sources: set[str] = set()
 
-    compacting = _compact_beside(con)
-
-    def settle() -> None:
-        """The vacuum done (or failed: the next publish vacuums) before this import writes the warehouse."""
-        nonlocal compacting
-        if compacting is not None:
-            try:
-                report.compacted_s = compacting.result()
-            except duckdb.Error as exc:
-                log.debug("the import's vacuum did not run: %s", exc)
-            compacting = None
-
     def flush() -> None:
         if not pending:
             return
-        settle()
         result = load_records(con, pending, replace=replace)
         report.landed += result.inserted + result.replaced
         report.replaced += result.replaced
@@ -255,77 +226,46 @@ def run_import(
     # Formats that are studies of their own (Mini-Mafia batch folders, a Mini-Mafia database) name the study
     # after what was imported; the others default to their source.
     total = None if progress is None else functools.partial(progress.expect, "games")
-    try:  # the vacuum ends before the import does, whatever stops the reading
-        items = reader(path, study=study, total=total) if fmt in STUDY_FORMATS else reader(path, total=total)
-        for item in items:
-            report.games_read += 1
-            if progress is not None:
-                progress.done(printable(item.source_file if isinstance(item, UnreadableGame)
-                                        else str(item.provenance.source_file or item.game_id)))
-            if isinstance(item, UnreadableGame):
-                report.unreadable.append((item.source_file, item.reason))
-                continue
-            sources.add(str(item.provenance.source))
-            if study is not None and item.design is not None:
-                item.design["experiment"] = study
-            name = str((item.design or {}).get("experiment") or f"source:{item.provenance.source}")
-            report.studies[name] = report.studies.get(name, 0) + 1
-            for e in item.events:
-                if (flag := e.data.get("flag")) is not None:
-                    report.flags[str(flag)] = report.flags.get(str(flag), 0) + 1
-            where = str(item.provenance.source_file or item.game_id)
-            if item.validity.get("undecided"):
-                report.undecided.append((where, str(item.validity["undecided"])))
-            report.notes += [(where, str(n)) for n in item.validity.get("notes") or []]
-            if item.validity.get("valid", True):
-                report.valid += 1
-            else:
-                reason = str(item.validity.get("reason") or "unspecified")
-                report.invalid[reason] = report.invalid.get(reason, 0) + 1
-            if records_dir is not None:
-                target = Path(records_dir) / f"{item.game_id}.json"
-                if not target.exists():
-                    write_record_atomic(item, target)
-            pending.append(item)
-            if len(pending) >= batch_size:
-                flush()
-        flush()
-    finally:
-        settle()
+    items = reader(path, study=study, total=total) if fmt in STUDY_FORMATS else reader(path, total=total)
+    for item in items:
+        report.games_read += 1
+        if progress is not None:
+            progress.done(printable(item.source_file if isinstance(item, UnreadableGame)
+                                    else str(item.provenance.source_file or item.game_id)))
+        if isinstance(item, UnreadableGame):
+            report.unreadable.append((item.source_file, item.reason))
+            continue
+        sources.add(str(item.provenance.source))
+        if study is not None and item.design is not None:
+            item.design["experiment"] = study
+        name = str((item.design or {}).get("experiment") or f"source:{item.provenance.source}")
+        report.studies[name] = report.studies.get(name, 0) + 1
+        for e in item.events:
+            if (flag := e.data.get("flag")) is not None:
+                report.flags[str(flag)] = report.flags.get(str(flag), 0) + 1
+        where = str(item.provenance.source_file or item.game_id)
+        if item.validity.get("undecided"):
+            report.undecided.append((where, str(item.validity["undecided"])))
+        report.notes += [(where, str(n)) for n in item.validity.get("notes") or []]
+        if item.validity.get("valid", True):
+            report.valid += 1
+        else:
+            reason = str(item.validity.get("reason") or "unspecified")
+            report.invalid[reason] = report.invalid.get(reason, 0) + 1
+        if records_dir is not None:
+            target = Path(records_dir) / f"{item.game_id}.json"
+            if not target.exists():
+                write_record_atomic(item, target)
+        pending.append(item)
+        if len(pending) >= batch_size:
+            flush()
+    flush()
     record_unreadable(con, FORMATS[fmt][2], str(path), report.unreadable)
     if sources:
         leaks = listing_leaks(con, sorted(sources))
         report.leaks = [leak.text() for leak in leaks if leak.leak and leak.listing == SEATS]
     report.seconds = time.perf_counter() - start
     return report
-
-
-def _compact_beside(con: Any) -> concurrent.futures.Future[float | None] | None:
-    """DuckDB's vacuum, when the next build's publish would run it (`warehouse.builds.vacuum_due`: every 8th
-    increment's), started on a cursor of its own in a thread, beside the reading, which needs the warehouse only at
-    its first landing (`settle`): as `mafiabench run` does while its games play, so that the build after an import
-    publishes without the merge (2.2 s at a million games), which here costs the CPU core the reading leaves idle
-    (a Mini-Mafia batch reads about 600 games a second). None when not due."""
-    from mafiabench.warehouse import builds
-
-    try:
-        if not builds.vacuum_due(con):
-            return None
-    except duckdb.Error:
-        return None
-    cursor = con.cursor()
-
-    def compact() -> float | None:
-        try:
-            return builds.compact(cursor)
-        finally:
-            cursor.close()
-
-    pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mafiabench-import-vacuum")
-    try:
-        return pool.submit(compact)
-    finally:
-        pool.shutdown(wait=False)
 
 
 # -- model identity --------------------------------------------------------------------------------------------------
