@@ -62,9 +62,10 @@ def test_a_whole_build_rehearses_its_first_increment(tmp_path: Path, machine_rec
     path = _landed()
     whole = publish.build(path)
     assert whole.published and whole.replayed == []
+    (child,) = rehearsal._detached
     rehearsal.wait_detached(120)  # a schedule's next build comes later
     assert _last()["recorded"] == ["run", "test"]
-    assert not list(Path(tempfile.gettempdir()).glob(f"mafiabench-rehearsal-{os.getpid()}-*"))
+    assert not list(Path(tempfile.gettempdir()).glob(f"mafiabench-rehearsal-{child.pid}-*"))  # removed by the child
     con = duckdb.connect(str(path))
     load_records(con, _cells("c2", 2))
     by_dbt = copy(con, tmp_path)
