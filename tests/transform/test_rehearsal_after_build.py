@@ -110,3 +110,23 @@ def test_one_at_a_time_and_a_killed_one_leaves_dbt(tmp_path: Path, machine_recor
     # Its folder, left by the kill, is gone with the next rehearsal's sweep.
     assert publish.build(_landed()).published
     assert not list(Path(tempfile.gettempdir()).glob(f"mafiabench-rehearsal-{child.pid}-*"))
+
+
+@pytest.mark.parametrize("fault", ["no process", "export fails"])
+def test_its_failure_never_fails_the_published_build(fault: str, monkeypatch: pytest.MonkeyPatch,
+                                                     machine_records: Path) -> None:
+    if fault == "no process":
+        def refused(lock: int) -> None:
+            raise OSError(11, "Resource temporarily unavailable")
+        monkeypatch.setattr(rehearsal, "_spawn", refused)
+    else:
+        def broken(*args: object, **kwargs: object) -> bool:
+            raise OSError(28, "No space left on device")
+        monkeypatch.setattr(rehearsal, "export", broken)
+    before = set(Path(tempfile.gettempdir()).glob("mafiabench-rehearsal-*"))
+    assert publish.build(_landed()).published
+    children = list(rehearsal._detached)
+    rehearsal.wait_detached(30)  # a child given nothing to do ends at once, and the lock with it
+    assert all(c.returncode == 0 for c in children)
+    assert set(Path(tempfile.gettempdir()).glob("mafiabench-rehearsal-*")) <= before
+    assert not (machine_records / "dbt-replays" / "rehearsal-last.json").exists()

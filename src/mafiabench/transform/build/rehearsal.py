@@ -281,19 +281,21 @@ def after_build(con: duckdb.DuckDBPyConnection) -> bool:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:  # one runs already
             return False
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "mafiabench.transform.build.rehearsal", "--detached", str(lock)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(lock,),
-            start_new_session=True)  # a Ctrl-C to the build's terminal is not the rehearsal's
+        try:
+            proc = _spawn(lock)
+        except OSError as exc:  # no process to be had: the published build stands, the next one runs dbt
+            log.debug("no rehearsal after the build: %s", exc)
+            return False
     finally:
         os.close(lock)  # the child's copy holds the lock until it ends
     _detached[:] = [*(p for p in _detached if p.poll() is None), proc]
-    # Named after the child's process, so a sweep of scratch folders keeps it while the child lives, and removes it
-    # once the child is gone without removing it (kill -9), as here.
-    scratch.sweep("rehearsal")
-    folder = Path(tempfile.mkdtemp(prefix=f"mafiabench-rehearsal-{proc.pid}-"))
+    folder: Path | None = None
     made = False
     try:
+        # Named after the child's process, so a sweep of scratch folders keeps it while the child lives, and removes
+        # it once the child is gone without removing it (kill -9), as here.
+        scratch.sweep("rehearsal")
+        folder = Path(tempfile.mkdtemp(prefix=f"mafiabench-rehearsal-{proc.pid}-"))
         made = export(con, folder / "copy", stand_in=True)
     except Exception as exc:  # the published build stands; the next one runs dbt
         log.debug("no rehearsal after the build: %s", exc)
@@ -304,9 +306,18 @@ def after_build(con: duckdb.DuckDBPyConnection) -> bool:
             proc.stdin.close()
         except OSError:  # the child is gone already
             made = False
-        if not made:
+        if not made and folder is not None:
             shutil.rmtree(folder, ignore_errors=True)
     return made
+
+
+def _spawn(lock: int) -> subprocess.Popen[bytes]:
+    """The child (`_detached_main`), in a session of its own (a Ctrl-C to the build's terminal is not its), given the
+    lock's descriptor and a pipe to hear its folder on."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mafiabench.transform.build.rehearsal", "--detached", str(lock)],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, pass_fds=(lock,),
+        start_new_session=True)
 
 
 def wait_detached(timeout: float = 600.0) -> None:
