@@ -62,6 +62,21 @@ def test_the_failures_page_names_the_offline_players_that_failed() -> None:
     html = render_page(failures.build(Context(Marts(_con({"mart_format_failures": rows})), {})), nav=[])
     note = html.split('class="note offline-failures">')[1].split("</p>")[0]
     assert note.startswith("Failures of the built-in offline players (fake/alpha) are\nexpected")
+    assert "people-failures" not in html  # no person failed
+
+
+def test_a_persons_format_failures_are_said_to_be_the_interfaces_too() -> None:
+    """People imported from the Mini-Mafia web game (model `human`) fail the format where the interface read an
+    unquoted message as a silence: the page says whose failure that is; a person who never failed gets no note."""
+    rows = [{"variant": "mini-mafia", "model": m, "prompt_version": None, "role": "villager", "action": "message",
+             "n_decisions": 40, "n_format_failures": k, "rate": k / 40, "low": 0.0, "high": 0.1,
+             "posterior_mean": k / 40} for m, k in (("human", 3), ("openai/gpt-4o-mini", 0))]
+    html = render_page(failures.build(Context(Marts(_con({"mart_format_failures": rows})), {})), nav=[])
+    note = html.split('class="note people-failures">')[1].split("</p>")[0]
+    assert "how the game's\ninterface read what they typed" in note
+    rows[0]["n_format_failures"] = 0
+    html = render_page(failures.build(Context(Marts(_con({"mart_format_failures": rows})), {})), nav=[])
+    assert "people-failures" not in html
 
 
 

@@ -68,6 +68,8 @@ def build(ctx: Context) -> Page:
             )
     page.data["offline_failing"] = sorted({str(r["model"]) for r in (reasoning or []) + (formats or [])
                                            if offline(r.get("model")) and (r.get("k") or 0) > 0})
+    # A person's format failure is the interface's reading of what they typed (importers: the model `human`).
+    page.data["people_failing"] = any(r.get("model") == "human" and (r.get("k") or 0) > 0 for r in formats or [])
     if m.has("mart_win_rates"):
         cells = m.rows(
             "select * from mart_win_rates where dimension = 'cell' and team = 'mafia' and n > 0 order by variant, value"
