@@ -26,10 +26,11 @@ record serves the next increment of the same shape: `due`); when a record of its
 it on the copy and keeps nothing new.
 
 A published whole build rehearses its first increment as well (`after_build`, from `publish.build`), in a process that
-outlives the build, with the last game landed standing for the next ones: a schedule's first increment then replays
-dbt even when no run rehearsed it (an `import`, games landed by hand, a run that kept both cores busy, whose own
-rehearsal got no CPU). What a record's key holds of the increment is its shape (which raw tables its games have rows
-in, and so the kept models), not its rows, so the stand-in serves a schedule that adds games like the last ones.
+outlives the build, with the last game landed standing for the next ones: a schedule's first increment landed
+without a run (an `import`, games landed by hand) then replays dbt. What a record's key holds of the increment is its
+shape (which raw tables its games have rows in, and so the kept models), not its rows, so the stand-in serves a
+schedule that adds games like the last ones; a run's increment also changes `raw_runs` (and the landed files' and
+cells' tables), a key of its own, which the run's own rehearsal records.
 """
 
 from __future__ import annotations
@@ -251,10 +252,11 @@ def _after_build_on() -> bool:
 def after_build(con: duckdb.DuckDBPyConnection) -> bool:
     """After a whole build published: rehearse the first increment's dbt in a process of its own that outlives the
     build (`main --detached`), with the last game landed standing for the next ones (`export(stand_in=True)`), so a
-    scheduled study's first increment replays dbt's statements even when no run rehearsed them (an `import`, games
-    landed by hand, or a run that kept both cores busy). Called by `publish.build` under the warehouse lock; only the
-    export (tenths of a second) is the build's, and only when `due`. One at a time on a machine (`LOCK`, taken here and
-    held by the child until it ends); `MAFIABENCH_REHEARSE_AFTER_BUILD=0` turns it off. True when one was started."""
+    scheduled study's first increment landed without a run (an `import`, games landed by hand) replays dbt's
+    statements (a run's changes `raw_runs` too: its own rehearsal's key). Called by `publish.build` under the
+    warehouse lock; only the export (tenths of a second) is the build's, and only when `due`. One at a time on a
+    machine (`LOCK`, taken here and held by the child until it ends); `MAFIABENCH_REHEARSE_AFTER_BUILD=0` turns it
+    off. True when one was started."""
     try:
         if not _after_build_on() or not due(con):
             return False
