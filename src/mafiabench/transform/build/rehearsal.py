@@ -29,8 +29,8 @@ A published whole build rehearses its first increment as well (`after_build`, fr
 outlives the build, with the last game landed standing for the next ones: a schedule's first increment landed
 without a run (an `import`, games landed by hand) then replays dbt. What a record's key holds of the increment is its
 shape (which raw tables its games have rows in, and so the kept models), not its rows, so the stand-in serves a
-schedule that adds games like the last ones; a run's increment also changes `raw_runs` (and the landed files' and
-cells' tables), a key of its own, which the run's own rehearsal records.
+schedule that adds games like the last ones; a run's increment also changes `raw_runs` and `raw_landed_files`, a key of
+its own, which the run's own rehearsal records.
 """
 
 from __future__ import annotations
