@@ -191,11 +191,15 @@ def wait_after_build(env: dict[str, str]) -> str:
     finally:
         os.close(fd)
     waited = time.perf_counter() - t0
-    done = json.loads(last.read_text()) if last.exists() else {}
-    if "recorded" not in done:
-        return f"the rehearsal after the build: {done.get('error', 'no outcome')} (waited {waited:.1f} s)"
-    return (f"the rehearsal after the build: recorded dbt {' and '.join(done['recorded']) or 'nothing'}"
-            f"{'; replayed ' + ' and '.join(done['replayed']) if done['replayed'] else ''} in {done['seconds']:.1f} s "
+    outcome = json.loads(last.read_text()) if last.exists() else {}
+    if "recorded" in outcome:  # a tree before the shapes: one, the games as landed
+        outcome = {"as landed": outcome}
+    said = [f"{shape}: " + (str(done) if shape == "error" else
+                            f"recorded dbt {' and '.join(done['recorded']) or 'nothing'}"
+                            f"{'; replayed ' + ' and '.join(done['replayed']) if done['replayed'] else ''} "
+                            f"in {done['seconds']:.1f} s")
+            for shape, done in outcome.items()]
+    return (f"the rehearsal after the build: {'; '.join(said) or 'no outcome'} "
             f"(waited {waited:.1f} s for it after the build returned)")
 
 

@@ -5,6 +5,7 @@ One runs at a time on a machine; one killed leaves the next build dbt's run and 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -16,7 +17,9 @@ import pytest
 
 from mafiabench import publish
 from mafiabench.publish import build_warehouse
-from mafiabench.transform.build import rehearsal
+from mafiabench.study.run import Study, run_study
+from mafiabench.study.spec import Experiment, parse_experiment
+from mafiabench.transform.build import increment, rehearsal
 from mafiabench.warehouse.raw import load_records
 from support.increments import assert_same, games, published
 from support.records import cell_records, design, fresh_con
@@ -64,7 +67,8 @@ def test_a_whole_build_rehearses_its_first_increment(tmp_path: Path, machine_rec
     assert whole.published and whole.replayed == []
     (child,) = rehearsal._detached
     rehearsal.wait_detached(120)  # a schedule's next build comes later
-    assert _last()["recorded"] == ["run", "test"]
+    assert _last() == {"as landed": {"recorded": ["run", "test"], "replayed": [], "seconds": _last()["as landed"]
+                                     ["seconds"]}}  # no run landed games: no run's shape
     assert not list(Path(tempfile.gettempdir()).glob(f"mafiabench-rehearsal-{child.pid}-*"))  # removed by the child
     con = duckdb.connect(str(path))
     load_records(con, _cells("c2", 2))
@@ -130,3 +134,50 @@ def test_its_failure_never_fails_the_published_build(fault: str, monkeypatch: py
     assert all(c.returncode == 0 for c in children)
     assert set(Path(tempfile.gettempdir()).glob("mafiabench-rehearsal-*")) <= before
     assert not (machine_records / "dbt-replays" / "rehearsal-last.json").exists()
+
+
+def _experiment(tmp_path: Path, games: int, reference: str | None) -> Experiment:
+    return parse_experiment({
+        "name": "scheduled", "variant": "mini-mafia", **({"reference": reference} if reference else {}),
+        "cells": [{"name": "c", "agents": {"default": "policy/random"}, "games": games}],
+        "shard_size": 5, "warehouse": str(tmp_path / "w.duckdb"),
+    })
+
+
+@pytest.mark.parametrize("reference", [None, "mini-mafia-v4.1"])
+def test_a_run_it_rehearsed_for_replays_with_no_rehearsal_of_its_own(
+        reference: str | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, machine_records: Path) -> None:
+    """A scheduled run whose games leave its own rehearsal no CPU (here: none started) replays dbt's run and test,
+    rehearsed after the whole build before it; with a protocol card (landed again by every run) and without."""
+    path = tmp_path / "w.duckdb"
+    asyncio.run(run_study(_experiment(tmp_path, 10, reference), progress=False))
+    con = duckdb.connect(str(path))
+    load_records(con, games("a", 4, 0))  # imported games, landed last: the run's shape is its own experiment's
+    con.close()
+    assert publish.build(path).published
+    rehearsal.wait_detached(120)
+    assert [shape for shape in _last()] == [rehearsal.NEXT_RUN, rehearsal.AS_LANDED]
+    assert all(done["recorded"] == ["run", "test"] for done in _last().values())
+
+    async def starved(self: Study) -> None:
+        return None
+
+    monkeypatch.setattr(Study, "_rehearse", starved)
+    second = asyncio.run(run_study(_experiment(tmp_path, 20, reference), progress=False))
+    assert not any("rehearsed" in line for line in second.after)
+    con = duckdb.connect(str(path))
+    changed = set(increment.fingerprints(con)) - increment.unchanged_sources(con, increment.fingerprints(con))
+    assert changed == {"raw_runs", "raw_landed_files", *(["raw_protocol_cards"] if reference else [])}
+    by_dbt = copy(con, tmp_path)
+    con.close()
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "0")
+    ran = build_warehouse(by_dbt)
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
+    assert ran.published and ran.replayed == []
+    first = publish.build(path)
+    assert first.published and first.replayed == ["run", "test"]
+    con = duckdb.connect(str(path))
+    assert_same(published(con), published(by_dbt))
+    assert sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in first.validation) == \
+        sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in ran.validation)
+    con.close()

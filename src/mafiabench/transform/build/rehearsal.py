@@ -26,11 +26,12 @@ record serves the next increment of the same shape: `due`); when a record of its
 it on the copy and keeps nothing new.
 
 A published whole build rehearses its first increment as well (`after_build`, from `publish.build`), in a process that
-outlives the build, with the last game landed standing for the next ones: a schedule's first increment landed
-without a run (an `import`, games landed by hand) then replays dbt. What a record's key holds of the increment is its
-shape (which raw tables its games have rows in, and so the kept models), not its rows, so the stand-in serves a
-schedule that adds games like the last ones; a run's increment also changes `raw_runs` and `raw_landed_files`, a key of
-its own, which the run's own rehearsal records.
+outlives the build, with stand-ins for the next games. What a record's key holds of an increment is its shape (which
+raw tables its games have rows in, which other sources changed, and so the kept models), not its rows, so one game
+can stand for many. Two shapes are rehearsed, one after the other: the next run of the last run's experiment (its
+last game, with a row more in `raw_runs` and `raw_landed_files` and its protocol card landed again: `_as_a_run`), so
+a run whose games keep both cores busy, and leave its own rehearsal no CPU, replays dbt all the same; and games landed
+without a run (an `import`, games landed by hand) like the last one landed.
 """
 
 from __future__ import annotations
@@ -57,6 +58,9 @@ from mafiabench.warehouse.raw import GRAIN_TABLES
 log = logging.getLogger(__name__)
 
 SPEC = "rehearsal.json"
+# The shapes of increment a rehearsal records for: the games landed (a run's own, or a stand-in for games landed
+# without a run: an import, games landed by hand), and a stand-in for the next run of the last run's experiment.
+AS_LANDED, NEXT_RUN = "as landed", "next run"
 DATA = "rehearsal_data.duckdb"  # the rows copied, in a file of another name (a catalog of its own)
 _ATTACHED = "mafiabench_rehearsal"
 # The tables a build plans from, copied whole: the published build's replay records (its graph among them), its
@@ -103,17 +107,21 @@ def _published_increment(con: duckdb.DuckDBPyConnection) -> bool:
 def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = False) -> bool:
     """Write what `rehearse` needs into `folder` (made here), from the warehouse behind `con` (the caller holds it:
     no landing in between). False, writing nothing, when there is nothing to rehearse: not `due`, or no game landed
-    since the published build (with `stand_in`, the last game landed stands for the next ones: `after_build`)."""
+    since the published build. With `stand_in` (`after_build`), games landed since count as ever, and otherwise
+    stand-ins do: the last game landed for an increment landed without a run (`AS_LANDED`), and, when the warehouse
+    holds a run, the last game of its experiment for that experiment's next run (`NEXT_RUN`), rehearsed first."""
     if not due(con):
         return False
     (published,) = con.execute(f"select n_rows from main.{increment.GAMES_TABLE}").fetchall()[0]
     # The games after the published ones: those `increment._added_only` finds when raw_games' first rows are the
     # published games (a replacing increment's record would not be this one's anyway).
     increment_games = f"rowid >= {int(published)}"
+    shapes: list[list[Any]] = [[AS_LANDED, None]]
     if not con.execute(f"select count(*) from main.raw_games where {increment_games}").fetchall()[0][0]:
         if not stand_in or not published:
             return False
-        increment_games = "rowid = (select max(rowid) from main.raw_games)"
+        shapes = _stand_ins(con)
+        increment_games = f"game_id in (select unnest({_sql_list([game for _, game in shapes])}))"
     database = con.execute("select current_database()").fetchall()[0][0]
     tables = con.execute("select table_name, sql from duckdb_tables() where database_name = ? and schema_name = 'main' "
                          "and not temporary order by table_name", [database]).fetchall()
@@ -140,6 +148,7 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = Fal
         # dbt's threads are in a record's key: the warehouse's, not those of the copy's few games
         "threads": dbt_runner.threads_for(con, {"increment": True}),
         "tables": tables, "views": views,
+        "shapes": shapes,  # [shape, the game standing for its increment's (None: every game copied)]
     }
     (folder / SPEC).write_text(json.dumps(spec))
     return True
@@ -149,11 +158,62 @@ def _quoted(path: Path) -> str:
     return str(path).replace("'", "''")
 
 
-def make_copy(folder: Path) -> Path:
-    """The empty copy `export` described: its tables and views, the rows copied, and the published games' record
-    and raw tables' rows set to none (every landed game is the increment, at the tail of its tables). Its path."""
+def _sql_str(value: str) -> str:
+    return value.replace("'", "''")
+
+
+def _sql_list(values: list[str]) -> str:
+    return "[" + ", ".join(f"'{_sql_str(v)}'" for v in values) + "]"
+
+
+def _last_run(con: duckdb.DuckDBPyConnection) -> tuple[str, str] | None:
+    """The last run's (run_id, experiment) when games of its experiment are landed (an import records no run)."""
+    found = con.execute(
+        "select run_id, experiment from main.raw_runs where experiment in (select experiment from main.raw_games) "
+        "order by started_at desc nulls last, run_id desc limit 1").fetchall()
+    return (str(found[0][0]), str(found[0][1])) if found else None
+
+
+def _stand_ins(con: duckdb.DuckDBPyConnection) -> list[list[Any]]:
+    """The shapes `after_build` rehearses and the game standing for each one's increment (`export`)."""
+    last = con.execute("select game_id from main.raw_games where rowid = (select max(rowid) from main.raw_games)"
+                       ).fetchall()[0][0]
+    run = _last_run(con)
+    if run is None:
+        return [[AS_LANDED, last]]
+    (of_run,) = con.execute("select game_id from main.raw_games where rowid = (select max(rowid) from main.raw_games "
+                            "where experiment = ?)", [run[1]]).fetchall()[0]
+    return [[NEXT_RUN, of_run], [AS_LANDED, last]]
+
+
+def _as_a_run(con: duckdb.DuckDBPyConnection) -> None:
+    """Change, in the copy, what a run of the last run's experiment changes besides its games (checked on runs of
+    the demo and of Strategema's offline study after a whole build): a row of `raw_runs`, one of `raw_landed_files`
+    (its shard files) and, when the experiment names a reference, its card in `raw_protocol_cards` (landed again at
+    every run's start). Each gets a row that differs, so each counts as changed (`increment.changed_sources`)."""
+    run = _last_run(con)
+    if run is None:
+        return
+    run_id, experiment = run
+    con.execute("insert into main.raw_runs select * replace (run_id || ' (rehearsed)' as run_id) from main.raw_runs "
+                "where run_id = ?", [run_id])
+    con.execute("insert into main.raw_landed_files select * replace (file || ' (rehearsed)' as file) "
+                "from main.raw_landed_files where experiment = ? order by landed_at desc, file desc limit 1",
+                [experiment])
+    con.execute("update main.raw_protocol_cards set recorded_at = recorded_at + interval 1 second "
+                "where experiment = ?", [experiment])
+
+
+def make_copy(folder: Path, shape: str = AS_LANDED) -> Path:
+    """The empty copy `export` described, for one of its `shapes`: its tables and views, the rows copied (of a
+    stand-in, its game's only; for `NEXT_RUN`, a run's other sources changed), and the published games' record and
+    raw tables' rows set to none (every landed game is the increment, at the tail of its tables). Its path (a copy
+    made before in the folder is replaced)."""
     spec = json.loads((folder / SPEC).read_text())
+    game = dict(spec.get("shapes") or [[AS_LANDED, None]])[shape]
     path = folder / f"{spec['stem']}.duckdb"
+    for made in (path, path.with_name(path.name + ".wal")):
+        made.unlink(missing_ok=True)
     con = duckdb.connect(str(path))
     try:
         for _, sql in spec["tables"]:
@@ -162,8 +222,11 @@ def make_copy(folder: Path) -> Path:
         con.execute(f"attach '{_quoted(folder / DATA)}' as {_ATTACHED} (read_only)")
         for (table,) in con.execute("select table_name from duckdb_tables() where database_name = ?",
                                     [_ATTACHED]).fetchall():
-            con.execute(f'insert into main."{table}" select * from {_ATTACHED}.main."{table}"')
+            only = f" where game_id = '{_sql_str(game)}'" if game is not None and table in GRAIN_TABLES else ""
+            con.execute(f'insert into main."{table}" select * from {_ATTACHED}.main."{table}"{only}')
         con.execute(f"detach {_ATTACHED}")
+        if shape == NEXT_RUN:
+            _as_a_run(con)
         con.execute(f"update main.{increment.GAMES_TABLE} set n_rows = 0, marks = 0")
         con.execute(f"update main.{GRAIN_ROWS_TABLE} set n_rows = 0")
         con.execute("checkpoint")
@@ -187,7 +250,12 @@ def _create_views(con: duckdb.DuckDBPyConnection, views: list[list[str]]) -> Non
         left = failed
 
 
-def rehearse(folder: Path) -> Rehearsed:
+def shapes(folder: Path) -> list[str]:
+    """The shapes of increment `export` wrote a rehearsal of into `folder`, in the order to rehearse them."""
+    return [shape for shape, _ in json.loads((folder / SPEC).read_text()).get("shapes") or [[AS_LANDED, None]]]
+
+
+def rehearse(folder: Path, shape: str = AS_LANDED) -> Rehearsed:
     """In a process of its own: the copy (`make_copy`), the build's dbt run and test staged on it, and their records
     kept on this machine. The Python models are not run: their staged tables stand empty (the data tests read them)."""
     from mafiabench.transform.build import marts
@@ -197,7 +265,7 @@ def rehearse(folder: Path) -> Rehearsed:
     t0 = time.perf_counter()
     spec = json.loads((folder / SPEC).read_text())
     os.environ["MAFIABENCH_DBT_THREADS"] = str(spec["threads"])
-    con = connect(make_copy(folder))
+    con = connect(make_copy(folder, shape))
     try:
         staged = marts.stage(con, python=False, sql_only=True)
         if staged.increment is None:
@@ -251,12 +319,12 @@ def _after_build_on() -> bool:
 
 def after_build(con: duckdb.DuckDBPyConnection) -> bool:
     """After a whole build published: rehearse the first increment's dbt in a process of its own that outlives the
-    build (`main --detached`), with the last game landed standing for the next ones (`export(stand_in=True)`), so a
-    scheduled study's first increment landed without a run (an `import`, games landed by hand) replays dbt's
-    statements (a run's changes `raw_runs` too: its own rehearsal's key). Called by `publish.build` under the
-    warehouse lock; only the export (tenths of a second) is the build's, and only when `due`. One at a time on a
-    machine (`LOCK`, taken here and held by the child until it ends); `MAFIABENCH_REHEARSE_AFTER_BUILD=0` turns it
-    off. True when one was started."""
+    build (`main --detached`), with stand-ins for the next games (`export(stand_in=True)`: the next run of the last
+    run's experiment, then games landed without a run), so a scheduled study's first increment replays dbt's
+    statements whether a run landed it (its own rehearsal starved of CPU by its games, or never started) or an
+    `import`. Called by `publish.build` under the warehouse lock; only the export (tenths of a second) is the
+    build's, and only when `due`. One at a time on a machine (`LOCK`, taken here and held by the child until it
+    ends); `MAFIABENCH_REHEARSE_AFTER_BUILD=0` turns it off. True when one was started."""
     try:
         if not _after_build_on() or not due(con):
             return False
@@ -349,18 +417,21 @@ def wait_detached(timeout: float = 600.0) -> None:
 
 
 def _detached_main(lock: int) -> int:
-    """The child `after_build` started: the folder its parent exported into (a blank line: nothing), rehearsed on the
-    CPU others leave idle, then removed; the outcome kept beside the records (`rehearsal-last.json`), for a look."""
+    """The child `after_build` started: the folder its parent exported into (a blank line: nothing), each of its
+    shapes rehearsed in turn on the CPU others leave idle, then removed; the outcome kept beside the records
+    (`rehearsal-last.json`: each shape's `Rehearsed`, and an error that stopped it), for a look."""
     line = sys.stdin.readline().strip()
     if not line:
         return 0
     folder = Path(line)
     _behind()
+    outcome_: dict[str, Any] = {}
     try:
-        done = rehearse(folder / "copy")
-        outcome_ = {"recorded": done.recorded, "replayed": done.replayed, "seconds": done.seconds}
-    except Exception as exc:  # the next build runs dbt instead
-        outcome_ = {"error": repr(exc)[-2000:]}
+        for shape in shapes(folder / "copy"):
+            done = rehearse(folder / "copy", shape)
+            outcome_[shape] = {"recorded": done.recorded, "replayed": done.replayed, "seconds": done.seconds}
+    except Exception as exc:  # the next build of that shape and those after it run dbt instead
+        outcome_["error"] = repr(exc)[-2000:]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     with contextlib.suppress(OSError):
