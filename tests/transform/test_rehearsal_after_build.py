@@ -1,6 +1,7 @@
 """A published whole build leaves its first increment's dbt rehearsed (transform.build.rehearsal.after_build): in a
-process of its own that outlives the build, with the last game landed standing for the next ones. A schedule's first
-increment of games of that shape then replays dbt's statements with no run before it, and publishes what dbt would.
+process of its own that outlives the build, with stand-ins for the next games. A schedule's first increment then
+replays dbt's statements, and publishes what dbt would, when games like the last one landed come with no run, and
+when the next run of the last run's experiment lands them with no rehearsal of its own (its games took every core).
 One runs at a time on a machine; one killed leaves the next build dbt's run and nothing else."""
 
 from __future__ import annotations
