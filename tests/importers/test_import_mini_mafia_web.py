@@ -166,6 +166,9 @@ def test_the_person_is_a_model_of_the_capability_marts(human_db: Path, old_db: P
         ("deceive", "human", GPT4O, 3, 1),  # games 2, 3 and the old game 2: the person's mafia won game 3
         ("detect", "human", GPT4O, 1, 1),
         ("disclose", "human", GPT5, 1, 0)}
+    # The backgrounds are the importer's reading of a session label: the marts say so, as the records do.
+    assert {r["background_inferred"] for r in win_rates} == {True}
+    assert rows(con, "select distinct background_inferred from raw_games") == [{"background_inferred": True}]
     assert [(r["status"], r["reason"][:19]) for r in rows(con, "select * from mart_latent_fit")] == [
         ("not_fitted", "4 cells of games fo")]
 

@@ -60,7 +60,7 @@ RAW_SCHEMA: dict[str, str] = {
         days INTEGER, n_players INTEGER, n_mafia INTEGER, valid BOOLEAN, invalid_reason VARCHAR, error VARCHAR,
         prompt_version VARCHAR, prompt_sha256 VARCHAR, package_version VARCHAR, git_commit VARCHAR,
         source VARCHAR, source_file VARCHAR, source_sha256 VARCHAR, rules_json VARCHAR, record_sha256 VARCHAR,
-        landed_at TIMESTAMP, batch_id VARCHAR""",
+        landed_at TIMESTAMP, batch_id VARCHAR, background_inferred BOOLEAN""",
     "raw_players": """
         game_id VARCHAR, seat INTEGER, name VARCHAR, role VARCHAR, team VARCHAR, agent VARCHAR,
         provider VARCHAR, model VARCHAR, model_raw VARCHAR""",
@@ -201,7 +201,9 @@ def connect(
 
 # Columns added after a table's first version, added in place to warehouses created before them.
 _ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
-    "raw_games": (("batch_id", "VARCHAR"),),  # the source's own batch of an imported game (Mini-Mafia batches)
+    # The source's own batch of an imported game (Mini-Mafia batches); whether the background seats' models are an
+    # importer's inference rather than the source's record (the Mini-Mafia web game's session labels).
+    "raw_games": (("batch_id", "VARCHAR"), ("background_inferred", "BOOLEAN")),
     # P(candidate is mafia) where the prompt elicited it (Strategema's belief state), beside the action distribution
     "raw_beliefs": (("mafia_probability", "DOUBLE"),),
     # The settings each call was sent with, typed (they are in request_json too): marts break results down by them.
@@ -636,6 +638,7 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
             shas[i] if shas is not None else line_sha256(line),
             now,
             design.get("batch_id"),
+            bool(design.get("background_inferred", False)),
         ))
         for p in players:
             pl_.append((

@@ -77,7 +77,10 @@ def build(ctx: Context, capability: str) -> Page:
     )
     for r in rows:  # each bar opens the list of the games behind it, by the cell's name as the mart forms it
         r["link"] = games_url(study=r["study"], bar=r["capability_cell"])
+        if r.get("background_inferred"):  # an importer's reading of the models, not the source's record
+            r["background"] = f"{r['background']} (inferred)"
     page.data["rows"] = rows
+    page.data["inferred"] = any(r.get("background_inferred") for r in rows)
     if not rows:
         return page
     base = baselines(m)

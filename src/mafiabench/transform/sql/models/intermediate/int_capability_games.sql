@@ -17,6 +17,7 @@ caps as (
         g.is_scored,
         g.target_model as design_target,
         g.background as design_background,
+        g.background_inferred,
         r.mafioso_model,
         r.detective_model,
         r.villager_model,
@@ -63,6 +64,8 @@ named as (
                 case when mafioso_model = villager_model then mafioso_model
                      else 'mafioso=' || mafioso_model || ', villager=' || villager_model end
         end) as background,
+        -- The background's models are an importer's inference (the web game): said wherever it is shown.
+        background_inferred,
         is_homogeneous,
         is_scored,
         winner,

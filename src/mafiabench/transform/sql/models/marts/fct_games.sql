@@ -44,6 +44,7 @@ final as (
         g.capabilities,
         g.target_model,
         g.background,
+        g.background_inferred,
         g.source,
         g.prompt_version,
         g.status,

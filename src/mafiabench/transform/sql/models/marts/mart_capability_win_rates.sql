@@ -11,6 +11,8 @@ counted as (
         background,
         target_model,
         capability_cell,
+        -- Any of the cell's games whose background models an importer inferred (the web game's session labels).
+        bool_or(background_inferred) as background_inferred,
         any_value(target_role) as target_role,
         bool_and(is_homogeneous) as is_homogeneous,
         count(*) filter (where is_scored) as n,
@@ -28,6 +30,7 @@ final as (
         variant,
         capability,
         background,
+        background_inferred,
         target_model,
         capability_cell,
         target_role,

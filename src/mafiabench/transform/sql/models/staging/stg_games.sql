@@ -27,6 +27,8 @@ final as (
         coalesce(s.capabilities, []::varchar[]) as capabilities,
         s.target_model,
         s.background,
+        -- The background's models an importer inferred rather than read (the web game records a session label only).
+        coalesce(s.background_inferred, false) as background_inferred,
         -- Games are compared within a study: an experiment, or for imports the source they came from.
         coalesce(s.experiment, 'source:' || coalesce(s.source, 'unknown')) as study,
         s.status,
