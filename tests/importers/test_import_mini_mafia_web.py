@@ -169,6 +169,9 @@ def test_the_person_is_a_model_of_the_capability_marts(human_db: Path, old_db: P
     # The backgrounds are the importer's reading of a session label: the marts say so, as the records do.
     assert {r["background_inferred"] for r in win_rates} == {True}
     assert rows(con, "select distinct background_inferred from raw_games") == [{"background_inferred": True}]
+    # The person's seat is recorded; every model's seat (the other villager's too, when the person is one) is not.
+    assert rows(con, "select distinct model = 'human' as person, model_inferred from raw_players order by all") == [
+        {"person": False, "model_inferred": True}, {"person": True, "model_inferred": False}]
     assert [(r["status"], r["reason"][:19]) for r in rows(con, "select * from mart_latent_fit")] == [
         ("not_fitted", "4 cells of games fo")]
 

@@ -96,6 +96,28 @@ def offline(model: Any) -> bool:
     return isinstance(model, str) and model.split("/", 1)[0] in OFFLINE_PROVIDERS
 
 
+def inferred_models(m: Marts) -> dict[str, set[str]]:
+    """Per study, the models that played some of its games in a seat whose model an importer inferred rather than
+    read (`fct_player_games.model_inferred`: the Mini-Mafia web game records a session label only). The pages mark
+    them `(inferred)`; a warehouse built before the column has none."""
+    if not m.has("fct_player_games") or "model_inferred" not in m.columns("fct_player_games"):
+        return {}
+    out: dict[str, set[str]] = {}
+    for r in m.rows("select distinct study, model from fct_player_games where model_inferred"):
+        out.setdefault(r["study"], set()).add(r["model"])
+    return out
+
+
+def inferred_seats(m: Marts) -> dict[tuple[str, str], bool]:
+    """Per (variant, model) with seats whose model an importer inferred (`fct_player_games.model_inferred`): whether
+    every one of its seats in the variant was (a model the win-rate rows pool across studies)."""
+    if not m.has("fct_player_games") or "model_inferred" not in m.columns("fct_player_games"):
+        return {}
+    return {(r["variant"], r["model"]): bool(r["every"]) for r in m.rows(
+        "select variant, model, bool_and(model_inferred) as every from fct_player_games group by all "
+        "having bool_or(model_inferred)")}
+
+
 def studies_by_size(m: Marts, table_name: str, study_col: str = "study") -> list[str]:
     """The studies of a mart, largest first (the first is a chart's default selection)."""
     rows = m.rows(f"select {study_col} as s, count(*) as c from {table_name} group by 1 order by 2 desc, 1")

@@ -251,6 +251,7 @@ def build_record(game: dict[str, Any], actions: list[dict[str, Any]], study: str
     design["background_models"] = {r: m for r, (m, _) in models.items() if r != human_role}
     # The databases record a session's label only: each model seat's model is inferred from the web game's files.
     design["background_inferred"] = True
+    design["inferred_players"] = [n for n in NAMES if n != human]  # every model's seat, both villagers' included
     design["background_read"] = f"inferred, not recorded: {evidence}"
     design["human_role"] = human_role
     design["human_role_recorded"] = "human_role" in game

@@ -63,7 +63,7 @@ RAW_SCHEMA: dict[str, str] = {
         landed_at TIMESTAMP, batch_id VARCHAR, background_inferred BOOLEAN""",
     "raw_players": """
         game_id VARCHAR, seat INTEGER, name VARCHAR, role VARCHAR, team VARCHAR, agent VARCHAR,
-        provider VARCHAR, model VARCHAR, model_raw VARCHAR""",
+        provider VARCHAR, model VARCHAR, model_raw VARCHAR, model_inferred BOOLEAN""",
     "raw_events": """
         game_id VARCHAR, seq INTEGER, phase VARCHAR, round INTEGER, type VARCHAR, actor VARCHAR, target VARCHAR,
         text VARCHAR, visibility VARCHAR, format_failure BOOLEAN, random_fallback BOOLEAN, truncated BOOLEAN,
@@ -204,6 +204,8 @@ _ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
     # The source's own batch of an imported game (Mini-Mafia batches); whether the background seats' models are an
     # importer's inference rather than the source's record (the Mini-Mafia web game's session labels).
     "raw_games": (("batch_id", "VARCHAR"), ("background_inferred", "BOOLEAN")),
+    # Whether the seat's model is that inference (a model's seat in such a game: `design.inferred_players`).
+    "raw_players": (("model_inferred", "BOOLEAN"),),
     # P(candidate is mafia) where the prompt elicited it (Strategema's belief state), beside the action distribution
     "raw_beliefs": (("mafia_probability", "DOUBLE"),),
     # The settings each call was sent with, typed (they are in request_json too): marts break results down by them.
@@ -640,10 +642,13 @@ def flatten_encoded(entries: Sequence[Encoded], shas: Sequence[str] | None = Non
             design.get("batch_id"),
             bool(design.get("background_inferred", False)),
         ))
+        # The players whose models an importer inferred (`design.inferred_players`: the web game's model seats).
+        inferred = (design.get("inferred_players") or ()) if design.get("background_inferred") else ()
         for p in players:
             pl_.append((
                 gid, p.get("seat"), p["name"], p["role"], p["team"], p["agent"], _provider(p["agent"]), p["model"],
                 p["model_raw"] if p.get("model_raw") is not None else p["model"],
+                p["name"] in inferred,
             ))
         events = [e if type(e) is dict else vars(e) for e in d.get("events") or ()]  # `Event`s: their fields
         evs += events

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import Marts
+from mafiabench.dashboards.data import Marts, inferred_models
 from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -82,14 +82,17 @@ def build(ctx: Context) -> Page:
     calibration = m.rows("select * from mart_rating_calibration order by study, fit, bin") \
         if m.has("mart_rating_calibration") else []
     scatter = _scatter_rows(rows)
+    inferred = inferred_models(m)
     for r in rows:
         r["row_class"] = "" if r.get("rated", True) else "not-rated"
+        r["model_inferred"] = r["model"] in inferred.get(r["study"], ())
     page.data.update(
         rows=rows,
         studies=studies,
         fits=fits,
         scatter=scatter,
         not_rated=sum(1 for r in rows if not r.get("rated", True)),
+        inferred=sorted({(r["study"], r["model"]) for r in rows if r["model_inferred"]}),
         coverage=m.rows("select * from mart_rating_coverage order by study, category"),
         self_play=m.rows("select * from mart_self_play order by study, model") if m.has("mart_self_play") else [],
         matrices=[_matrix(m, s) for s in studies[:5]] if m.has("mart_head_to_head") else [],

@@ -4,7 +4,7 @@ adaptive-sample-size cell stopped (`mart_stopping`)."""
 from __future__ import annotations
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import options
+from mafiabench.dashboards.data import inferred_seats, options
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -25,8 +25,15 @@ def build(ctx: Context) -> Page:
     # A model its study played under several settings has a row per setting: the label says which.
     rows = m.rows(
         "select * replace (case when model_settings <> '' then value || ' (' || model_settings || ')' "
-        "else value end as value) from mart_win_rates where n > 0 order by variant, dimension, value"
+        "else value end as value), value as model from mart_win_rates where n > 0 order by variant, dimension, value"
     )
+    # A model whose seats an importer inferred (the web game's session labels) is marked where it is named.
+    inferred = inferred_seats(m)
+    for r in rows:
+        every = inferred.get((r["variant"], r.pop("model")))
+        if every is not None and str(r["dimension"]).startswith("model_as_"):
+            r["value"] = f"{r['value']} ({'inferred' if every else 'inferred in some games'})"
+    page.data["inferred"] = bool(inferred)
     if rows:
         dims = options(r["dimension"] for r in rows)
         variants = options(r["variant"] for r in rows)

@@ -47,6 +47,7 @@ final as (
         p.provider,
         p.model,
         p.model_raw,
+        p.model_inferred,
         g.variant,
         g.is_scored,
         x.out_seq,

@@ -68,6 +68,7 @@ final as (
         p.provider,
         p.model,
         p.model_raw,
+        p.model_inferred,
         p.prompt_version,
         p.prompt_sha256,
         p.temperature,

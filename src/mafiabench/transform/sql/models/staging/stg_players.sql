@@ -12,7 +12,8 @@ final as (
         agent,
         provider,
         model,
-        model_raw
+        model_raw,
+        coalesce(model_inferred, false) as model_inferred
     from source
 )
 
