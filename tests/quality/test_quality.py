@@ -165,8 +165,8 @@ CASES = {
         ["model calls: every call made at least one attempt", "h-3"],
     ),
     "orphan player rows": (
-        lambda c: c.execute("insert into raw_players select 'ghost-game', seat, name, role, team, agent, provider, "
-                            "model, model_raw from raw_players where game_id = 'h-1'"),
+        lambda c: c.execute("insert into raw_players select * replace ('ghost-game' as game_id) from raw_players "
+                            "where game_id = 'h-1'"),
         ["no orphan rows", "ghost-game", "raw_players"],
     ),
     "game copied under another id": (

@@ -107,9 +107,9 @@ def _published_increment(con: duckdb.DuckDBPyConnection) -> bool:
 def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = False) -> bool:
     """Write what `rehearse` needs into `folder` (made here), from the warehouse behind `con` (the caller holds it:
     no landing in between). False, writing nothing, when there is nothing to rehearse: not `due`, or no game landed
-    since the published build. With `stand_in` (`after_build`), games landed since count as ever, and otherwise
-    stand-ins do: the last game landed for an increment landed without a run (`AS_LANDED`), and, when the warehouse
-    holds a run, the last game of its experiment for that experiment's next run (`NEXT_RUN`), rehearsed first."""
+    since the published build. With `stand_in` (`after_build`), when none has, stand-ins are copied instead: the
+    last game landed, for an increment landed without a run (`AS_LANDED`), and, when the warehouse holds a run, the
+    last game of its experiment, for that experiment's next run (`NEXT_RUN`, rehearsed first)."""
     if not due(con):
         return False
     (published,) = con.execute(f"select n_rows from main.{increment.GAMES_TABLE}").fetchall()[0]
