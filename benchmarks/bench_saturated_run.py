@@ -15,7 +15,6 @@ before the build rehearsed anything), alternated; `--src` benchmarks another tre
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import shutil
 import subprocess
@@ -27,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_fixed_cost import HTTP_EXPERIMENT
-from bench_increment import fresh_cache
+from bench_increment import fresh_cache, wait_after_build
 from bench_throughput import start_server
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,17 +84,7 @@ def one(folder: Path, arm: str, port: int, args: argparse.Namespace) -> None:
 
     print(f"{arm}: run of {args.games} games {run(args.games)}", flush=True)
     print(f"{arm}: whole build {build()}", flush=True)
-    lock = cache / "dbt-replays" / "rehearsal.lock"
-    if lock.exists():
-        t0 = time.perf_counter()
-        fd = os.open(lock, os.O_RDWR)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        finally:
-            os.close(fd)
-        last = cache / "dbt-replays" / "rehearsal-last.json"
-        print(f"{arm}: the rehearsal after the build ended {time.perf_counter() - t0:.1f} s after it returned: "
-              f"{last.read_text() if last.exists() else 'no outcome'}", flush=True)
+    print(f"{arm}: {wait_after_build(env)}", flush=True)
     print(f"{arm}: run of {args.games} games more, {args.in_flight} in flight {run(2 * args.games)}", flush=True)
     print(f"{arm}: the build after it {build()}", flush=True)
 
