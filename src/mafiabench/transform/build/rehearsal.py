@@ -190,7 +190,9 @@ def _as_a_run(con: duckdb.DuckDBPyConnection) -> None:
     """Change, in the copy, what a run of the last run's experiment changes besides its games (checked on runs of
     the demo and of Strategema's offline study after a whole build): a row of `raw_runs`, one of `raw_landed_files`
     (its shard files) and, when the experiment names a reference, its card in `raw_protocol_cards` (landed again at
-    every run's start). Each gets a row that differs, so each counts as changed (`increment.changed_sources`)."""
+    every run's start). Each gets a row that differs, so each counts as changed (`increment.changed_sources`). The
+    key moves with `raw_runs` and the card (models read them); `raw_landed_files`, which no model reads today, is
+    changed as a run changes it so that a model that reads it later is served as well."""
     run = _last_run(con)
     if run is None:
         return
