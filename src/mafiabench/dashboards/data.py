@@ -96,25 +96,16 @@ def offline(model: Any) -> bool:
     return isinstance(model, str) and model.split("/", 1)[0] in OFFLINE_PROVIDERS
 
 
-def inferred_models(m: Marts) -> dict[str, set[str]]:
-    """Per study, the models that played some of its games in a seat whose model an importer inferred rather than
-    read (`fct_player_games.model_inferred`: the Mini-Mafia web game records a session label only). The pages mark
-    them `(inferred)`; a warehouse built before the column has none."""
+def inferred_seats(m: Marts, by: str) -> dict[tuple[str, str], bool]:
+    """Per (`by`: "study" or "variant", model) with seats whose model an importer inferred rather than read
+    (`fct_player_games.model_inferred`: the Mini-Mafia web game records a session label only): whether every one of
+    its seats there was. The pages mark such a model `(inferred)`; a warehouse built before the column has none."""
+    if by not in ("study", "variant"):
+        raise ValueError(f"inferred_seats by {by!r}: study or variant")
     if not m.has("fct_player_games") or "model_inferred" not in m.columns("fct_player_games"):
         return {}
-    out: dict[str, set[str]] = {}
-    for r in m.rows("select distinct study, model from fct_player_games where model_inferred"):
-        out.setdefault(r["study"], set()).add(r["model"])
-    return out
-
-
-def inferred_seats(m: Marts) -> dict[tuple[str, str], bool]:
-    """Per (variant, model) with seats whose model an importer inferred (`fct_player_games.model_inferred`): whether
-    every one of its seats in the variant was (a model the win-rate rows pool across studies)."""
-    if not m.has("fct_player_games") or "model_inferred" not in m.columns("fct_player_games"):
-        return {}
-    return {(r["variant"], r["model"]): bool(r["every"]) for r in m.rows(
-        "select variant, model, bool_and(model_inferred) as every from fct_player_games group by all "
+    return {(r["key"], r["model"]): bool(r["every"]) for r in m.rows(
+        f"select {by} as key, model, bool_and(model_inferred) as every from fct_player_games group by all "
         "having bool_or(model_inferred)")}
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import Marts, inferred_models
+from mafiabench.dashboards.data import Marts, inferred_seats
 from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -82,10 +82,10 @@ def build(ctx: Context) -> Page:
     calibration = m.rows("select * from mart_rating_calibration order by study, fit, bin") \
         if m.has("mart_rating_calibration") else []
     scatter = _scatter_rows(rows)
-    inferred = inferred_models(m)
+    inferred = inferred_seats(m, by="study")
     for r in rows:
         r["row_class"] = "" if r.get("rated", True) else "not-rated"
-        r["model_inferred"] = r["model"] in inferred.get(r["study"], ())
+        r["model_inferred"] = (r["study"], r["model"]) in inferred
     page.data.update(
         rows=rows,
         studies=studies,

@@ -28,7 +28,7 @@ def build(ctx: Context) -> Page:
         "else value end as value), value as model from mart_win_rates where n > 0 order by variant, dimension, value"
     )
     # A model whose seats an importer inferred (the web game's session labels) is marked where it is named.
-    inferred = inferred_seats(m)
+    inferred = inferred_seats(m, by="variant")
     for r in rows:
         every = inferred.get((r["variant"], r.pop("model")))
         if every is not None and str(r["dimension"]).startswith("model_as_"):

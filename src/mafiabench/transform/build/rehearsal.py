@@ -154,12 +154,12 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = Fal
     return True
 
 
-def _quoted(path: Path) -> str:
-    return str(path).replace("'", "''")
-
-
 def _sql_str(value: str) -> str:
     return value.replace("'", "''")
+
+
+def _quoted(path: Path) -> str:
+    return _sql_str(str(path))
 
 
 def _sql_list(values: list[str]) -> str:
