@@ -102,11 +102,31 @@ def inferred_seats(m: Marts, by: str) -> dict[tuple[str, str], bool]:
     its seats there was. The pages mark such a model `(inferred)`; a warehouse built before the column has none."""
     if by not in ("study", "variant"):
         raise ValueError(f"inferred_seats by {by!r}: study or variant")
-    if not m.has("fct_player_games") or "model_inferred" not in m.columns("fct_player_games"):
+    if not records_inferred_seats(m):
         return {}
     return {(r["key"], r["model"]): bool(r["every"]) for r in m.rows(
         f"select {by} as key, model, bool_and(model_inferred) as every from fct_player_games group by all "
         "having bool_or(model_inferred)")}
+
+
+def records_inferred_seats(m: Marts) -> bool:
+    """Whether the warehouse says which seats' models were inferred (`fct_player_games.model_inferred`); one built
+    before the column has no such seat."""
+    return m.has("fct_player_games") and "model_inferred" in m.columns("fct_player_games")
+
+
+def inferred_mark(every: bool | None) -> str | None:
+    """The words a page marks a model's name with, from whether every seat the name stands for was inferred
+    (`inferred_seats`' value; None: no seat was): `inferred`, `inferred in some games`, or None (recorded)."""
+    if every is None:
+        return None
+    return "inferred" if every else "inferred in some games"
+
+
+def inferred_label(model: str, every: bool | None) -> str:
+    """The model's name as a chart shows it: `X (inferred)`, `X (inferred in some games)` or `X` (`inferred_mark`)."""
+    mark = inferred_mark(every)
+    return model if mark is None else f"{model} ({mark})"
 
 
 def studies_by_size(m: Marts, table_name: str, study_col: str = "study") -> list[str]:

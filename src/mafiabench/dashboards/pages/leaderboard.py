@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import Marts, inferred_seats
+from mafiabench.dashboards.data import Marts, inferred_label, inferred_mark, inferred_seats
 from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -40,14 +40,21 @@ def _scatter_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         if r["side"] not in ("mafia", "town"):
             continue
-        entry = by_model.setdefault((r["study"], r["model"]), {"study": r["study"], "model": r["model"]})
+        entry = by_model.setdefault((r["study"], r["model"]), {"study": r["study"], "model": r["model"],
+                                                               "model_mark": r.get("model_mark")})
         side = r["side"]
         entry.update({side: r["rating"], f"{side}_low": r["ci_low"], f"{side}_high": r["ci_high"],
                       f"{side}_games": r["n_games"], f"{side}_rated": r.get("rated", True)})
     return [e for e in by_model.values() if e.get("mafia_rated") and e.get("town_rated")]
 
 
-def _matrix(m: Marts, study: str) -> dict[str, Any]:
+def _labelled(rows: list[dict[str, Any]], inferred: dict[tuple[str, str], bool]) -> list[dict[str, Any]]:
+    """A chart's rows with each model named as the page marks it (`X (inferred)`, `inferred_seats`): the chart's
+    axis and tooltip show the name as data; the table's rows keep the model itself (their links filter by it)."""
+    return [{**r, "model": inferred_label(r["model"], inferred.get((r["study"], r["model"])))} for r in rows]
+
+
+def _matrix(m: Marts, study: str, inferred: dict[tuple[str, str], bool]) -> dict[str, Any]:
     pairs = m.rows("select * exclude (game_ids) from mart_head_to_head where study = ? order by mafia_model, "
                    "town_model", [study])
     mafia = sorted({p["mafia_model"] for p in pairs})
@@ -56,6 +63,8 @@ def _matrix(m: Marts, study: str) -> dict[str, Any]:
     for p in pairs:
         p["link"] = games_url(study=study, bar=head_to_head_key(p["mafia_model"], p["town_model"]))
     return {"study": study, "mafia": mafia, "town": town,
+            # a model whose seats an importer inferred is marked in the row and column heads (`inferred_seats`)
+            "marks": {model: inferred_mark(inferred.get((study, model))) for model in {*mafia, *town}},
             "rows": [[cells.get((a, b)) for b in town] for a in mafia], "n_pairs": len(pairs),
             "mirrored": sum(1 for p in pairs if p["mirrored"]), "games": sum(p["games"] for p in pairs),
             "rated": m.scalar("select coalesce(sum(games), 0) from mart_rating_coverage where study = ? and "
@@ -81,11 +90,14 @@ def build(ctx: Context) -> Page:
                   "else 2 end") if m.has("mart_rating_fit") else []
     calibration = m.rows("select * from mart_rating_calibration order by study, fit, bin") \
         if m.has("mart_rating_calibration") else []
-    scatter = _scatter_rows(rows)
+    # A model whose seats an importer inferred (the web game's session labels) is marked wherever the page names it:
+    # `(inferred)` when every one of its seats in the study was, `(inferred in some games)` when some were.
     inferred = inferred_seats(m, by="study")
     for r in rows:
         r["row_class"] = "" if r.get("rated", True) else "not-rated"
         r["model_inferred"] = (r["study"], r["model"]) in inferred
+        r["model_mark"] = inferred_mark(inferred.get((r["study"], r["model"])))
+    scatter = _scatter_rows(rows)
     page.data.update(
         rows=rows,
         studies=studies,
@@ -95,7 +107,7 @@ def build(ctx: Context) -> Page:
         inferred=sorted({(r["study"], r["model"]) for r in rows if r["model_inferred"]}),
         coverage=m.rows("select * from mart_rating_coverage order by study, category"),
         self_play=m.rows("select * from mart_self_play order by study, model") if m.has("mart_self_play") else [],
-        matrices=[_matrix(m, s) for s in studies[:5]] if m.has("mart_head_to_head") else [],
+        matrices=[_matrix(m, s, inferred) for s in studies[:5]] if m.has("mart_head_to_head") else [],
         not_converged=sum(1 for r in rows if not r["converged"]),
         costs=m.rows(
             """select provider || '/' || model as model, sum(n_games) as n_games,
@@ -109,10 +121,10 @@ def build(ctx: Context) -> Page:
         pairs = m.rows("select * from mart_head_to_head order by study, mafia_model, town_model")
         page.add_export("head_to_head", pairs)
     if rows:
-        page.add_chart("ratings", charts.ratings_chart(rows, studies=studies),
+        page.add_chart("ratings", charts.ratings_chart(_labelled(rows, inferred), studies=studies),
                        "Ratings with 95% intervals, overall and by side (choose the study above).")
         if scatter:
-            page.add_chart("scatter", charts.deceiver_detector_chart(scatter, studies=studies),
+            page.add_chart("scatter", charts.deceiver_detector_chart(_labelled(scatter, inferred), studies=studies),
                            "Each model rated on both sides: as mafia (deceiving) against as town (detecting), with "
                            "95% intervals; hover a point for its model (the same figures are in the table below).")
     if calibration:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from mafiabench.dashboards.data import Marts
+from mafiabench.dashboards.data import Marts, inferred_mark, records_inferred_seats
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -47,7 +47,8 @@ def build_index(ctx: Context) -> Page:
     """The list of games behind every figure: charts link here with a filter in the address (`#study=…&bar=…`),
     and a reader filters by study, model, outcome, flag or free text in the browser (no server)."""
     m = ctx.marts
-    data: dict[str, Any] = {"note": ctx.transcripts_note, "rows": [], "total": 0, "capped": False, "cells": 0}
+    data: dict[str, Any] = {"note": ctx.transcripts_note, "rows": [], "total": 0, "capped": False, "cells": 0,
+                            "inferred": False}
     page = Page(INDEX, "Games and transcripts", "transcripts_index.html.j2", data)
     if not m.has("fct_games"):
         return page
@@ -63,13 +64,27 @@ def build_index(ctx: Context) -> Page:
     data["cells"] = len({(g["study"], g["cell"]) for g in games})
     ids = [g["game_id"] for g in games]
     roles: dict[str, dict[str, list[str]]] = {}
+    # What the list shows of each role: its models, each marked `(inferred)` where an importer inferred the seat's
+    # model (the web game's session labels); a model with seats of both kinds in one role is listed once each way.
+    shown: dict[str, dict[str, list[tuple[str, str | None]]]] = {}
+    # (a warehouse built before `model_inferred` existed has no inferred seat)
+    flag = "coalesce(model_inferred, false)" if records_inferred_seats(m) else "false"
     if ids and m.has("fct_player_games"):
         for r in m.rows(
-            """select game_id, role, list(distinct model order by model) as models from fct_player_games
-               where game_id in (select unnest($ids)) group by game_id, role""",
+            f"""select game_id, role, list(distinct model order by model) as models,
+                      list(distinct model order by model) filter (where not {flag}) as recorded,
+                      list(distinct model order by model) filter (where {flag}) as inferred
+               from fct_player_games where game_id in (select unnest($ids)) group by game_id, role""",
             {"ids": ids},
         ):
             roles.setdefault(r["game_id"], {})[r["role"]] = list(r["models"] or [])
+            recorded, inferred = set(r["recorded"] or []), set(r["inferred"] or [])
+            seats = shown.setdefault(r["game_id"], {}).setdefault(r["role"], [])
+            for model in r["models"] or []:
+                if model in recorded:
+                    seats.append((model, None))
+                if model in inferred:
+                    seats.append((model, inferred_mark(True)))
     bars: dict[str, list[str]] = {}
     if ids and m.has("mart_capability_games"):
         for r in m.rows(
@@ -97,12 +112,14 @@ def build_index(ctx: Context) -> Page:
     for g in games:
         gid = g["game_id"]
         g["rules"] = rules.get(gid, [])
-        g["roles"] = roles.get(gid, {})
+        g["roles"] = roles.get(gid, {})  # the filters' data: the models themselves
+        g["shown"] = shown.get(gid, {})
         g["models"] = sorted({mod for mods in g["roles"].values() for mod in mods})
         g["bars"] = bars.get(gid, [])
         g["outcome"] = game_outcome(g)
         g["flags"] = game_flags(g)
-    data.update(rows=games, total=total, capped=total > len(games), roles=ROLE_COLUMNS)
+    data.update(rows=games, total=total, capped=total > len(games), roles=ROLE_COLUMNS,
+                inferred=any(mark for g in games for seats in g["shown"].values() for _, mark in seats))
     return page
 
 
@@ -255,6 +272,9 @@ def transcript_page(
     attach_full_answers(views, [c for c in calls if not c.get("format_failure") and c.get("response_text")])
     failure = failure_text(game, [c for c in calls if c.get("response_text") is None and c.get("error_class")])
     game = {**game, "failure": failure, "ended": game.get("status") not in ("failed", "abandoned", "unfinished")}
+    # A seat whose model an importer inferred (`fct_player_games.model_inferred`: the web game's session labels) is
+    # marked `(inferred)` where the page names its model; a warehouse built before the column has none.
+    seats = [{**p, "model_mark": inferred_mark(True) if p.get("model_inferred") else None} for p in players]
     return Page(
         path or transcript_path(gid),
         f"Game {gid}",
@@ -263,8 +283,9 @@ def transcript_page(
             "game": {k: game.get(k) for k in GAME_FIELDS} | dict(game),
             "cost": cost,
             "flags": list(flags),
-            "players": list(players),
-            "who": {str(p["name"]): p for p in players},
+            "players": seats,
+            "who": {str(p["name"]): p for p in seats},
+            "inferred": any(p["model_mark"] for p in seats),
             "events": views,
         },
     )

@@ -4,7 +4,7 @@ adaptive-sample-size cell stopped (`mart_stopping`)."""
 from __future__ import annotations
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import inferred_seats, options
+from mafiabench.dashboards.data import inferred_label, inferred_seats, options
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -31,8 +31,8 @@ def build(ctx: Context) -> Page:
     inferred = inferred_seats(m, by="variant")
     for r in rows:
         every = inferred.get((r["variant"], r.pop("model")))
-        if every is not None and str(r["dimension"]).startswith("model_as_"):
-            r["value"] = f"{r['value']} ({'inferred' if every else 'inferred in some games'})"
+        if str(r["dimension"]).startswith("model_as_"):
+            r["value"] = inferred_label(r["value"], every)
     page.data["inferred"] = bool(inferred)
     if rows:
         dims = options(r["dimension"] for r in rows)
