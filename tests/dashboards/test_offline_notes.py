@@ -67,7 +67,8 @@ def test_the_failures_page_names_the_offline_players_that_failed() -> None:
 
 def test_a_persons_format_failures_are_said_to_be_the_interfaces_too() -> None:
     """People imported from the Mini-Mafia web game (model `human`) fail the format where the interface read an
-    unquoted message as a silence: the page says whose failure that is; a person who never failed gets no note."""
+    unquoted message as a silence: the page says whose failure that is, wherever it shows a person's rows (a zero is
+    the interface's reading too: the rows are marked, test_failures_people); a page without a person gets no note."""
     rows = [{"variant": "mini-mafia", "model": m, "prompt_version": None, "role": "villager", "action": "message",
              "n_decisions": 40, "n_format_failures": k, "rate": k / 40, "low": 0.0, "high": 0.1,
              "posterior_mean": k / 40} for m, k in (("human", 3), ("openai/gpt-4o-mini", 0))]
@@ -76,6 +77,8 @@ def test_a_persons_format_failures_are_said_to_be_the_interfaces_too() -> None:
     assert "how the game's\ninterface read what they typed" in note
     rows[0]["n_format_failures"] = 0
     html = render_page(failures.build(Context(Marts(_con({"mart_format_failures": rows})), {})), nav=[])
+    assert html.count('class="note people-failures"') == 1
+    html = render_page(failures.build(Context(Marts(_con({"mart_format_failures": rows[1:]})), {})), nav=[])
     assert "people-failures" not in html
 
 

@@ -125,8 +125,45 @@ def inferred_mark(every: bool | None) -> str | None:
 
 def inferred_label(model: str, every: bool | None) -> str:
     """The model's name as a chart shows it: `X (inferred)`, `X (inferred in some games)` or `X` (`inferred_mark`)."""
+    return marked(model, inferred_mark(every))
+
+
+def marked(name: str, mark: str | None) -> str:
+    """A name as a chart (whose labels are data, not markup) shows it with its mark: `name (mark)`, or the name."""
+    return name if mark is None else f"{name} ({mark})"
+
+
+def inferred_cells(m: Marts, by: str) -> dict[tuple[str, str], bool]:
+    """Per (`by`: "study" or "variant", cell) with games whose background models an importer inferred rather than
+    read (`fct_games.background_inferred`: the Mini-Mafia web game records a session label only): whether every one
+    of its games there was. A cell's label names its models (`deceive|human|openai/gpt-4o-mini`), so the pages mark
+    it `cell_mark`; a warehouse built before the column has none."""
+    if by not in ("study", "variant"):
+        raise ValueError(f"inferred_cells by {by!r}: study or variant")
+    if not (m.has("fct_games") and "background_inferred" in m.columns("fct_games")):
+        return {}
+    return {(r["key"], r["cell"]): bool(r["every"]) for r in m.rows(
+        f"select {by} as key, cell, bool_and(coalesce(background_inferred, false)) as every from fct_games "
+        "where cell is not null group by all having bool_or(background_inferred)")}
+
+
+def cell_mark(every: bool | None) -> str | None:
+    """The words a page marks a cell's label with (`inferred_cells`' value; None: its background was recorded):
+    `background inferred`, `background inferred in some games`, or None."""
     mark = inferred_mark(every)
-    return model if mark is None else f"{model} ({mark})"
+    return None if mark is None else f"background {mark}"
+
+
+# A person's seat: every importer names a person the model `human` (agents `human/web`, `human/player`, ...).
+PERSON = "human"
+# What a person's row of format failures is: the interface's reading of what the person typed, not a model's answer
+# failing a format (the Mini-Mafia web game reads a message not in quotes as a silence).
+PERSON_FORMAT_MARK = "a person: the interface's reading"
+
+
+def person(model: Any) -> bool:
+    """Whether a model is a person (`human`), not a model."""
+    return model == PERSON
 
 
 def studies_by_size(m: Marts, table_name: str, study_col: str = "study") -> list[str]:

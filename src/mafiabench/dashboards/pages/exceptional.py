@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import Marts, studies_by_size
+from mafiabench.dashboards.data import Marts, cell_mark, inferred_cells, marked, studies_by_size
 from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -79,6 +79,12 @@ def build(ctx: Context) -> Page:
     for r in by_rule:
         r["meaning"] = RULE_TEXT.get(r["rule"], "")
     chart_rows, capped = flagged_cells(m)
+    # A cell's label names its models: one whose games' background an importer inferred is marked where the page
+    # names it, `(background inferred)` (the chart's label is data; its bars' links keep the cell itself).
+    backgrounds = inferred_cells(m, by="study")
+    for r in [*chart_rows, *rows]:
+        r["cell_mark"] = cell_mark(backgrounds.get((r["study"], r["cell"])))
+    chart_rows = [{**r, "cell": marked(r["cell"], r["cell_mark"])} for r in chart_rows]
     if chart_rows:
         studies = studies_by_size(m, "mart_exceptional_games")
         most = f"the {CHART_CELLS} cells with the most flagged games of each study" if capped else \
@@ -90,5 +96,6 @@ def build(ctx: Context) -> Page:
         )
     for i, r in enumerate(rows, start=1):
         r["rank"] = i
-    page.data.update(total=total, rows=rows, by_rule=by_rule)
+    page.data.update(total=total, rows=rows, by_rule=by_rule,
+                     inferred_cells=any(r["cell_mark"] for r in [*chart_rows, *rows]))
     return page

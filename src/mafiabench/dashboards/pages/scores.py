@@ -4,10 +4,11 @@ model (`mart_latent_abilities`, `mart_latent_fit`)."""
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import offline, protocol_cards, studies_by_size
+from mafiabench.dashboards.data import inferred_mark, inferred_seats, marked, offline, protocol_cards, studies_by_size
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -41,30 +42,58 @@ def build(ctx: Context) -> Page:
     m = ctx.marts
     page = Page("capability-scores.html", "Aggregate capability scores", "scores.html.j2")
     scores = latent = fits = None
+    # A model whose seats an importer inferred (the web game's session labels) is marked wherever the page names it,
+    # per study: `(inferred)`, or `(inferred in some games)`; the charts name it so as data.
+    inferred = inferred_seats(m, by="study")
     if m.has("mart_capability_scores"):
         scores = m.rows("select * from mart_capability_scores order by study, capability, target_model")
+        for r in scores:
+            r["model_mark"] = inferred_mark(inferred.get((r["study"], r["target_model"])))
         if scores:
             studies = studies_by_size(m, "mart_capability_scores")
             page.add_chart(
                 "bottom-up",
-                charts.scores_chart(scores, studies=studies),
+                charts.scores_chart([{**r, "target_model": marked(r["target_model"], r["model_mark"])}
+                                     for r in scores], studies=studies),
                 "Bottom-up scores with 95% intervals (log scale).",
             )
     if m.has("mart_latent_abilities"):
         latent = m.rows("select * from mart_latent_abilities order by study, ability, model")
         for r in latent:
             plot_scale(r)
+            r["model_mark"] = inferred_mark(inferred.get((r["study"], r["model"])))
         if latent:
             studies = studies_by_size(m, "mart_latent_abilities")
             page.add_chart(
-                "top-down", charts.latent_chart(latent, studies=studies),
+                "top-down", charts.latent_chart([{**r, "model": marked(r["model"], r["model_mark"])} for r in latent],
+                                                studies=studies),
                 "Latent abilities with 95% intervals (NUTS: credible; the point-estimate fallback: Laplace).",
             )
     if m.has("mart_latent_fit"):
         fits = m.rows("select * from mart_latent_fit order by study")
+        for r in fits:
+            if r.get("status") == "not_fitted" and r.get("reason"):
+                reason = mark_reason(str(r["reason"]), {
+                    model: str(inferred_mark(every)) for (study, model), every in inferred.items()
+                    if study == r["study"]})
+                r["reason"], r["reason_marked"] = reason, reason != r["reason"]
     page.data.update(scores=scores, latent=latent, fits=fits, cards=protocol_cards(m),
-                     offline_fits=offline_fits(latent or [], fits or []))
+                     offline_fits=offline_fits(latent or [], fits or []),
+                     inferred=any(r.get("model_mark") for r in (scores or []) + (latent or []))
+                     or any(r.get("reason_marked") for r in fits or []))
     return page
+
+
+def mark_reason(reason: str, marks: dict[str, str]) -> str:
+    """A not-fitted fit's reason with each model it names in a role (`one model in every role (mafioso human,
+    detective openai/gpt-4o-mini, …)`, transform.models.latent.not_fitted_reason) followed by its mark (`marks`:
+    model → `inferred` or `inferred in some games`), as `detective openai/gpt-4o-mini (inferred)`. Only a role's
+    word then the whole model then `, ` or `)` is marked (never a model's name inside another's)."""
+    if not marks:
+        return reason
+    names = "|".join(re.escape(name) for name in sorted(marks, key=len, reverse=True))
+    return re.sub(rf"\b(?:mafioso|detective|villager) ({names})(?=, |\))",
+                  lambda g: f"{g[0]} ({marks[g[1]]})", reason)
 
 
 def offline_fits(latent: list[dict[str, Any]], fits: list[dict[str, Any]]) -> list[dict[str, Any]]:

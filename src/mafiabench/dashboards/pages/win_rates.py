@@ -4,7 +4,7 @@ adaptive-sample-size cell stopped (`mart_stopping`)."""
 from __future__ import annotations
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import inferred_label, inferred_seats, options
+from mafiabench.dashboards.data import cell_mark, inferred_cells, inferred_label, inferred_seats, marked, options
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -28,12 +28,17 @@ def build(ctx: Context) -> Page:
         "else value end as value), value as model from mart_win_rates where n > 0 order by variant, dimension, value"
     )
     # A model whose seats an importer inferred (the web game's session labels) is marked where it is named.
-    inferred = inferred_seats(m, by="variant")
+    # A cell's label names its models: one whose games' background was inferred is marked `(background inferred)`.
+    inferred, backgrounds = inferred_seats(m, by="variant"), inferred_cells(m, by="variant")
+    marked_cells = False
     for r in rows:
-        every = inferred.get((r["variant"], r.pop("model")))
+        raw = r.pop("model")
         if str(r["dimension"]).startswith("model_as_"):
-            r["value"] = inferred_label(r["value"], every)
+            r["value"] = inferred_label(r["value"], inferred.get((r["variant"], raw)))
+        elif r["dimension"] == "cell" and (mark := cell_mark(backgrounds.get((r["variant"], raw)))):
+            r["value"], marked_cells = marked(r["value"], mark), True
     page.data["inferred"] = bool(inferred)
+    page.data["inferred_cells"] = marked_cells
     if rows:
         dims = options(r["dimension"] for r in rows)
         variants = options(r["variant"] for r in rows)
