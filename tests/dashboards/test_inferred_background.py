@@ -319,6 +319,21 @@ def test_a_not_fitted_reason_marks_the_inferred_models_it_names(monkeypatch: pyt
         "villager openai/gpt-4o): x")
 
 
+def test_the_directions_a_fit_does_not_set_mark_the_inferred_models_they_weigh() -> None:
+    """The leaderboard's note on a fit's unidentified directions ("the games do not set overall: +0.41 X -0.41 Y")
+    names models by their weights: one an importer inferred in that study is marked there too, a recorded one (X
+    here, another study's Y) is not."""
+    con = landed([*_games("web", inferred=True), *_games("batch", inferred=False)],
+                 only=["fct_player_games", "mart_ratings", "mart_rating_fit"])
+    assert rows(con, "select study, unidentified_directions from mart_rating_fit where unidentified > 0 "
+                     "order by study") == [
+        {"study": "batch", "unidentified_directions": "overall: +0.41 X -0.41 Y; h: -0.82"},
+        {"study": "web", "unidentified_directions": "overall: +0.41 X -0.41 Y; h: -0.82"}]
+    html = render_page(leaderboard.build(Context(Marts(con), {})), nav=[])
+    notes = re.findall(r"the games do not set ([^<]*); ratings along them", html)
+    assert sorted(notes) == ["overall: +0.41 X -0.41 Y (inferred); h: -0.82", "overall: +0.41 X -0.41 Y; h: -0.82"]
+
+
 def test_the_scores_page_marks_an_inferred_model_in_its_charts_and_tables() -> None:
     """The scores page names a model per study in its bottom-up and latent charts (as data) and tables: Y
     `(inferred)`, X `(inferred in some games)`, Z neither, with the note."""

@@ -7,6 +7,7 @@ mart that a build did not produce makes its section say so instead of failing th
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
@@ -145,6 +146,17 @@ def inferred_cells(m: Marts, by: str) -> dict[tuple[str, str], bool]:
     return {(r["key"], r["cell"]): bool(r["every"]) for r in m.rows(
         f"select {by} as key, cell, bool_and(coalesce(background_inferred, false)) as every from fct_games "
         "where cell is not null group by all having bool_or(background_inferred)")}
+
+
+def mark_named(text: str, marks: dict[str, str], before: str, after: str) -> str:
+    """`text` with each model of `marks` (model -> its mark, `inferred` or `inferred in some games`) it names followed
+    by its mark, `X (inferred)`: only a whole name between the patterns `before` and `after` (a role's word and `, `,
+    a signed weight and a space or `;`), never a name inside another's, so a generated sentence (a fit's reason, its
+    unidentified directions) is marked where its model is named."""
+    if not marks:
+        return text
+    names = "|".join(re.escape(name) for name in sorted(marks, key=len, reverse=True))
+    return re.sub(rf"({before})({names})(?={after})", lambda g: f"{g[1]}{g[2]} ({marks[g[2]]})", text)
 
 
 def cell_mark(every: bool | None) -> str | None:

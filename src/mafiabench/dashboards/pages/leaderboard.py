@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import Marts, inferred_label, inferred_mark, inferred_seats
+from mafiabench.dashboards.data import Marts, inferred_label, inferred_mark, inferred_seats, mark_named
 from mafiabench.dashboards.html import Page, games_url
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -97,6 +97,12 @@ def build(ctx: Context) -> Page:
         r["row_class"] = "" if r.get("rated", True) else "not-rated"
         r["model_inferred"] = (r["study"], r["model"]) in inferred
         r["model_mark"] = inferred_mark(inferred.get((r["study"], r["model"])))
+    for f in fits:  # the directions the games do not set name models by their weights (`+0.22 X`)
+        if f.get("unidentified_directions"):
+            f["unidentified_directions"] = mark_named(
+                str(f["unidentified_directions"]),
+                {model: str(inferred_mark(every)) for (study, model), every in inferred.items() if study == f["study"]},
+                before=r"[+-]\d+\.\d+ ", after=r" |;|$")
     scatter = _scatter_rows(rows)
     page.data.update(
         rows=rows,

@@ -4,11 +4,18 @@ model (`mart_latent_abilities`, `mart_latent_fit`)."""
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from mafiabench.dashboards import charts
-from mafiabench.dashboards.data import inferred_mark, inferred_seats, marked, offline, protocol_cards, studies_by_size
+from mafiabench.dashboards.data import (
+    inferred_mark,
+    inferred_seats,
+    mark_named,
+    marked,
+    offline,
+    protocol_cards,
+    studies_by_size,
+)
 from mafiabench.dashboards.html import Page
 from mafiabench.dashboards.page_registry import Context, register
 
@@ -86,14 +93,9 @@ def build(ctx: Context) -> Page:
 
 def mark_reason(reason: str, marks: dict[str, str]) -> str:
     """A not-fitted fit's reason with each model it names in a role (`one model in every role (mafioso human,
-    detective openai/gpt-4o-mini, …)`, transform.models.latent.not_fitted_reason) followed by its mark (`marks`:
-    model → `inferred` or `inferred in some games`), as `detective openai/gpt-4o-mini (inferred)`. Only a role's
-    word then the whole model then `, ` or `)` is marked (never a model's name inside another's)."""
-    if not marks:
-        return reason
-    names = "|".join(re.escape(name) for name in sorted(marks, key=len, reverse=True))
-    return re.sub(rf"\b(?:mafioso|detective|villager) ({names})(?=, |\))",
-                  lambda g: f"{g[0]} ({marks[g[1]]})", reason)
+    detective openai/gpt-4o-mini, …)`, transform.models.latent.not_fitted_reason) followed by its mark, as
+    `detective openai/gpt-4o-mini (inferred)` (`mark_named`)."""
+    return mark_named(reason, marks, before=r"\b(?:mafioso|detective|villager) ", after=r", |\)")
 
 
 def offline_fits(latent: list[dict[str, Any]], fits: list[dict[str, Any]]) -> list[dict[str, Any]]:
