@@ -143,6 +143,11 @@ def _three_models() -> list:
     return out
 
 
+# How a page marks each of `_three_models`' models after its name: Y every seat inferred, X some, Z none.
+MARKS = {"X": ' <em class="inferred">(inferred in some games)</em>', "Y": ' <em class="inferred">(inferred)</em>',
+         "Z": ""}
+
+
 def _chart_models(page: Page, key: str) -> set[str]:
     return {r["model"] for block in page.charts if block.key == key for r in block.spec["datasets"]["rows"]}
 
@@ -161,16 +166,14 @@ def test_the_leaderboard_marks_an_inferred_model_in_its_charts_tables_and_matrix
     named = {"X (inferred in some games)", "Y (inferred)", "Z"}
     assert _chart_models(page, "ratings") == named and _chart_models(page, "scatter") == named
     board = render_page(page, nav=[])
-    marks = {"X": ' <em class="inferred">(inferred in some games)</em>', "Y": ' <em class="inferred">(inferred)</em>',
-             "Z": ""}
     ranking = board.split("<h2>Ranking</h2>", 1)[1].split("<h2>", 1)[0]
-    for model, mark in marks.items():
+    for model, mark in MARKS.items():
         n = len(rows(con, "select * from mart_ratings where model = ?", [model]))
         link = f'<a href="transcripts/index.html#study=web&amp;model={model}" class="games-link">{model}</a>'
         assert ranking.count(f"{link}{mark}</td>") == n > 0, model
     scatter = board.split("<h2>Deceiver against detector</h2>", 1)[1].split("<h2>", 1)[0]
     matrix = board.split("<h2>Head to head</h2>", 1)[1].split("<h2>", 1)[0]
-    for model, mark in marks.items():
+    for model, mark in MARKS.items():
         assert scatter.count(f"<td>{model}{mark}</td>") == 1, model
         assert matrix.count(f"<th>{model}{mark}</th>") == 2, model  # its row's head and its column's
     assert 'href="transcripts/index.html#study=web&amp;bar=h2h%7CX%7CY"' in matrix
@@ -235,9 +238,7 @@ def test_the_failures_page_marks_an_inferred_model_in_its_charts_and_tables() ->
     html = render_page(page, nav=[])
     reasoning = html.split("<h2>Reasoning failures</h2>", 1)[1].split("<h2>", 1)[0]
     formats = html.split("<h2>Format failures</h2>", 1)[1].split("<h2>", 1)[0]
-    marks = {"X": ' <em class="inferred">(inferred in some games)</em>', "Y": ' <em class="inferred">(inferred)</em>',
-             "Z": ""}
-    for model, mark in marks.items():
+    for model, mark in MARKS.items():
         assert reasoning.count(f"<td>{model}{mark}</td>") == 1, model  # Level 1: the detective
         n = len(rows(con, "select * from mart_format_failures where model = ?", [model]))
         assert formats.count(f"<td>{model}{mark}</td>") == n > 0, model
@@ -345,9 +346,7 @@ def test_the_scores_page_marks_an_inferred_model_in_its_charts_and_tables() -> N
     html = render_page(page, nav=[])
     bottom_up = html.split("<h2>Bottom-up scores</h2>", 1)[1].split("<h2>", 1)[0]
     latent = html.split("<h2>Top-down latent ability model</h2>", 1)[1].split("<h3>", 1)[0]
-    marks = {"X": ' <em class="inferred">(inferred in some games)</em>', "Y": ' <em class="inferred">(inferred)</em>',
-             "Z": ""}
-    for model, mark in marks.items():
+    for model, mark in MARKS.items():
         assert bottom_up.count(f"<td>{model}{mark}</td>") == 1, model
         assert latent.count(f"<td>{model}{mark}</td>") == 3, model  # deceive, disclose, detect
     assert html.count('class="note inferred-models"') == 1
