@@ -102,7 +102,7 @@ def build(ctx: Context) -> Page:
                                            if offline(r.get("model")) and (r.get("k") or 0) > 0})
     # A person's format failure is the interface's reading of what they typed (importers: the model `human`): the
     # page says so wherever it shows a person's row, failed or not (the row is marked).
-    page.data["people_failing"] = any(person(r.get("model")) for r in formats or [])
+    page.data["people_shown"] = any(person(r.get("model")) for r in formats or [])
     page.data["inferred"] = any(r.get("model_mark") and r.get("mark_class") == "inferred"
                                 for r in (reasoning or []) + (formats or []))
     if m.has("mart_win_rates"):
