@@ -2,7 +2,7 @@
 published counts plus the new games' own, not every seat counted again, for games ranked by their seat masks
 (simulated, seated) and games ranked one player at a time (an import without seats); mart_listing_leaks equals a
 full rebuild's, row for row, and the leaks the import report finds in the raw tables. A build that replaces or
-removes published games counts every game again."""
+removes published games also takes their published counts away (a seated game reseated, an unseated one removed)."""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ def test_added_games_add_their_listing_counts(tmp_path: Path) -> None:
     assert _reported(con) == _mart(con)
 
 
-def test_replaced_or_removed_games_count_every_game_again(tmp_path: Path) -> None:
+def test_replaced_or_removed_games_take_their_counts_away(tmp_path: Path) -> None:
     con = fresh_con()
     load_records(con, [*_seated("a", 12), *_unseated("u", 12)])
     assert build_warehouse(con).published
@@ -68,5 +68,6 @@ def test_replaced_or_removed_games_count_every_game_again(tmp_path: Path) -> Non
     remove_game(con, "u-3")
     load_records(con, _unseated("v", 2))
     result = build_warehouse(con)
-    assert result.published and not _summed(result)
+    assert result.published and _summed(result)
     assert_same(published(con), full_rebuild(con, tmp_path))
+    assert _reported(con) == _mart(con)

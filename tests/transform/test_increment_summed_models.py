@@ -1,7 +1,8 @@
 """The summed models (`materialized: summed`, macros/increment.sql: counts by key, each a sum over games) in an
 incremental build: one that only adds games adds the increment's counts to the published ones, one that replaces or
-removes published games counts every game again, and a warehouse published without them builds whole; each time the
-marts published equal a full rebuild's, row for row. The increment's games change a study's settings_varied (read
+removes published games also takes those games' published counts away (a key left with no game leaves the table),
+and a warehouse published without them builds whole; each time the marts published equal a full rebuild's, row
+for row. The increment's games change a study's settings_varied (read
 across games) and mix two settings of one model in one role within a game, the cases a count could get wrong."""
 
 from __future__ import annotations
@@ -51,18 +52,28 @@ def test_an_increment_adds_its_games_counts(tmp_path: Path) -> None:
     assert_same(published(con), full_rebuild(con, tmp_path))
 
 
-def test_replaced_or_removed_games_count_every_game_again(tmp_path: Path) -> None:
+def test_replaced_or_removed_games_take_their_counts_away(tmp_path: Path) -> None:
     con = fresh_con()
     load_records(con, [*games("a", 8, 0), two_agents("mix-0", (0.7, 0.2))])
     assert build_warehouse(con).published
 
-    # A published game replaced by another record of itself (another outcome and temperature), one removed, one new.
+    # A published game replaced by another record of itself (another outcome and temperature), one removed, one new:
+    # the removed game was its key's only game (the mixed settings), so its rows leave the counts.
     load_records(con, [mini_record("a-0", models="X", votes={"Alice": "Bob", "Bob": "Alice", "Charlie": "Bob"},
                                    design=X_CELL, calls=[model_call(0, 0.2)])], replace=True)
     remove_game(con, "mix-0")
     load_records(con, [two_agents("mix-1", (0.2, None))])
     result = build_warehouse(con)
-    assert result.published and not _listed(result, "summed") and _listed(result, "table") >= SUMMED
+    assert result.published and _listed(result, "summed") == SUMMED
+    assert_same(published(con), full_rebuild(con, tmp_path))
+
+    # Every game of the cell removed but one, which is replaced, and the mixed game: keys fall to no game and leave.
+    for (game,) in con.execute("select game_id from raw_games where game_id like 'a-%' and game_id <> 'a-0' "
+                               "or game_id = 'mix-1'").fetchall():
+        remove_game(con, game)
+    load_records(con, [mini_record("a-0", models="Y", design=design("homogeneous|Y", None, "Y", "Y"))], replace=True)
+    result = build_warehouse(con)
+    assert result.published and _listed(result, "summed") == SUMMED
     assert_same(published(con), full_rebuild(con, tmp_path))
 
 

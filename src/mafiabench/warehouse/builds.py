@@ -94,13 +94,14 @@ def increment_tails(con: duckdb.DuckDBPyConnection, games: str) -> dict[str, tup
 # changed since the last checkpoint or not, at any checkpoint that writes something (DuckDB 2.0.1: a checkpoint
 # after a one-row change elsewhere merged a million games' per-game tables in 2.3 s). After an increment's append,
 # that merge rewrites the per-game tables' last row groups with the new games' rows; so the warehouse's writers run
-# without it (`raw.connect`), and an increment that only adds games is published without it
-# (`transform.build.marts.publish`), each table keeping the appended rows as a row group of their own. Every
-# `VACUUM_EVERY`-th such increment, a whole build and a replacing increment (whose deletes it reclaims) are
-# published with it, so a table holds at most that many row groups more than DuckDB would leave (small row groups
-# cost: 1,000 appends of 1,000 rows made a file 8 times larger and scans 1.5 times slower). The merge is deferred,
-# not saved: the build that vacuums pays the merge the ones before it skipped, unless a run compacted the file
-# while its games played (`compact`). The checkpoint after 10,000 games added to a million
+# without it (`raw.connect`), and an increment is published without it (`transform.build.marts.publish`), each
+# table keeping the appended rows as a row group of their own, and a replacing increment's deleted rows as gaps in
+# the row numbers (a replayed game's few rows; `transform.build.increment` reads raw_games' published rows below a
+# recorded bound, not by their count). Every `VACUUM_EVERY`-th increment and a whole build are published with it,
+# so a table holds at most that many row groups more than DuckDB would leave (small row groups cost: 1,000 appends
+# of 1,000 rows made a file 8 times larger and scans 1.5 times slower), and the deletes are reclaimed. The merge
+# is deferred, not saved: the build that vacuums pays the merge the ones before it skipped, unless a run compacted
+# the file while its games played (`compact`). The checkpoint after 10,000 games added to a million
 # (benchmarks/bench_vacuum.py, load 1.8): with the vacuum each time 0.19-2.21 s (mean 0.85 s), without it
 # 0.17-0.18 s, the 8th with it 2.13 s, 0.42 s a build over the 8; every 24th paid 19.6 s at load 8 (the merge grows
 # faster than the rows it merges).

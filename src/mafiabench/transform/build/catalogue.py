@@ -78,8 +78,9 @@ BOOKKEEPING: dict[str, dict[str, Any]] = {
 BUILD_STATE: dict[str, str] = {
     "build_increment_state": "the published build's key (its dbt project's digest, the dbt, dbt-duckdb and DuckDB "
                              "versions, its vars, the raw tables' schema), which an incremental build must share",
-    "build_published_games": "the published fct_games' games: their count and a checksum of their landed marks, "
-                             "which the next build compares with raw_games' first rows",
+    "build_published_games": "the published fct_games' games: their count, a checksum of their landed marks and "
+                             "raw_games' row number after them, which the next build compares with raw_games' rows "
+                             "below it",
     "build_grain_rows": "the rows of each per-game raw table the published gate vouched for",
     "build_source_fingerprints": "a fingerprint of each source not keyed by game, as the published build read it",
     "build_replay": "the published build's record of dbt's statements, which a build of the same key replays",

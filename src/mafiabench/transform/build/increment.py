@@ -66,10 +66,12 @@ INCREMENT_GAMES = "__staged__increment_games"  # the increment's game ids (macro
 INCREMENT_TAILS = "__staged__increment_tails"
 STATE_TABLE = "build_increment_state"
 SOURCES_TABLE = "build_source_fingerprints"  # the published build's fingerprint of each source not keyed by game
-# The published fct_games' games: their rows and the sum of their marks' hashes (`MARKS`), kept by the publish
-# (`record_games`) for the next plan's look at raw_games' first rows (`_added_only`).
+# The published fct_games' games: their rows, the sum of their marks' hashes (`MARKS`) and raw_games' row number
+# after the last of them (`bound`: the rows below it are theirs, with the gaps a replaced or removed game's deleted row
+# leaves until a vacuum), kept by the publish (`record_games`) for the next plan's look at raw_games' first rows
+# (`_added_only`).
 GAMES_TABLE = "build_published_games"
-GAMES_SCHEMA = "n_rows BIGINT, marks HUGEINT"
+GAMES_SCHEMA = "n_rows BIGINT, marks HUGEINT, bound BIGINT"
 MARKS = "hash(game_id, landed_at, record_sha256)::HUGEINT"  # a game's id, landed mark and record checksum
 PRICES = "ref_prices"  # written by every build (marts.ref_prices) before its models: a source like the raw tables
 FORMAT = 1  # of the increment machinery itself: raise it when a change to it must not mix with older builds
@@ -79,11 +81,12 @@ FORMAT = 1  # of the increment machinery itself: raise it when a change to it mu
 class Increment:
     """An incremental build's increment: its games, and whether any of them is published (replaced or removed);
     `published_games`: the published fct_games' `GAMES_TABLE` record, when the plan found raw_games' first rows to be
-    those games (the increment then the rows after them), which the publish adds the increment's games to."""
+    those games (the increment then the rows after them), which the publish adds the increment's games to, its bound
+    then the row number after the increment's last."""
 
     games: int
     replaces: bool
-    published_games: tuple[int, int] | None = None
+    published_games: tuple[int, int, int] | None = None
 
 
 def state_key(project: Path, variables: dict[str, Any]) -> str:
@@ -125,7 +128,7 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
     so that a caller can have dbt imported and the project parsed on another thread meanwhile."""
     # Made when missing before dbt lists the relations (as replay.TABLE): the build that records dbt's run and the
     # next one, which replays it, then see the same relations.
-    con.execute(f"create table if not exists main.{GAMES_TABLE} ({GAMES_SCHEMA})")
+    _games_table(con)
     if published_key(con) != key:
         return None
     tables = {r[0] for r in con.execute(
@@ -150,25 +153,39 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
     return Increment(games=int(games), replaces=bool(replaces), published_games=published_games)
 
 
-def _added_only(con: duckdb.DuckDBPyConnection) -> tuple[int, int] | None:
-    """When raw_games' first rows (by `rowid`), as many as the published fct_games holds, are its games with the
+def _games_table(con: duckdb.DuckDBPyConnection) -> None:
+    """`GAMES_TABLE` with its columns; one with others (kept by an older version) is made again, empty: the next
+    plan then compares, and its publish records."""
+    columns = [str(c) for (c,) in con.execute(
+        "select column_name from duckdb_columns() where schema_name = 'main' and table_name = ? order by column_index",
+        [GAMES_TABLE]).fetchall()]
+    if columns and columns != [c.split()[0] for c in GAMES_SCHEMA.split(", ")]:
+        con.execute(f"drop table main.{GAMES_TABLE}")
+    con.execute(f"create table if not exists main.{GAMES_TABLE} ({GAMES_SCHEMA})")
+
+
+def _added_only(con: duckdb.DuckDBPyConnection) -> tuple[int, int, int] | None:
+    """When raw_games' rows numbered (`rowid`) below the record's bound are the published fct_games' games with the
     same marks (their rows and sum of `MARKS` are `GAMES_TABLE`'s): the increment is the rows after them, none of
     them published (raw_games' primary key), which is what `_compared` would find (a sum of 64-bit hashes matching
-    by chance aside). Written to `INCREMENT_GAMES`; returns the record. None otherwise: a game replaced or removed
-    (its row deleted, or, after a vacuum renumbered the rows, a later one in its place), a mark changed in place, a
-    record from another fct_games. One scan of three columns (a million games: 0.05-0.07 s, against the join's
-    0.28-0.41 s)."""
-    found = con.execute(f"select n_rows, marks from main.{GAMES_TABLE}").fetchall()
-    if len(found) != 1:
+    by chance aside). Written to `INCREMENT_GAMES`; returns the record, with the bound after the increment's rows.
+    None otherwise: a game replaced or removed (its row deleted, or, after a vacuum renumbered the rows, a later one
+    in its place), a mark changed in place, a record from another fct_games. One scan of three columns (a million
+    games: 0.05-0.07 s, against the join's 0.28-0.41 s)."""
+    found = con.execute(f"select n_rows, marks, bound from main.{GAMES_TABLE}").fetchall()
+    if len(found) != 1 or found[0][2] is None:
         return None
-    n, marks = int(found[0][0]), int(found[0][1])
+    n, marks, bound = int(found[0][0]), int(found[0][1]), int(found[0][2])
     # The bound as a literal: a constant filter on rowid is what DuckDB skips row groups by.
-    now = con.execute(f"select count(*), coalesce(sum({MARKS}), 0) from main.raw_games where rowid < {n}").fetchall()
+    now = con.execute(f"select count(*), coalesce(sum({MARKS}), 0) from main.raw_games "
+                      f"where rowid < {bound}").fetchall()
     if (int(now[0][0]), int(now[0][1])) != (n, marks):
         return None
     con.execute(f"create or replace table main.{INCREMENT_GAMES} as select game_id from main.raw_games "
-                f"where rowid >= {n}")
-    return n, marks
+                f"where rowid >= {bound}")
+    after = con.execute(f"select coalesce(max(rowid) + 1, {bound}) from main.raw_games "
+                        f"where rowid >= {bound}").fetchall()[0][0]
+    return n, marks, int(after)
 
 
 def _compared(con: duckdb.DuckDBPyConnection) -> tuple[int, int]:
@@ -211,24 +228,28 @@ def record(con: duckdb.DuckDBPyConnection, key: str | None, sources: dict[str, s
                             [(*gated, table, n) for table, n in sorted(rows.items())])
 
 
-def record_games(con: duckdb.DuckDBPyConnection, key: str | None, base: tuple[int, int] | None,
+def record_games(con: duckdb.DuckDBPyConnection, key: str | None, base: tuple[int, int, int] | None,
                  added: str | None) -> None:
     """Keep the published fct_games' `GAMES_TABLE` record (in the publish transaction, its relations in place): the
-    plan's record (`base`, `Increment.published_games`) and the games of `added` (fct_games' delta, which only adds
-    games; None: fct_games kept), or without a base counted over fct_games (a million games: 0.05-0.07 s, in a whole
-    build, a replacing increment, the first increment after a build that kept none). None key: none."""
-    con.execute(f"create table if not exists main.{GAMES_TABLE} ({GAMES_SCHEMA})")
+    plan's record (`base`, `Increment.published_games`, with the bound after the increment) and the games of `added`
+    (fct_games' delta, which only adds games; None: fct_games kept), or without a base counted over fct_games, the
+    bound after raw_games' last row (a million games: 0.05-0.07 s, in a whole build, a replacing increment, the first
+    increment after a build that kept none: the next plan finds whether raw_games' rows below it are these games).
+    None key: none."""
+    _games_table(con)
     con.execute(f"delete from main.{GAMES_TABLE}")
     if key is None:
         return
     if base is None:
-        values = con.execute(f"select count(*), coalesce(sum({MARKS}), 0) from main.fct_games").fetchall()[0]
+        n, marks = con.execute(f"select count(*), coalesce(sum({MARKS}), 0) from main.fct_games").fetchall()[0]
+        bound = con.execute("select coalesce(max(rowid) + 1, 0) from main.raw_games").fetchall()[0][0]
+        values = (int(n), int(marks), int(bound))
     elif added is None:
         values = base
     else:
         n, marks = con.execute(f'select count(*), coalesce(sum({MARKS}), 0) from main."{added}"').fetchall()[0]
-        values = (base[0] + int(n), base[1] + int(marks))
-    con.execute(f"insert into main.{GAMES_TABLE} values (?, ?)", [int(values[0]), int(values[1])])
+        values = (base[0] + int(n), base[1] + int(marks), base[2])
+    con.execute(f"insert into main.{GAMES_TABLE} values (?, ?, ?)", list(values))
 
 
 def grain_rows(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -277,18 +298,34 @@ def increment_rows(con: duckdb.DuckDBPyConnection) -> set[str]:
 
 
 def changed_sources(con: duckdb.DuckDBPyConnection, inc: Increment, now: dict[str, str],
-                    landed: set[str]) -> set[str] | None:
+                    landed: set[str], rows: dict[str, int] | None = None) -> set[str] | None:
     """The sources whose rows differ from the published build's, by data alone (module docstring), given the
-    fingerprints of this build's (`now`) and the tables holding rows of the increment's games (`increment_rows`);
-    None when every source must count as changed (the increment replaces or removes published games)."""
-    if inc.replaces:
-        return None
+    fingerprints of this build's (`now`), the tables holding rows of the increment's games (`increment_rows`) and,
+    when the increment replaces or removes published games, each such table's rows now (`rows`: `grain_rows`): a
+    table that holds none of the increment's games' rows and as many rows as the published build read held none of
+    the replaced or removed games' either (its other games' rows being those it read). None when that cannot be told
+    (the published build's rows not recorded), and every source counts as changed."""
     changed = set(landed) if inc.games else set()
+    if inc.replaces:
+        read = published_grain_rows(con)
+        if read is None or rows is None or set(read) != set(GRAIN_TABLES):
+            return None
+        changed |= {t for t in GRAIN_TABLES if rows.get(t) != read[t]}
     recorded: dict[str, str] = {}
     if con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
                    [SOURCES_TABLE]).fetchall():
         recorded = dict(con.execute(f"select source, fingerprint from main.{SOURCES_TABLE}").fetchall())
     return changed | {t for t, fingerprint in now.items() if recorded.get(t) != fingerprint}
+
+
+def published_grain_rows(con: duckdb.DuckDBPyConnection) -> dict[str, int] | None:
+    """The rows of each table a game record lands in when the published build read them (`GRAIN_ROWS_TABLE`, kept
+    by `record` when its gate passed), or None."""
+    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                       [GRAIN_ROWS_TABLE]).fetchall():
+        return None
+    found = con.execute(f"select source, n_rows from main.{GRAIN_ROWS_TABLE}").fetchall()
+    return {str(t): int(n) for t, n in found} or None
 
 
 def _holds_increment(con: duckdb.DuckDBPyConnection, table: str) -> bool:

@@ -352,8 +352,8 @@ def stage(
         staged.replaying.keep_graph(parsed, scanning.result())
     inc = staged.increment
     if inc is not None and staged.sources is not None and scanning is not None:
-        staged.kept = increment.kept_models(parsed, increment.changed_sources(con, inc, staged.sources, landed),
-                                            _published(con), scanning.result())
+        changed = increment.changed_sources(con, inc, staged.sources, landed, staged.rows)
+        staged.kept = increment.kept_models(parsed, changed, _published(con), scanning.result())
         _kept_deltas(con, increment.narrowed_reads(parsed, staged.kept))
     if progress is not None:
         progress.expect("python", len(steps))
@@ -381,8 +381,8 @@ def stage(
         staged.relations[r.name] = (r.relation or STAGED_PREFIX + r.name, kind)
         rows = None if kind == "view" else _staged_rows(con, r.name, inc if kind == "incremental" else None, scratch)
         # A summed model's staged table is whole (published by a rename): "summed" says it added the increment's
-        # counts to the published ones rather than counting every game.
-        listed = "summed" if r.materialized == "summed" and inc is not None and not inc.replaces else kind
+        # counts to the published ones (and took its replaced games' away) rather than counting every game.
+        listed = "summed" if r.materialized == "summed" and inc is not None else kind
         staged.models.append(ModelRun(r.name, _layer(r.path), "sql", listed, r.seconds, rows))
     staged.models += [ModelRun(n.name, _layer(n.original_file_path), "sql", "kept", 0.0, None)
                       for n in sorted(parsed.nodes.values(), key=lambda n: n.name) if n.resource_type == "model"
@@ -498,12 +498,15 @@ def _relations(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str]]:
 
 def _scratch(con: duckdb.DuckDBPyConnection) -> list[str]:
     """An incremental build's working tables: the increment's game ids and tails, the deltas and rewritten games'
-    ids."""
+    ids; and what a summed model's build left if it failed midway (its removed games' counts, the views it reads
+    through: macros/increment.sql)."""
     return [r[0] for r in con.execute(
         "select table_name from duckdb_tables() where schema_name = 'main' and not temporary "
         "and (table_name in (?, ?) or (starts_with(table_name, ?) and (ends_with(table_name, '__delta') "
-        "or ends_with(table_name, '__rewritten'))))",
-        [increment.INCREMENT_GAMES, increment.INCREMENT_TAILS, STAGED_PREFIX],
+        "or ends_with(table_name, '__rewritten') or ends_with(table_name, '__removed')))) "
+        "union all select view_name from duckdb_views() where schema_name = 'main' and not temporary "
+        "and starts_with(view_name, ?) and contains(view_name, '__reads_')",
+        [increment.INCREMENT_GAMES, increment.INCREMENT_TAILS, STAGED_PREFIX, STAGED_PREFIX],
     ).fetchall()]
 
 
@@ -520,7 +523,7 @@ def _apply_delta(con: duckdb.DuckDBPyConnection, name: str, relation: str, inc: 
     con.execute(f'drop view main."{relation}"')
 
 
-def _games_added(staged: Staged, scratch: set[str]) -> tuple[tuple[int, int] | None, str | None]:
+def _games_added(staged: Staged, scratch: set[str]) -> tuple[tuple[int, int, int] | None, str | None]:
     """What the published fct_games is, for `increment.record_games`: the plan's record of it and the table of the
     games this build adds to it (its delta; None when it is kept); no record when the plan found none, or fct_games
     is built whole or its delta rewrites published games."""
@@ -545,7 +548,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
     (`increment.record`). The commit's checkpoint vacuums or not (`warehouse.builds.vacuums_next`)."""
     scratch = set(_scratch(con))
     since = builds.unvacuumed(con)
-    vacuum = staged.increment is None or staged.increment.replaces or builds.vacuums_next(since)
+    vacuum = staged.increment is None or builds.vacuums_next(since)
     con.execute("begin transaction")
     try:
         # The main schema's relations and views' SQL, read once: a look-up per relation cost about 2 ms each (DuckDB
@@ -570,7 +573,7 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
             con.execute(sql)
         increment.record_games(con, staged.state_key, *_games_added(staged, scratch))
         for table in scratch:
-            con.execute(f'drop table main."{table}"')
+            _drop_relation(con, table)
         increment.record(con, staged.state_key, staged.sources, staged.rows, gated)
         replay.store(con, staged.replaying.records, staged.replaying.stored)
         builds.record_unvacuumed(con, 0 if vacuum else since + 1)

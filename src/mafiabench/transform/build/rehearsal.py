@@ -112,10 +112,10 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = Fal
     last game of its experiment, for that experiment's next run (`NEXT_RUN`, rehearsed first)."""
     if not due(con):
         return False
-    (published,) = con.execute(f"select n_rows from main.{increment.GAMES_TABLE}").fetchall()[0]
-    # The games after the published ones: those `increment._added_only` finds when raw_games' first rows are the
-    # published games (a replacing increment's record would not be this one's anyway).
-    increment_games = f"rowid >= {int(published)}"
+    published, bound = con.execute(f"select n_rows, bound from main.{increment.GAMES_TABLE}").fetchall()[0]
+    # The games after the published ones: those `increment._added_only` finds when raw_games' rows below the bound
+    # are the published games (a replacing increment's record would not be this one's anyway).
+    increment_games = f"rowid >= {int(bound or 0)}"
     shapes: list[list[Any]] = [[AS_LANDED, None]]
     if not con.execute(f"select count(*) from main.raw_games where {increment_games}").fetchall()[0][0]:
         if not stand_in or not published:
@@ -229,7 +229,7 @@ def make_copy(folder: Path, shape: str = AS_LANDED) -> Path:
         con.execute(f"detach {_ATTACHED}")
         if shape == NEXT_RUN:
             _as_a_run(con)
-        con.execute(f"update main.{increment.GAMES_TABLE} set n_rows = 0, marks = 0")
+        con.execute(f"update main.{increment.GAMES_TABLE} set n_rows = 0, marks = 0, bound = 0")
         con.execute(f"update main.{GRAIN_ROWS_TABLE} set n_rows = 0")
         con.execute("checkpoint")
     finally:

@@ -11,11 +11,17 @@
 main.__staged__increment_games
 {%- endmacro %}
 
-{#- True while a per-game model is rendered for an incremental build, or a summed model for one that only adds
-    games: its refs then read deltas (see `ref`). -#}
+{#- True while a per-game or summed model is rendered for an incremental build: a per-game model's refs then read
+    deltas, a summed model's the rows it counts by turns (see `ref`, and the summed materialization). -#}
 {% macro increment_narrows() -%}
-    {%- do return(execute and var('increment', false) and (config.get('materialized') == 'per_game'
-        or (config.get('materialized') == 'summed' and not var('increment_replaces', false)))) -%}
+    {%- do return(execute and var('increment', false) and config.get('materialized') in ('per_game', 'summed')) -%}
+{%- endmacro %}
+
+{#- What a summed model reads of a per-game model in an incremental build: a view it points at the increment's games'
+    new rows (the per-game model's delta), then at their published rows (`summed` below). -#}
+{% macro increment_summed_reads(name) -%}
+    {%- set view = this.incorporate(path={'identifier': this.identifier ~ '__reads_' ~ name}) -%}
+    {%- do return(view.include(database=false)) -%}
 {%- endmacro %}
 
 {#- Whether the build keeps a model (mafiabench.transform.build.increment.kept_models): its inputs did not change
@@ -93,8 +99,9 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
     through query_table: the build's Python models and gate read each staged relation under its model's name (a
     temporary view), which would shadow the published name in a view (DuckDB drops a view's own catalog from the
     names it stores). Only staged relations read it, and publishing drops or creates those again. -#}
-{% macro increment_published() -%}
-    {%- set table = api.Relation.create(database=this.database, schema=this.schema, identifier=model.name) -%}
+{% macro increment_published(name=none) -%}
+    {%- set table = api.Relation.create(database=this.database, schema=this.schema,
+                                        identifier=name or model.name) -%}
     query_table('{{ table | replace("'", "''") }}')
 {%- endmacro %}
 
@@ -148,46 +155,77 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
     {{ return({'relations': [target]}) }}
 {% endmaterialization %}
 
-{#- A *summed* model (`materialized: summed`, `meta: {sum_keys: [...]}`): additive integer counts by key, a sum of
-    per-game contributions, for a mart to read in few rows instead of every game. Its contract:
+{#- A *summed* model (`materialized: summed`, `meta: {sum_keys: [...], sum_rows: ...}`): additive integer counts by
+    key, a sum of per-game contributions, for a mart to read in few rows instead of every game. Its contract:
     - it reads per-game models only (a ref to anything else is refused), and no column it groups or counts by depends
       on other games (not fct_player_games.settings_varied, nor a cell's or study's rate): count by the per-game
       inputs (model_settings and study, say) and let the mart apply the cross-game part to the counts;
     - its rows are unique by `sum_keys` (nulls allowed: a null key is one group), and every other column is an
       integer count (TINYINT ... HUGEINT; checked at each build) that is a sum over the games it reads: count(*),
-      count(*) filter (...), sum of an integer column, count(distinct game_id) (games never repeat between builds);
+      count(*) filter (...), sum of an integer column, count(distinct game_id) (a game is counted in one part only);
       never a float, an average, a list or any_value (a `select distinct ... game_id` that counts a game once per key
       is a sum over games: keep game_id in it);
-    - it is built whole as written, and so in every incremental build that replaces or removes published games
-      (`var('increment_replaces')`: the simplest exact choice; such builds rebuild everything anyway);
-    - in an incremental build that only adds games its SQL is rendered with every ref narrowed to the increment's
-      games (the per-game deltas; a delta's rows of other games, fct_player_games' rewritten ones, are left out),
-      and its staged table is the published table and that delta summed by key: both are small, so the build
-      costs what the increment's games cost, not every game's. The staged relation is a whole table, published by
-      a rename like any mart's; the plan (`transform.build.increment.plan`) builds whole while it is unpublished.
-    Its counts are exact by construction: a test compares every increment with a full rebuild, row for row. -#}
+    - `sum_rows` names a count that is positive in every row (the games or rows behind the key, checked at each
+      build): a key whose count falls to 0 holds no game any more, and leaves the table, as a whole build has it;
+    - it is built whole as written in a whole build; in an incremental build its SQL is rendered with every ref read
+      through a view of its own (`increment_summed_reads`), pointed first at the increment's games' new rows (the
+      per-game deltas; a delta's rows of other games, fct_player_games' rewritten ones, are left out) and, when the
+      increment replaces or removes published games, then at those games' published rows (the per-game tables the
+      published counts were made from, untouched until the publish); its staged table is the published table, plus
+      the first, minus the second, summed by key, without the keys no game holds any more. All three are small, so
+      the build costs what the increment's games cost, not every game's. The staged relation is a whole table,
+      published by a rename like any mart's; the plan (`transform.build.increment.plan`) builds whole while it is
+      unpublished.
+    Its counts are exact by construction: tests compare increments that add, replace and remove games with a full
+    rebuild, row for row. -#}
 {% materialization summed, adapter='duckdb' %}
     {%- set keys = (config.get('meta') or {}).get('sum_keys') or [] -%}
-    {%- if not keys -%}
-        {%- do exceptions.raise_compiler_error("a summed model declares its key columns (meta.sum_keys): " ~ model.name) -%}
+    {%- set rows = (config.get('meta') or {}).get('sum_rows') -%}
+    {%- if not keys or not rows -%}
+        {%- do exceptions.raise_compiler_error("a summed model declares its key columns (meta.sum_keys) and a count "
+            ~ "positive in every row (meta.sum_rows): " ~ model.name) -%}
     {%- endif -%}
+    {%- set reads = [] -%}
     {%- for uid in model.depends_on.nodes -%}
         {%- set node = graph.nodes.get(uid) -%}
         {%- if node is none or node.resource_type != 'model' or node.config.materialized != 'per_game' -%}
             {%- do exceptions.raise_compiler_error("a summed model reads per-game models only: " ~ model.name
                 ~ " reads " ~ uid) -%}
         {%- endif -%}
+        {%- do reads.append(node.name) -%}
     {%- endfor -%}
     {%- set target = this.incorporate(type='table') -%}
     {%- set delta = increment_delta_relation(target) -%}
+    {%- set removed = target.incorporate(path={'identifier': target.identifier ~ '__removed'}) -%}
+    {%- set replaces = var('increment_replaces', false) -%}
     {{ drop_relation_if_exists(load_cached_relation(delta)) }}
+    {{ drop_relation_if_exists(load_cached_relation(removed)) }}
     {{ drop_relation_if_exists(load_cached_relation(this)) }}
     {{ run_hooks(pre_hooks, inside_transaction=True) }}
     {%- if increment_narrows() -%}
+        {% call statement('increment_reads_added') -%}
+            {%- for name in reads %}
+            create or replace view {{ increment_summed_reads(name) }} as
+            select * from {{ increment_delta_relation(builtins.ref(name)).include(database=false) }}
+            where game_id in (select game_id from {{ increment_games() }});
+            {%- endfor %}
+        {%- endcall %}
         {% call statement('main') -%}
             {{ create_table_as(False, delta, sql) }}
         {%- endcall %}
-        {%- set columns = summed_columns(delta, keys) -%}
+        {%- set columns = summed_columns(delta, keys, rows) -%}
+        {%- if replaces -%}
+            {% call statement('increment_reads_removed') -%}
+                {%- for name in reads %}
+                create or replace view {{ increment_summed_reads(name) }} as
+                select * from {{ increment_published(name) }}
+                where game_id in (select game_id from {{ increment_games() }});
+                {%- endfor %}
+            {%- endcall %}
+            {% call statement('increment_removed') -%}
+                {{ create_table_as(False, removed, sql) }}
+            {%- endcall %}
+        {%- endif %}
         {% call statement('increment_sum') -%}
             create table {{ target.include(database=false) }} as
             select
@@ -202,30 +240,60 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
                 select * from {{ increment_published() }}
                 union all by name
                 select * from {{ delta.include(database=false) }}
+                {%- if replaces %}
+                union all by name
+                select
+                {%- for column in columns %}
+                    {% if column.name in keys -%}
+                        {{ adapter.quote(column.name) }}
+                    {%- else -%}
+                        -({{ adapter.quote(column.name) }}::hugeint) as {{ adapter.quote(column.name) }}
+                    {%- endif %}{{ ',' if not loop.last }}
+                {%- endfor %}
+                from {{ removed.include(database=false) }}
+                {%- endif %}
             )
             group by {% for key in keys %}{{ adapter.quote(key) }}{{ ', ' if not loop.last }}{% endfor %}
+            having sum({{ adapter.quote(rows) }}) > 0
         {%- endcall %}
         {% call statement('increment_sum_done') -%}
-            drop table {{ delta.include(database=false) }}
+            drop table {{ delta.include(database=false) }};
+            {%- if replaces %}
+            drop table {{ removed.include(database=false) }};
+            {%- endif %}
+            {%- for name in reads %}
+            drop view {{ increment_summed_reads(name) }};
+            {%- endfor %}
         {%- endcall %}
     {%- else -%}
         {% call statement('main') -%}
             {{ create_table_as(False, target, sql) }}
         {%- endcall %}
-        {%- do summed_columns(target, keys) -%}
+        {%- do summed_columns(target, keys, rows) -%}
     {%- endif -%}
     {{ run_hooks(post_hooks, inside_transaction=True) }}
     {{ adapter.commit() }}
     {{ return({'relations': [target]}) }}
 {% endmaterialization %}
 
-{#- A summed model's columns, each key present and every other column an integer count (its contract above). -#}
-{% macro summed_columns(relation, keys) -%}
+{#- A summed model's columns, each key present, every other column an integer count, and `rows` one of them,
+    positive in every row (its contract above). -#}
+{% macro summed_columns(relation, keys, rows) -%}
     {%- set columns = adapter.get_columns_in_relation(relation) -%}
     {%- set names = columns | map(attribute='name') | list -%}
     {%- for key in keys if key not in names -%}
         {%- do exceptions.raise_compiler_error("summed model " ~ model.name ~ ": its key " ~ key ~ " is no column") -%}
     {%- endfor -%}
+    {%- if rows not in names or rows in keys -%}
+        {%- do exceptions.raise_compiler_error("summed model " ~ model.name ~ ": its sum_rows " ~ rows
+            ~ " is no count column") -%}
+    {%- endif -%}
+    {%- set counted = run_query('select count(*) from ' ~ relation.include(database=false) ~ ' where not coalesce('
+        ~ adapter.quote(rows) ~ ' > 0, false)') -%}
+    {%- if counted.rows[0][0] > 0 -%}
+        {%- do exceptions.raise_compiler_error("summed model " ~ model.name ~ ": its sum_rows " ~ rows
+            ~ " is not positive in " ~ counted.rows[0][0] ~ " rows") -%}
+    {%- endif -%}
     {%- for column in columns if column.name not in keys and column.dtype | upper not in
             ('TINYINT', 'SMALLINT', 'INTEGER', 'BIGINT', 'HUGEINT', 'UTINYINT', 'USMALLINT', 'UINTEGER', 'UBIGINT',
              'UHUGEINT') -%}

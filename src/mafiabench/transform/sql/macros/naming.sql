@@ -24,9 +24,8 @@
         {%- if increment_narrows() -%}
             {%- set delta = increment_delta_relation(rel).include(database=false) -%}
             {%- if config.get('materialized') == 'summed' -%}
-                {#- The increment's games only: a delta may also rewrite other games (fct_player_games). -#}
-                {%- do return('(select * from ' ~ delta ~ ' where game_id in (select game_id from '
-                    ~ increment_games() ~ '))') -%}
+                {#- The view the summed materialization points at the increment's games' rows. -#}
+                {%- do return(increment_summed_reads(varargs[-1])) -%}
             {%- endif -%}
             {%- do return(delta) -%}
         {%- endif -%}

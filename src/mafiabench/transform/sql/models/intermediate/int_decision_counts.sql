@@ -4,7 +4,7 @@
     and k summed over the patterns are the key's counts, and the patterns give the game-clustered sd (a model's
     failures within one game are not independent). A summed model (macros/increment.sql). -#}
 {{ config(materialized='summed', meta={'sum_keys': ['variant', 'prompt_version', 'model', 'role', 'action', 'm',
-                                                    'f']}) }}
+                                                    'f'], 'sum_rows': 'n_games'}) }}
 
 with per_game as (
     -- Each game's decisions of a model in a role and action. Grouped before the games' variant and prompt version are

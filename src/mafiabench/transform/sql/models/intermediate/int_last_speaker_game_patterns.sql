@@ -6,7 +6,7 @@
     a few patterns give (Mini-Mafia's million games hold 16). A summed model (macros/increment.sql): an increment that
     adds games adds its games' counts. -#}
 {{ config(materialized='summed', meta={'sum_keys': ['study', 'variant', 'role', 'm_last', 'k_last', 'm_other',
-                                                    'k_other']}) }}
+                                                    'k_other'], 'sum_rows': 'games'}) }}
 
 with players as (
     select study, variant, game_id, role, spoke_last, won

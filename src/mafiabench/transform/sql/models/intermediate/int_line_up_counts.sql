@@ -3,7 +3,8 @@
     adds games adds their counts. Every key is the game's own (its seats, status and outcome): nothing here reads
     another game, so a game's counts never change after it is counted. -#}
 {{ config(materialized='summed', meta={'sum_keys': ['study', 'line_up', 'variant', 'category', 'mafia_model',
-                                                    'town_model', 'one_model_a_side', 'models']}) }}
+                                                    'town_model', 'one_model_a_side', 'models'],
+                                       'sum_rows': 'games'}) }}
 
 with players as (
     select game_id, team, role, model, variant from {{ ref('fct_player_games') }}

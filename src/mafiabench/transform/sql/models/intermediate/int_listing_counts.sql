@@ -5,7 +5,7 @@
     before any build, reads this same SQL over raw_players and raw_games (`warehouse.sql_models.model_sql`): the one
     statement of the counting rule. -#}
 {{ config(materialized='summed', meta={'sum_keys': ['source', 'simulated', 'n_players', 'n_mafia', 'seats',
-                                                    'mafia_seats', 'position', 'is_mafia']}) }}
+                                                    'mafia_seats', 'position', 'is_mafia'], 'sum_rows': 'games'}) }}
 
 with games as (
     select

@@ -1,7 +1,8 @@
 {#- What dim_models counts of each model, in a few rows: its seats per provider, raw name, variant and role, and its
     games (each once); a summed model (macros/increment.sql): an increment adds its games' counts, and a game is in
     one build's count only, so the games' counts add up too. -#}
-{{ config(materialized='summed', meta={'sum_keys': ['counted', 'model', 'provider', 'model_raw', 'variant', 'role']}) }}
+{{ config(materialized='summed', meta={'sum_keys': ['counted', 'model', 'provider', 'model_raw', 'variant', 'role'],
+                                       'sum_rows': 'n'}) }}
 
 with seats as (
     select 'seats' as counted, model, provider, model_raw, variant, role, count(*) as n

@@ -3,7 +3,7 @@
     model (macros/increment.sql). -#}
 {%- set keys = ['study', 'variant', 'has_communication', 'name', 'seat', 'role', 'won', 'tie_decided', 'played_a_day',
                 'had_discussion', 'active_in_final_discussion', 'spoke_last'] %}
-{{ config(materialized='summed', meta={'sum_keys': keys}) }}
+{{ config(materialized='summed', meta={'sum_keys': keys, 'sum_rows': 'players'}) }}
 
 with players as (
     select {{ keys | join(', ') }} from {{ ref('fct_player_games') }} where is_scored

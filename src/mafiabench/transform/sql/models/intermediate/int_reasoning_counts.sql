@@ -6,7 +6,7 @@
     detective is tested at every vote it knows the mafioso, and one confusion lasts). A level is one role's test (1
     the detective's, 2 the mafioso's). A summed model (macros/increment.sql). -#}
 {{ config(materialized='summed', meta={'sum_keys': ['variant', 'prompt_version', 'level', 'model', 'voter_role', 'm',
-                                                    'f']}) }}
+                                                    'f'], 'sum_rows': 'n_games'}) }}
 
 with opportunities as (
     -- Each prompt version is its own experiment (a prompt ablation plays one variant under two): never pooled.

@@ -4,7 +4,7 @@
     study), so it is no key here: the `per_setting` rows count each game under each setting its seats of the model in
     the role had, the others (model_settings '') each game once, and the mart reads those its study asks for. -#}
 {{ config(materialized='summed', meta={'sum_keys': ['variant', 'study', 'role', 'model', 'team', 'model_settings',
-                                                    'per_setting']}) }}
+                                                    'per_setting'], 'sum_rows': 'games'}) }}
 
 {%- set key = ['variant', 'study', 'role', 'model', 'team'] %}
 {%- set seen = key + ['game_id', 'is_scored', 'won', 'tie_decided', 'fallback_decided'] %}
@@ -79,8 +79,9 @@ final as (
         model_settings,
         per_setting,
 {%- for name, condition in counts %}
-        coalesce(sum(games) filter (where {{ condition }}), 0)::bigint as {{ name }}{{ "," if not loop.last }}
+        coalesce(sum(games) filter (where {{ condition }}), 0)::bigint as {{ name }},
 {%- endfor %}
+        sum(games)::bigint as games
     from parts
     group by {{ key | join(', ') }}, model_settings, per_setting
 )
