@@ -34,6 +34,9 @@ def test_the_next_build_drops_what_a_killed_build_left_staged(tmp_path: Path) ->
     con.execute("create table __staged_fct_games__delta as select * from fct_games limit 1")
     con.execute("update __staged_fct_games__delta set game_id = 'ghost'")
     con.execute("create table __staged_mart_old as select 1 as x")
+    # And a summed model's, killed while it took a replaced game's counts away (macros/increment.sql).
+    con.execute("create view __staged_int_model_counts__reads_int_player_games as select * from int_player_games")
+    con.execute("create table __staged_int_model_counts__removed as select * from int_model_counts limit 1")
     result = build_warehouse(con)
     assert result.published and any(m.materialized == "incremental" for m in result.models)
     assert staged_names(con) == set()

@@ -14,17 +14,18 @@ A build is incremental only when the published per-game tables were built by the
 `state_key` (the project's digest, the dbt, dbt-duckdb and DuckDB versions, the build's vars, the raw tables' declared
 schema) is kept in `build_increment_state` and must equal this build's, and every per-game table must be published.
 Otherwise, and with `--full-refresh`, every model is built whole. The *summed* models (`materialized: summed`: counts
-by key, a sum over games) are built whole too when the increment replaces or removes published games; when it only
-adds games, each is its published table plus its SQL over the increment's games, summed by key (macros/increment.sql),
-and so must be published for a build to be incremental. A build of some models only (`only=`) is never
+by key, a sum over games) are each its published table, plus its SQL over the increment's games' new rows, minus its
+SQL over the replaced or removed games' published rows, summed by key, a key no game holds any more left out
+(macros/increment.sql), and so must be published for a build to be incremental. A build of some models only (`only=`) is never
 incremental and clears the state, since it publishes some per-game tables and not others.
 
 An incremental build also *keeps* the SQL models whose inputs did not change (`kept_models`): a model that reads the
 same rows gives the same rows, so its published relation stays, dbt builds nothing for it, and the rest of the build
 (refs, the Python models, the gate, dbt's data tests) reads the published relation (`var('kept')`, macros/naming.sql).
 Which sources changed is decided from data (`changed_sources`): a table a game record lands in (`GRAIN_TABLES`)
-changed when it holds rows of the increment's games, and every source did when the increment replaces or removes
-published games; any other source (runs, protocol cards, detections, `ref_prices` ...) when its content fingerprint
+changed when it holds rows of the increment's games, or, when the increment replaces or removes published games,
+when its rows are not as many as the published build read (`GRAIN_ROWS_TABLE`; without that record every source
+counts as changed); any other source (runs, protocol cards, detections, `ref_prices` ...) when its content fingerprint
 (`fingerprints`: rows and a sum of row hashes, kept in `SOURCES_TABLE` by the published build) differs. A change
 reaches every model downstream through the parsed project's `depends_on`; a model whose SQL or macros read a clock,
 a random generator, the environment or files (`VOLATILE`) is always rebuilt. The Python models are always rebuilt:
@@ -34,9 +35,10 @@ installed), which no state here covers.
 What every incremental step rests on (the kept models, the deltas, the gate's suites over the raw tables): the rows of
 a game outside the increment are the rows the published build read. The landing step is the raw tables' only writer,
 and it replaces a game's rows whole, under a new `landed_at`, which puts the game in the increment. The gate checks
-what it can of this (`quality.delta`): each raw table's rows now are its rows at the published build (`grain_rows`,
-kept by `record`) plus the increment's, so no row was added or removed outside the increment's games; that none was
-edited in place is assumed, here as in the rest of the build (`--full-refresh` builds and gates everything whole).
+what it can of this (`quality.delta`) when the increment only adds games: each raw table's rows now are its rows at
+the published build (`grain_rows`, kept by `record`) plus the increment's, so no row was added or removed outside the
+increment's games (an increment that replaces or removes games runs the gate's suites over the raw tables whole,
+since what the removed rows were is not recorded); that none was edited in place is assumed, here as in the rest of the build (`--full-refresh` builds and gates everything whole).
 In an increment that only adds games the same facts put every row of its games in each raw table's *tail*, the rows
 numbered from the published build's count on (`warehouse.builds.increment_tails`, which says why and checks what it
 can cheaply): the staging views' deltas (macros/increment.sql), `increment_rows` and the gate read those tables'
