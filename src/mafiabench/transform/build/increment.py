@@ -3,8 +3,9 @@
 The models keyed by game (`materialized: per_game` in the dbt project; macros/increment.sql) are computed by a build
 for the *increment* only: the games landed, replaced (a resumed or re-imported game gets a new `landed_at`) or removed
 since the published build, found by comparing `raw_games` with the published `fct_games` (id, landed mark and record
-checksum), never by a clock; or, when raw_games' first rows are the published games with those marks (`_added_only`:
-a count and a sum of hashes the publish keeps, `GAMES_TABLE`), as the rows after them. Each such model's staged
+checksum), never by a clock; or, when raw_games' rows below a bound are the published games with those marks
+(`_added_only`: a count, a sum of hashes and the bound, which the publish keeps in `GAMES_TABLE`), as the rows after
+them. Each such model's staged
 relation is then a view (the published table without those games, and the delta), the marts and Python models are
 rebuilt from those, and the quality gate reads the same; only when the gate passed does `marts.publish` apply each
 delta to its published table, in the publish transaction. A refused build drops the deltas: the published tables
@@ -16,8 +17,8 @@ schema) is kept in `build_increment_state` and must equal this build's, and ever
 Otherwise, and with `--full-refresh`, every model is built whole. The *summed* models (`materialized: summed`: counts
 by key, a sum over games) are each its published table, plus its SQL over the increment's games' new rows, minus its
 SQL over the replaced or removed games' published rows, summed by key, a key no game holds any more left out
-(macros/increment.sql), and so must be published for a build to be incremental. A build of some models only (`only=`) is never
-incremental and clears the state, since it publishes some per-game tables and not others.
+(macros/increment.sql), and so must be published for a build to be incremental. A build of some models only (`only=`)
+is never incremental and clears the state, since it publishes some per-game tables and not others.
 
 An incremental build also *keeps* the SQL models whose inputs did not change (`kept_models`): a model that reads the
 same rows gives the same rows, so its published relation stays, dbt builds nothing for it, and the rest of the build
@@ -37,13 +38,13 @@ a game outside the increment are the rows the published build read. The landing 
 and it replaces a game's rows whole, under a new `landed_at`, which puts the game in the increment. The gate checks
 what it can of this (`quality.delta`) when the increment only adds games: each raw table's rows now are its rows at
 the published build (`grain_rows`, kept by `record`) plus the increment's, so no row was added or removed outside the
-increment's games (an increment that replaces or removes games runs the gate's suites over the raw tables whole,
-since what the removed rows were is not recorded); that none was edited in place is assumed, here as in the rest of the build (`--full-refresh` builds and gates everything whole).
-In an increment that only adds games the same facts put every row of its games in each raw table's *tail*, the rows
-numbered from the published build's count on (`warehouse.builds.increment_tails`, which says why and checks what it
-can cheaply): the staging views' deltas (macros/increment.sql), `increment_rows` and the gate read those tables'
-increment rows there (`INCREMENT_TAILS`), not by game id over every row.
-"""
+increment's games (an increment that replaces or removes games runs the gate's suites over the raw tables whole, since
+what the removed rows were is not recorded); that none was edited in place is assumed, here as in the rest of the
+build (`--full-refresh` builds and gates everything whole). In an increment that only adds games the same facts put
+every row of its games in each raw table's *tail*, the rows numbered from the published build's count on
+(`warehouse.builds.increment_tails`, which says why and checks what it can cheaply; in one that replaces games, one
+scan of the game ids checks it): the staging views' deltas (macros/increment.sql), `increment_rows` and the gate read
+those tables' increment rows there (`INCREMENT_TAILS`), not by game id over every row."""
 
 from __future__ import annotations
 
@@ -63,8 +64,8 @@ from mafiabench.warehouse.builds import GRAIN_ROWS_SCHEMA, GRAIN_ROWS_TABLE, inc
 from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA
 
 INCREMENT_GAMES = "__staged__increment_games"  # the increment's game ids (macros/increment.sql reads it)
-# The raw tables an increment that only adds games reads from their tails (`warehouse.builds.increment_tails`): the
-# first row of each tail and the increment's rows in it (macros/increment.sql and the gate read it).
+# The raw tables an increment reads from their tails (`warehouse.builds.increment_tails`): the first row of each tail
+# and the increment's rows in it (macros/increment.sql, `increment_rows` and the gate read it).
 INCREMENT_TAILS = "__staged__increment_tails"
 STATE_TABLE = "build_increment_state"
 SOURCES_TABLE = "build_source_fingerprints"  # the published build's fingerprint of each source not keyed by game
@@ -143,7 +144,7 @@ def plan(con: duckdb.DuckDBPyConnection, key: str, parsed: Callable[[], Any]) ->
     else:
         games, replaces = _compared(con)
     con.execute(f"create or replace table main.{INCREMENT_TAILS} (source VARCHAR, first_row BIGINT, n_rows BIGINT)")
-    tails = {} if replaces else increment_tails(con, INCREMENT_GAMES)
+    tails = increment_tails(con, INCREMENT_GAMES, replaces=bool(replaces))
     if tails:
         con.executemany(f"insert into main.{INCREMENT_TAILS} values (?, ?, ?)",
                         [(t, first, n) for t, (first, n) in sorted(tails.items())])
