@@ -400,6 +400,14 @@ def kept_models(parsed: Any, changed: set[str] | None, published: Iterable[str],
     return {models[uid].name for uid in models if keeps(uid)}
 
 
+def summed_reads(parsed: Any, kept: set[str]) -> set[str]:
+    """The per-game models a rebuilt summed model reads: in an increment that replaces or removes published games,
+    each needs those games' published rows (macros/increment.sql), which the build takes once for every reader."""
+    models = {uid: n for uid, n in parsed.nodes.items() if n.resource_type == "model"}
+    return {models[dep].name for n in models.values() if n.config.materialized == "summed" and n.name not in kept
+            for dep in n.depends_on.nodes if dep in models}
+
+
 def narrowed_reads(parsed: Any, kept: set[str]) -> set[str]:
     """The kept models a rebuilt per-game or summed model reads in an incremental build: each needs its delta, the
     rows of the increment's games (macros/increment.sql), which the build takes from the published relation."""

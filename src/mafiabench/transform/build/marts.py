@@ -355,6 +355,8 @@ def stage(
         changed = increment.changed_sources(con, inc, staged.sources, landed, staged.rows)
         staged.kept = increment.kept_models(parsed, changed, _published(con), scanning.result())
         _kept_deltas(con, increment.narrowed_reads(parsed, staged.kept))
+        if inc.replaces:
+            _published_rows(con, increment.summed_reads(parsed, staged.kept))
     if progress is not None:
         progress.expect("python", len(steps))
     if select == []:
@@ -442,6 +444,15 @@ def _kept_deltas(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
                     f"where game_id in (select game_id from main.{increment.INCREMENT_GAMES})")
 
 
+def _published_rows(con: duckdb.DuckDBPyConnection, names: Iterable[str]) -> None:
+    """The increment's games' published rows of each per-game model a rebuilt summed model reads, in an increment
+    that replaces or removes published games (macros/increment.sql: the summed model takes their counts away): one
+    scan of each published table for all its readers, which read it up to three times each."""
+    for name in sorted(names):
+        con.execute(f'create or replace table main."{STAGED_PREFIX}{name}__published" as select * from main."{name}" '
+                    f"where game_id in (select game_id from main.{increment.INCREMENT_GAMES})")
+
+
 def _sql_built(progress: BuildProgress) -> Callable[[str, int], None]:
     def on_model(name: str, total: int) -> None:
         progress.expect("sql", total)
@@ -498,12 +509,13 @@ def _relations(con: duckdb.DuckDBPyConnection) -> dict[str, tuple[str, str]]:
 
 def _scratch(con: duckdb.DuckDBPyConnection) -> list[str]:
     """An incremental build's working tables: the increment's game ids and tails, the deltas and rewritten games'
-    ids; and what a summed model's build left if it failed midway (its removed games' counts, the views it reads
-    through: macros/increment.sql)."""
+    ids, the replaced games' published rows; and what a summed model's build left if it failed midway (its removed
+    games' counts, the views it reads through: macros/increment.sql)."""
     return [r[0] for r in con.execute(
         "select table_name from duckdb_tables() where schema_name = 'main' and not temporary "
         "and (table_name in (?, ?) or (starts_with(table_name, ?) and (ends_with(table_name, '__delta') "
-        "or ends_with(table_name, '__rewritten') or ends_with(table_name, '__removed')))) "
+        "or ends_with(table_name, '__rewritten') or ends_with(table_name, '__removed') "
+        "or ends_with(table_name, '__published')))) "
         "union all select view_name from duckdb_views() where schema_name = 'main' and not temporary "
         "and starts_with(view_name, ?) and contains(view_name, '__reads_')",
         [increment.INCREMENT_GAMES, increment.INCREMENT_TAILS, STAGED_PREFIX, STAGED_PREFIX],

@@ -52,6 +52,12 @@ main.__staged__increment_tails
     {%- do return(relation.incorporate(path={'identifier': relation.identifier ~ '__delta'})) -%}
 {%- endmacro %}
 
+{#- A per-game model's published rows of the increment's games, which the build takes for the summed models that read
+    it when the increment replaces or removes published games (mafiabench.transform.build.marts._published_rows). -#}
+{% macro increment_published_rows(relation) -%}
+    {%- do return(relation.incorporate(path={'identifier': relation.identifier ~ '__published'})) -%}
+{%- endmacro %}
+
 {#- Post-hook of every model: in an incremental build, a model a per-game model reads (a staging view, int_turns)
     also gets its delta, the rows of the increment's games, once, for all its per-game readers. The increment's ids
     are a constant list (a variable of dbt's connection), not a subquery: DuckDB pushes a constant filter through the
@@ -99,9 +105,8 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
     through query_table: the build's Python models and gate read each staged relation under its model's name (a
     temporary view), which would shadow the published name in a view (DuckDB drops a view's own catalog from the
     names it stores). Only staged relations read it, and publishing drops or creates those again. -#}
-{% macro increment_published(name=none) -%}
-    {%- set table = api.Relation.create(database=this.database, schema=this.schema,
-                                        identifier=name or model.name) -%}
+{% macro increment_published() -%}
+    {%- set table = api.Relation.create(database=this.database, schema=this.schema, identifier=model.name) -%}
     query_table('{{ table | replace("'", "''") }}')
 {%- endmacro %}
 
@@ -170,10 +175,10 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
     - it is built whole as written in a whole build; in an incremental build its SQL is rendered with every ref read
       through a view of its own (`increment_summed_reads`), pointed first at the increment's games' new rows (the
       per-game deltas; a delta's rows of other games, fct_player_games' rewritten ones, are left out) and, when the
-      increment replaces or removes published games, then at those games' published rows (the per-game tables the
-      published counts were made from, untouched until the publish); its staged table is the published table, plus
-      the first, minus the second, summed by key, without the keys no game holds any more. All three are small, so
-      the build costs what the increment's games cost, not every game's. The staged relation is a whole table,
+      increment replaces or removes published games, then at those games' published rows (of the per-game tables the
+      published counts were made from, untouched until the publish; taken once for all readers by the build); its
+      staged table is the published table, plus the first, minus the second, summed by key, without the keys no game
+      holds any more. All three are small, so the build costs what the increment's games cost, not every game's. The staged relation is a whole table,
       published by a rename like any mart's; the plan (`transform.build.increment.plan`) builds whole while it is
       unpublished.
     Its counts are exact by construction: tests compare increments that add, replace and remove games with a full
@@ -218,8 +223,7 @@ where list_contains(getvariable('mafiabench_increment_games'), game_id)
             {% call statement('increment_reads_removed') -%}
                 {%- for name in reads %}
                 create or replace view {{ increment_summed_reads(name) }} as
-                select * from {{ increment_published(name) }}
-                where game_id in (select game_id from {{ increment_games() }});
+                select * from {{ increment_published_rows(builtins.ref(name)).include(database=false) }};
                 {%- endfor %}
             {%- endcall %}
             {% call statement('increment_removed') -%}
