@@ -44,7 +44,7 @@ from mafiabench.transform.build.marts import (
 from mafiabench.transform.build.marts import publish as publish_staged
 from mafiabench.warehouse.builds import DBT_SUITE, checked_nothing, ensure_build_tables
 from mafiabench.warehouse.landing import warehouse_lock
-from mafiabench.warehouse.raw import connect
+from mafiabench.warehouse.raw import connect, deleted_rows
 
 if TYPE_CHECKING:
     from mafiabench.dashboards.render import RenderResult
@@ -137,9 +137,9 @@ def _first(suites: Sequence[quality.Suite], reads: dict[str, set[str]], staged: 
 
 def _increment_gate(con: duckdb.DuckDBPyConnection, staged: Staged) -> delta.IncrementGate | None:
     """What proves the suites over the raw tables from the increment's rows (`quality.delta`), when the build is
-    incremental and only adds games and the published build's gate vouched for the raw tables; else None."""
+    incremental and the published build's gate vouched for the raw tables; else None."""
     inc = staged.increment
-    if inc is None or inc.replaces or staged.sources is None:
+    if inc is None or staged.sources is None:
         return None
     published = delta.published_gate(con)
     if published is None:
@@ -147,7 +147,7 @@ def _increment_gate(con: duckdb.DuckDBPyConnection, staged: Staged) -> delta.Inc
     tails = {str(t): (int(first), int(n)) for t, first, n in con.execute(
         f"select source, first_row, n_rows from main.{increment.INCREMENT_TAILS}").fetchall()}
     return delta.IncrementGate(published, increment.INCREMENT_GAMES, increment.unchanged_sources(con, staged.sources),
-                               tails)
+                               tails, replaces=inc.replaces, deleted=deleted_rows(con) if inc.replaces else {})
 
 
 class _RawSuites:

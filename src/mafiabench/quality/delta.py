@@ -1,17 +1,23 @@
-"""The gate's suites over the raw tables in a build that only adds games: proven on the increment's rows, with the
-verdict, counts and rows the whole suite gives.
+"""The gate's suites over the raw tables in an incremental build: proven on the increment's rows, with the verdict,
+counts and rows the whole suite gives.
 
 A scheduled study adds 1% of games to a warehouse of a million, and the suites over the raw tables scanned every
 landed row again (raw_players alone 1.3 s of the replayed increment's 6.5 s). A suite is instead proven from the
-increment when the build is incremental and adds games only (`Increment.replaces` false), the published build passed
-its gate, and that build vouched for the raw tables (`published_gate`: its results in `validation_results`, the rows
-of each table a game record lands in as it read them, recorded at publish by this gate's code, `gate_digest`):
+increment when the build is incremental, the published build passed its gate, and that build vouched for the raw
+tables (`published_gate`: its results in `validation_results`, the rows of each table a game record lands in as it
+read them, recorded at publish by this gate's code, `gate_digest`):
 
-- **the tables.** Each raw table the suite reads must hold the published build's rows P and the rows D of the
-  increment's games, no others: its rows now (DuckDB keeps a table's count) equal its rows at the published build
-  plus D's (a count over the increment's game ids). So nothing was added or removed outside the increment's games;
-  that nothing was edited in place is the incremental build's own assumption (transform.build.increment: the landing
-  step replaces a game's rows whole, under a new `landed_at`, which puts the game in the increment).
+- **the tables.** Each raw table the suite reads must hold the published build's rows P, less R, the rows of the
+  increment's games among them, and the rows D of the increment's games, no others: its rows now (DuckDB keeps a
+  table's count) equal its rows at the published build, less the rows the lander deleted since
+  (`warehouse.raw.deleted_rows`: a replaced game's earlier rows, so R, when the increment replaces games; none is
+  taken when it only adds games), plus D's (a count over the increment's game ids). So nothing was added or removed
+  outside the increment's games; that nothing was edited in place is the incremental build's own assumption
+  (transform.build.increment: the landing step replaces a game's rows whole, under a new `landed_at`, which puts the
+  game in the increment). A game removed outside the lander, or replaced twice since (a deleted row P never held),
+  breaks the sum, and the suites over its tables run whole. P - R being rows of P, every argument below holds of
+  P - R + D as of P + D, but a count that adds D's to P's (`Form.adds`), which R's rows are in: such a suite runs
+  whole in an increment that replaces games.
 - **a table's rows** (a `select:` suite without `where:`, `Suite.table`, over a table keyed by game): a row-level
   check's unexpected rows in P + D are its unexpected rows in D, P's being none; a uniqueness check whose key holds
   `game_id` never compares a row of D with one of P (a game is in the increment or not), so P + D is unique when D
@@ -134,9 +140,10 @@ FORMS: dict[str, Form] = {
     "belief_sums": Form(
         "08c7b51e18c44d7595fd1af523417bd1c4cd45a00783efdb0740f643650a8e43", ("raw_beliefs",),
         narrow=_narrow_beliefs, adds=True),
-    # Rows of the four tables whose game is not landed. A row of D belongs to an increment game, which an increment
-    # that only adds games has landed; a row of P belonged to a game P's raw_games held (the published build passed),
-    # which raw_games (P + D) still holds. So there are none, as at the published build.
+    # Rows of the four tables whose game is not landed. A row of D belongs to an increment game, which the increment
+    # has landed (added, or replaced by the lander: a game removed from raw_games breaks its sum); a row of P - R
+    # belonged to a game P's raw_games held (the published build passed) outside the increment, which raw_games
+    # still holds. So there are none, as at the published build.
     "orphan_rows": Form(
         "6f74a35a9e9d6716a2d0d746a5b93658acbf57c5c18708fdaca776b2f73d4f54",
         ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")),
@@ -144,8 +151,9 @@ FORMS: dict[str, Form] = {
         "e5c22e2d687482761ada43cfaa6b0b6e03a488241da694ec4b9f9c05c4e810d7",
         ("raw_games", "raw_players", "raw_events"), narrow=_narrow_copies),
     # The detections are the published build's (their fingerprint); each row's values are its own but `orphan`, which
-    # asks whether raw_games holds its game: raw_games (P + D) holds every game it held, so no detection that
-    # belonged to a landed game stops belonging. Every check holds of the same rows as before, their count the same.
+    # asks whether raw_games holds its game: raw_games (P - R + D) holds every game it held (a replaced one landed
+    # again, a removed one breaking the sum), so no detection that belonged to a landed game stops belonging. Every
+    # check holds of the same rows as before, their count the same.
     "raw_detections": Form(
         "bc580edc9f9e15f7bc4b7866e9ea132eeb6ef348f8e9ad9b4a21e793911c640c", ("raw_games",),
         unchanged=("raw_detections",)),
@@ -197,6 +205,11 @@ class IncrementGate:
     # of the tail and the increment's rows in it, which `_rows` takes as the increment's rows of the table and a
     # table's suite reads (the row groups before the tail skipped).
     tails: dict[str, tuple[int, int]] = field(default_factory=dict)
+    # An increment that replaces published games: the rows the lander deleted from each raw table since the
+    # published build (`warehouse.raw.deleted_rows`), which `_rows` takes away; the forms that add the increment's
+    # rows to the published count (`Form.adds`) are not proven, the replaced games' rows being in that count.
+    replaces: bool = False
+    deleted: dict[str, int] = field(default_factory=dict)
     proven: list[str] = field(default_factory=list)  # the suites proven from the increment, as they finished
     _added: dict[str, int] = field(default_factory=dict)
     _first: dict[str, int] = field(default_factory=dict)  # each tail's first row
@@ -231,8 +244,8 @@ class IncrementGate:
         return now == sorted(r[:3] for r in before) and all(r[3] and r[5] == 0 for r in before)
 
     def _rows(self, cur: duckdb.DuckDBPyConnection, table: str, added: int | None = None) -> int | None:
-        """The table's rows now if they are the published build's plus the increment's (`added`, when the caller
-        counted them), else None."""
+        """The table's rows now if they are the published build's, less those the lander deleted since, plus the
+        increment's (`added`, when the caller counted them), else None."""
         if table not in self.published.rows:
             return None
         with self._locks[table]:
@@ -241,7 +254,7 @@ class IncrementGate:
                     f'select count(*) from main."{table}" where game_id in (select game_id from main.{self.games})'
                 ).fetchall()[0][0])
         now = int(cur.execute(f'select count(*) from main."{table}"').fetchall()[0][0])
-        return now if now == self.published.rows[table] + self._added[table] else None
+        return now if now == self.published.rows[table] - self.deleted.get(table, 0) + self._added[table] else None
 
     def _table(self, cur: duckdb.DuckDBPyConnection, suite: Suite, table: str,
                before: list[tuple[str, str, str, bool, int, int]]) -> list[ExpectationResult] | None:
@@ -257,7 +270,8 @@ class IncrementGate:
 
     def _form(self, cur: duckdb.DuckDBPyConnection, suite: Suite, form: Form,
               before: list[tuple[str, str, str, bool, int, int]]) -> list[ExpectationResult] | None:
-        if query_digest(suite.query) != form.sha or not set(form.unchanged) <= self.unchanged:
+        if query_digest(suite.query) != form.sha or not set(form.unchanged) <= self.unchanged \
+                or (form.adds and self.replaces):
             return None
         if any(self._rows(cur, table) is None for table in form.reads):
             return None

@@ -141,6 +141,22 @@ GRAIN_TABLES = (
     "raw_statement_labels",
 )
 
+# The rows the lander deleted from each of those tables (a replaced game's earlier rows: `load_flat`), one row per
+# landing and table, since the published build: emptied by every publish, which records the rows it read
+# (transform.build.increment.record). The gate then knows a raw table's rows now are the published build's, less
+# these, plus the increment's (quality.delta). Bookkeeping, not a declared raw table.
+DELETED_ROWS = "build_deleted_rows"
+DELETED_ROWS_SCHEMA = "source VARCHAR, n_rows BIGINT"
+
+
+def deleted_rows(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """The rows the lander deleted from each table a game record lands in since the published build."""
+    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
+                       [DELETED_ROWS]).fetchall():
+        return {}
+    return {str(t): int(n) for t, n in con.execute(
+        f"select source, sum(n_rows) from main.{DELETED_ROWS} group by source").fetchall()}
+
 
 
 class WarehouseBusyError(UserError):
@@ -478,15 +494,22 @@ def load_flat(
                 {"ids": replaced},
             )
         fresh = not existing
+        deleted: list[tuple[str, int]] = []
         for table in GRAIN_TABLES:
             if not fresh:
-                con.execute(f"delete from {table} where game_id in (select unnest($ids))", {"ids": load_ids})
+                n = con.execute(f"delete from {table} where game_id in (select unnest($ids))",
+                                {"ids": load_ids}).fetchall()[0][0]
+                if n:
+                    deleted.append((table, int(n)))
             frame = frames[table]
             if frame.num_rows:
                 con.register("_frame", frame)
                 cols = ", ".join(_columns(table))
                 con.execute(f"insert into {table} ({cols}) select {cols} from _frame")
                 con.unregister("_frame")
+        if deleted:
+            con.execute(f"create table if not exists {DELETED_ROWS} ({DELETED_ROWS_SCHEMA})")
+            con.executemany(f"insert into {DELETED_ROWS} values (?, ?)", deleted)
         if after is not None:
             after(con)
         con.execute("commit")

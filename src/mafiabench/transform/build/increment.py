@@ -61,7 +61,7 @@ import duckdb
 
 from mafiabench.transform.build import dbt_runner
 from mafiabench.warehouse.builds import GRAIN_ROWS_SCHEMA, GRAIN_ROWS_TABLE, increment_tails
-from mafiabench.warehouse.raw import GRAIN_TABLES, RAW_SCHEMA
+from mafiabench.warehouse.raw import DELETED_ROWS, DELETED_ROWS_SCHEMA, GRAIN_TABLES, RAW_SCHEMA
 
 INCREMENT_GAMES = "__staged__increment_games"  # the increment's game ids (macros/increment.sql reads it)
 # The raw tables an increment reads from their tails (`warehouse.builds.increment_tails`): the first row of each tail
@@ -222,6 +222,9 @@ def record(con: duckdb.DuckDBPyConnection, key: str | None, sources: dict[str, s
     con.execute(f"delete from main.{SOURCES_TABLE}")
     con.execute(f"create table if not exists main.{GRAIN_ROWS_TABLE} ({GRAIN_ROWS_SCHEMA})")
     con.execute(f"delete from main.{GRAIN_ROWS_TABLE}")
+    # The lander's deletes so far are the build's to account for (it read the tables after them): none since.
+    con.execute(f"create table if not exists main.{DELETED_ROWS} ({DELETED_ROWS_SCHEMA})")
+    con.execute(f"delete from main.{DELETED_ROWS}")
     if key is not None:
         con.execute(f"insert into main.{STATE_TABLE} values (?)", [key])
         if sources:
