@@ -2,7 +2,8 @@
 rows below the publish's bound are the published fct_games' games with the same marks (transform.build.increment:
 `_added_only` against the publish's record, `GAMES_TABLE`), without comparing raw_games with fct_games, also after a
 replacing increment published without a vacuum (its deleted rows gaps in the numbers); a game replaced or removed, a
-mark edited in place, a vacuum that renumbered the rows or no record: the comparison (`_compared`). Either way the
+mark edited in place, a vacuum that renumbered the rows or no record: the comparison (`_compared`); the publish's
+own vacuum, or a run's, moves the bound to the games' count (`warehouse.builds.rebound`). Either way the
 increment is the games whose id, landed mark or checksum differ from the published fct_games'."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from mafiabench.publish import build_warehouse
 from mafiabench.transform.build import increment
+from mafiabench.warehouse import builds
 from mafiabench.warehouse.raw import load_records
 from support.increments import assert_same, full_rebuild, games, published, remove_game
 from support.records import fresh_con, mini_record
@@ -136,6 +138,31 @@ def test_anything_but_games_added_after_them_is_compared(
     if change is _replaced:  # published without a vacuum: the replaced game's deleted row is a gap in the numbers
         assert con.execute("select max(rowid) + 1 > count(*) from raw_games").fetchall()[0][0]
     load_records(con, games("c", 4, 2))  # the record the build kept serves the next, below its bound
+    assert build_warehouse(con).published and not plans[-1]["compared"]
+    assert recorded(con) == counted(con)
+    assert_same(published(con), full_rebuild(con, tmp_path))
+
+
+@pytest.mark.parametrize("vacuum", ["a whole build's publish", "a run's compact"])
+def test_after_a_vacuum_closes_a_replaced_games_gap_the_bound_is_their_count(
+        vacuum: str, tmp_path: Path, plans: list[dict[str, Any]]) -> None:
+    """The publish records the bound before its checkpoint vacuums; once the vacuum renumbered the rows around a
+    replaced game's gap, the bound is the count (warehouse.builds.rebound), and the next increment is the rows after
+    it, not compared."""
+    con = fresh_con()
+    load_records(con, games("a", 12, 0))
+    assert build_warehouse(con).published
+    _replaced(con)
+    assert build_warehouse(con).published  # an increment published without a vacuum: the replaced game's gap
+    assert con.execute("select max(rowid) + 1 > count(*) from raw_games").fetchall()[0][0]
+    if vacuum == "a run's compact":
+        builds.record_unvacuumed(con, builds.VACUUM_EVERY - 1)
+        assert builds.compact(con) is not None
+    else:
+        assert build_warehouse(con, full_refresh=True).published
+    assert con.execute("select max(rowid) + 1 = count(*) from raw_games").fetchall()[0][0]  # renumbered
+    assert recorded(con) == counted(con)
+    load_records(con, games("c", 4, 2))
     assert build_warehouse(con).published and not plans[-1]["compared"]
     assert recorded(con) == counted(con)
     assert_same(published(con), full_rebuild(con, tmp_path))

@@ -60,7 +60,7 @@ from typing import Any
 import duckdb
 
 from mafiabench.transform.build import dbt_runner
-from mafiabench.warehouse.builds import GRAIN_ROWS_SCHEMA, GRAIN_ROWS_TABLE, increment_tails
+from mafiabench.warehouse.builds import GAMES_TABLE, GRAIN_ROWS_SCHEMA, GRAIN_ROWS_TABLE, increment_tails
 from mafiabench.warehouse.raw import DELETED_ROWS, DELETED_ROWS_SCHEMA, GRAIN_TABLES, RAW_SCHEMA
 
 INCREMENT_GAMES = "__staged__increment_games"  # the increment's game ids (macros/increment.sql reads it)
@@ -72,8 +72,7 @@ SOURCES_TABLE = "build_source_fingerprints"  # the published build's fingerprint
 # The published fct_games' games: their rows, the sum of their marks' hashes (`MARKS`) and raw_games' row number
 # after the last of them (`bound`: the rows below it are theirs, with the gaps a replaced or removed game's deleted row
 # leaves until a vacuum), kept by the publish (`record_games`) for the next plan's look at raw_games' first rows
-# (`_added_only`).
-GAMES_TABLE = "build_published_games"
+# (`_added_only`); a vacuum then moves the bound to their count (`warehouse.builds.rebound`).
 GAMES_SCHEMA = "n_rows BIGINT, marks HUGEINT, bound BIGINT"
 MARKS = "hash(game_id, landed_at, record_sha256)::HUGEINT"  # a game's id, landed mark and record checksum
 PRICES = "ref_prices"  # written by every build (marts.ref_prices) before its models: a source like the raw tables
