@@ -36,11 +36,6 @@ GRAIN_ROWS_SCHEMA = "build_id VARCHAR, gate VARCHAR, source VARCHAR, n_rows BIGI
 # every game the published fct_games holds. `increment_tails` reads only these from their tails.
 TAIL_TABLES = ("raw_games", "raw_players", "raw_events", "raw_model_calls", "raw_beliefs")
 
-# The published fct_games' games: their rows, the sum of their marks' hashes and raw_games' row number after the last
-# of them (`bound`), kept by the publish (`transform.build.increment.record_games`) for the next plan's look at
-# raw_games' first rows; here because a vacuum moves the bound (`rebound`).
-GAMES_TABLE = "build_published_games"
-
 
 def increment_tails(con: duckdb.DuckDBPyConnection, games: str, *,
                     replaces: bool = False) -> dict[str, tuple[int, int]]:
@@ -173,7 +168,6 @@ def compact(con: duckdb.DuckDBPyConnection) -> float | None:
         except duckdb.Error:
             return None
         record_unvacuumed(con, 0)
-        rebound(con)
     finally:
         con.execute(f"set global max_vacuum_tasks = {int(tasks)}")
         con.execute(f"set enable_progress_bar = {'true' if bar else 'false'}")
@@ -225,23 +219,3 @@ def gate_passed(con: duckdb.DuckDBPyConnection) -> bool:
         return False
     n_games, max_landed = con.execute("select count(*), max(landed_at) from raw_games").fetchall()[0]
     return bool(n_games == build["n_games"] and max_landed == build["max_landed_at"])
-
-
-def rebound(con: duckdb.DuckDBPyConnection) -> None:
-    """After a checkpoint that vacuumed (a publish's, `compact`): the published games' record (`GAMES_TABLE`) bound
-    at their count when raw_games' rows numbered below it are all there. The bound is recorded before the vacuum,
-    which renumbers the rows a replaced or removed game's deleted rows left gaps between: a bound above the count
-    then takes later games among the published ones, the next plan's look at raw_games' first rows
-    (`transform.build.increment._added_only`) fails and it compares the tables instead (a million games: 0.28-0.41 s
-    more), and a rehearsal misses games. Any bound is safe: the plan checks the rows below it by their count and
-    marks. A count over a rowid range (a million games: 1-5 ms)."""
-    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
-                       [GAMES_TABLE]).fetchall():
-        return
-    found = con.execute(f"select n_rows, bound from main.{GAMES_TABLE}").fetchall()
-    if len(found) != 1 or found[0][1] is None or found[0][1] == found[0][0]:
-        return
-    n = int(found[0][0])
-    # Below it, rows 0 to n-1 are raw_games' first n rows: the bound's, when it was right (order is kept).
-    if con.execute(f"select count(*) from main.raw_games where rowid < {n}").fetchall()[0][0] == n:
-        con.execute(f"update main.{GAMES_TABLE} set bound = {n}")

@@ -594,8 +594,6 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
     except BaseException:
         con.execute("rollback")
         raise
-    if vacuum:
-        builds.rebound(con)
     replay.keep(staged.replaying.records)
 
 

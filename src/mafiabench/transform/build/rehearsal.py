@@ -115,7 +115,7 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = Fal
     published, bound = con.execute(f"select n_rows, bound from main.{increment.GAMES_TABLE}").fetchall()[0]
     # The games after the published ones: those `increment._added_only` finds when raw_games' rows below the bound
     # are the published games (a replacing increment's record would not be this one's anyway).
-    increment_games = f"rowid >= {int(bound or 0)}"
+    increment_games = f"rowid >= {increment.first_rows_bound(con, int(published), int(bound or 0))}"
     shapes: list[list[Any]] = [[AS_LANDED, None]]
     if not con.execute(f"select count(*) from main.raw_games where {increment_games}").fetchall()[0][0]:
         if not stand_in or not published:
