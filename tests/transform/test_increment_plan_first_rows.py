@@ -182,3 +182,20 @@ def test_after_a_vacuum_closes_a_replaced_games_gap_the_increment_is_the_rows_af
     assert not plans[-1]["compared"] and plans[-1]["games"] == expected
     assert recorded(con) == counted(con)
     assert_same(published(con), full_rebuild(con, tmp_path))
+
+
+@pytest.mark.parametrize(("deleted", "n", "bound", "expected"), [
+    ((), 12, 20, 12),  # every gap closed: the count
+    ((3, 15), 12, 20, 13),  # a gap left below the first n rows (a vacuum that merged only some row groups)
+    ((3, 4, 12), 9, 20, 11),  # gaps on both sides of the n-th row
+    ((3,), 12, 13, 13),  # no more rows below it than n: the recorded bound
+    ((), 0, 20, 0),  # no published game
+])
+def test_the_bound_after_raw_games_first_n_rows(deleted: tuple[int, ...], n: int, bound: int, expected: int) -> None:
+    con = duckdb.connect()  # no checkpoint: deleted rows stay gaps in the numbers
+    con.execute("create table raw_games as select range::varchar as game_id from range(20)")
+    for row in deleted:
+        con.execute(f"delete from raw_games where rowid = {row}")
+    assert increment.first_rows_bound(con, n, bound) == expected
+    below = con.execute(f"select count(*) from raw_games where rowid < {expected}").fetchall()[0][0]
+    assert below == min(n, con.execute(f"select count(*) from raw_games where rowid < {bound}").fetchall()[0][0])
