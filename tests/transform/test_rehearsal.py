@@ -1,6 +1,7 @@
 """A rehearsal (transform.build.rehearsal) records the next build's dbt run and test on an empty copy of the warehouse:
 the first increment after a whole build, which would pay dbt, replays them and publishes what dbt would, row for
-row. It runs only when it can help, and records nothing it found a record of."""
+row, also when the increment replaces published games (a run that replays failed games). It runs only when it can
+help, and records nothing it found a record of."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from mafiabench.publish import build_warehouse
 from mafiabench.transform.build import rehearsal, replay
 from mafiabench.warehouse.raw import load_records
 from support.increments import assert_same, games, published
-from support.records import fresh_con
+from support.records import fresh_con, mini_record
 from support.replays import copy, scheduled
 
 
@@ -64,6 +65,38 @@ def test_a_rehearsed_first_increment_replays_and_publishes_what_dbt_does(
     assert rehearsal.export(con, tmp_path / "again")
     again = rehearsal.rehearse(tmp_path / "again")
     assert again.recorded == [] and again.replayed == ["run", "test"]
+    replayed = build_warehouse(con)
+    assert replayed.published and replayed.replayed == ["run", "test"]
+    assert_same(published(con), published(by_dbt))
+    assert sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in replayed.validation) == \
+        sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in ran.validation)
+
+
+def _recorded_vars(folder: Path, kind: str) -> list[dict]:
+    """The vars of the records of this kind kept on this machine."""
+    return [json.loads(zlib.decompress(p.read_bytes()))["record"]["vars"]
+            for p in sorted((folder / "dbt-replays").glob(f"{kind}-*.json.z"))]
+
+
+@pytest.mark.slow
+def test_a_rehearsed_increment_that_replaces_a_published_game_replays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, machine_records: Path) -> None:
+    """Its key is not an adding increment's (`increment_replaces`): the copy holds the replaced game's published row,
+    so its increment replaces it too. Without it the rehearsal records an adding increment, and dbt runs."""
+    con = _first_increment()
+    replaced = con.execute("select min(game_id) from raw_games").fetchall()[0][0]
+    assert load_records(con, [mini_record(replaced, models="X")], replace=True).replaced == 1
+    con.execute("checkpoint")
+    by_dbt = copy(con, tmp_path)
+    with monkeypatch.context() as m:
+        m.setenv("MAFIABENCH_REPLAY_CACHE", "0")
+        ran = build_warehouse(by_dbt)
+    assert ran.published and ran.replayed == []
+    assert rehearsal.export(con, tmp_path / "rehearsal")
+    assert json.loads((tmp_path / "rehearsal" / rehearsal.SPEC).read_text())["replacing"] == [rehearsal.AS_LANDED]
+    done = rehearsal.rehearse(tmp_path / "rehearsal")
+    assert done.recorded == ["run", "test"]
+    assert [v["increment_replaces"] for v in _recorded_vars(machine_records, "run") if v.get("increment")] == [True]
     replayed = build_warehouse(con)
     assert replayed.published and replayed.replayed == ["run", "test"]
     assert_same(published(con), published(by_dbt))

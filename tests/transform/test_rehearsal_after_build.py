@@ -1,8 +1,9 @@
 """A published whole build leaves its first increment's dbt rehearsed (transform.build.rehearsal.after_build): in a
 process of its own that outlives the build, with stand-ins for the next games. A schedule's first increment then
 replays dbt's statements, and publishes what dbt would, when games like the last one landed come with no run, and
-when the next run of the last run's experiment lands them with no rehearsal of its own (its games took every core).
-One runs at a time on a machine; one killed leaves the next build dbt's run and nothing else."""
+when the next run of the last run's experiment lands them with no rehearsal of its own (its games took every core),
+and when that run plays again the games landed failed, which the lander replaces. One runs at a time on a machine;
+one killed leaves the next build dbt's run and nothing else."""
 
 from __future__ import annotations
 
@@ -173,6 +174,68 @@ def test_a_run_it_rehearsed_for_replays_with_no_rehearsal_of_its_own(
     con = duckdb.connect(str(path))
     changed = set(increment.fingerprints(con)) - increment.unchanged_sources(con, increment.fingerprints(con))
     assert changed == {"raw_runs", "raw_landed_files", "raw_protocol_cards"}
+    by_dbt = copy(con, tmp_path)
+    con.close()
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "0")
+    ran = build_warehouse(by_dbt)
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
+    assert ran.published and ran.replayed == []
+    first = publish.build(path)
+    assert first.published and first.replayed == ["run", "test"]
+    con = duckdb.connect(str(path))
+    assert_same(published(con), published(by_dbt))
+    assert sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in first.validation) == \
+        sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in ran.validation)
+    con.close()
+
+
+def test_a_run_that_replays_failed_games_replays_what_the_build_rehearsed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, machine_records: Path) -> None:
+    """Games landed failed (a fake endpoint's 500s, 10% of calls, past the one attempt allowed) are played again
+    by the experiment's next run, and the lander replaces them (their calls moved to raw_replaced_calls): an
+    increment that replaces published games, whose key (`increment_replaces`) the whole build rehearses first
+    (`rehearsal.REPLAYING`) when the last run's experiment holds failed games. Without it dbt runs here."""
+    monkeypatch.setenv("MAFIABENCH_FAULT_SEED", "run-1")
+
+    def flaky(games: int) -> Experiment:
+        return parse_experiment({
+            "name": "scheduled", "variant": "mini-mafia",
+            "cells": [{"name": "c", "agents": {"mafioso": "flaky/m", "default": "policy/random"}, "games": games}],
+            "rules": {"discussion_rounds": 1},
+            "endpoints": {"flaky": {"kind": "fake", "options": {"p_server_error": 0.1}}},
+            "models": {"default": {"max_attempts": 1, "backoff_base_s": 0.0}},
+            "shard_size": 5, "warehouse": str(tmp_path / "w.duckdb"),
+        })
+
+    path = tmp_path / "w.duckdb"
+    asyncio.run(run_study(flaky(20), progress=False))
+    con = duckdb.connect(str(path))
+    failed = {g for (g,) in con.execute("select game_id from raw_games where status = 'failed'").fetchall()}
+    assert failed and con.execute("select count(*) from raw_model_calls where game_id in (select unnest(?))",
+                                  [sorted(failed)]).fetchall()[0][0]
+    con.close()
+    assert publish.build(path).published
+    rehearsal.wait_detached(120)
+    assert [shape for shape in _last()] == [rehearsal.REPLAYING, rehearsal.NEXT_RUN, rehearsal.AS_LANDED]
+    assert all(done["recorded"] == ["run", "test"] for done in _last().values())
+    con = duckdb.connect(str(path))  # the copy that shape was rehearsed on, made again for a look
+    assert rehearsal.export(con, tmp_path / "look", stand_in=True)
+    con.close()
+    con = duckdb.connect(str(rehearsal.make_copy(tmp_path / "look", rehearsal.REPLAYING)))
+    rehearsed = set(increment.fingerprints(con)) - increment.unchanged_sources(con, increment.fingerprints(con))
+    con.close()
+
+    async def starved(self: Study) -> None:
+        return None
+
+    monkeypatch.setattr(Study, "_rehearse", starved)
+    monkeypatch.setenv("MAFIABENCH_FAULT_SEED", "run-2")
+    second = asyncio.run(run_study(flaky(20), progress=False))
+    assert second.games_played == len(failed)  # only the failed games, each replaced
+    con = duckdb.connect(str(path))
+    changed = set(increment.fingerprints(con)) - increment.unchanged_sources(con, increment.fingerprints(con))
+    # The sources the run changed besides its games, as the copy changed them (the failed attempts' calls moved).
+    assert changed == rehearsed == {"raw_runs", "raw_landed_files", "raw_replaced_calls"}
     by_dbt = copy(con, tmp_path)
     con.close()
     monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "0")

@@ -13,9 +13,9 @@ of the database is checked again at every replay). So a run rehearses it (`study
   of the games landed since the published build (the increment so far), into a scratch folder;
 - `rehearse`, in a process of its own (dbt's Python would share the run's interpreter), on the CPU the run leaves
   idle (`_behind`): a warehouse file of the same name made from them, in which the published tables are empty and
-  the landed games are an increment that only adds games, as in the warehouse; the build's own `stage` (dbt's run)
-  and `data_tests` (dbt's test) on it, with dbt's threads the warehouse's; then the records, kept on this machine
-  (`replay.keep`). Nothing is published, and the scratch folder is removed.
+  the landed games are the increment, as in the warehouse (those it replaced published, as they were); the
+  build's own `stage` (dbt's run) and `data_tests` (dbt's test) on it, with dbt's threads the warehouse's; then the
+  records, kept on this machine (`replay.keep`). Nothing is published, and the scratch folder is removed.
 
 The build after the run plans its increment on the warehouse itself; when its key is the rehearsal's (the same
 changed sources: the rehearsal saw the games landed by then, and the sources the run had changed), it replays the
@@ -28,10 +28,14 @@ it on the copy and keeps nothing new.
 A published whole build rehearses its first increment as well (`after_build`, from `publish.build`), in a process that
 outlives the build, with stand-ins for the next games. What a record's key holds of an increment is its shape (which
 raw tables its games have rows in, which other sources changed, and so the kept models), not its rows, so one game
-can stand for many. Two shapes are rehearsed, one after the other: the next run of the last run's experiment (its
+can stand for many. The shapes are rehearsed one after the other: the next run of the last run's experiment (its
 last game, with a row more in `raw_runs` and `raw_landed_files` and its protocol card landed again: `_as_a_run`), so
 a run whose games keep both cores busy, and leave its own rehearsal no CPU, replays dbt all the same; and games landed
-without a run (an `import`, games landed by hand) like the last one landed.
+without a run (an `import`, games landed by hand) like the last one landed. When that experiment holds games landed
+failed, its next run plays them again and the lander replaces them: an increment that replaces published games,
+whose key is another (`increment_replaces`), so that shape is rehearsed first (`REPLAYING`: the same stand-in, its
+game published with an earlier landing, and a failed attempt's model call moved to `raw_replaced_calls` when the
+failed games made calls). A run's own rehearsal copies the published rows of the games it replaced the same way.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ import duckdb
 
 from mafiabench.transform.build import dbt_runner, increment, replay
 from mafiabench.warehouse.builds import GRAIN_ROWS_TABLE
-from mafiabench.warehouse.raw import GRAIN_TABLES
+from mafiabench.warehouse.raw import GRAIN_TABLES, REPLACED_CALLS
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +65,12 @@ SPEC = "rehearsal.json"
 # The shapes of increment a rehearsal records for: the games landed (a run's own, or a stand-in for games landed
 # without a run: an import, games landed by hand), and a stand-in for the next run of the last run's experiment.
 AS_LANDED, NEXT_RUN = "as landed", "next run"
+# The next run of an experiment that holds games landed failed: it plays them again, and its increment replaces them.
+REPLAYING = "next run, replaying failed games"
 DATA = "rehearsal_data.duckdb"  # the rows copied, in a file of another name (a catalog of its own)
+# In DATA, beside the copied tables: the published fct_games rows of the games the copy's increment replaces (for a
+# stand-in, its row with an earlier landing), and a failed attempt's model call the replay moves to raw_replaced_calls.
+PUBLISHED_ROWS, REPLACED_CALL = "rehearsal_published_games", "rehearsal_replaced_call"
 _ATTACHED = "mafiabench_rehearsal"
 # The tables a build plans from, copied whole: the published build's replay records (its graph among them), its
 # state, its sources' fingerprints and the sources themselves (so the same ones count as changed), the rows it read
@@ -109,19 +118,30 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = Fal
     no landing in between). False, writing nothing, when there is nothing to rehearse: not `due`, or no game landed
     since the published build. With `stand_in` (`after_build`), when none has, stand-ins are copied instead: the
     last game landed, for an increment landed without a run (`AS_LANDED`), and, when the warehouse holds a run, the
-    last game of its experiment, for that experiment's next run (`NEXT_RUN`, rehearsed first)."""
+    last game of its experiment, for that experiment's next run (`NEXT_RUN`, rehearsed before it), which replays its
+    failed games if it holds any (`REPLAYING`, rehearsed first). A game the increment replaced (or a stand-in
+    replayed) has its published fct_games row copied (`PUBLISHED_ROWS`), so the copy's increment replaces it too."""
     if not due(con):
         return False
     published, bound = con.execute(f"select n_rows, bound from main.{increment.GAMES_TABLE}").fetchall()[0]
     # The games after the published ones: those `increment._added_only` finds when raw_games' rows below the bound
-    # are the published games (a replacing increment's record would not be this one's anyway).
+    # are the published games, and the games landed again since in a replacing increment (`_compared` finds both).
     increment_games = f"rowid >= {increment.first_rows_bound(con, int(published), int(bound or 0))}"
     shapes: list[list[Any]] = [[AS_LANDED, None]]
+    # The published rows of the games the increment replaced (landed again since: in the increment, and published).
+    replaced: str | None = f"select * from main.fct_games where game_id in (select game_id from main.raw_games " \
+                           f"where {increment_games})"
+    replacing = AS_LANDED
     if not con.execute(f"select count(*) from main.raw_games where {increment_games}").fetchall()[0][0]:
         if not stand_in or not published:
             return False
         shapes = _stand_ins(con)
         increment_games = f"game_id in (select unnest({_sql_list([game for _, game in shapes])}))"
+        replayed = [game for shape, game in shapes if shape == REPLAYING]
+        # The stand-in replayed: its published row, as of an earlier landing (the lander gives a new `landed_at`).
+        replaced = f"select * replace (landed_at - interval 1 second as landed_at) from main.fct_games " \
+                   f"where game_id in (select unnest({_sql_list(replayed)}))" if replayed else None
+        replacing = REPLAYING
     database = con.execute("select current_database()").fetchall()[0][0]
     tables = con.execute("select table_name, sql from duckdb_tables() where database_name = ? and schema_name = 'main' "
                          "and not temporary order by table_name", [database]).fetchall()
@@ -141,6 +161,13 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = Fal
         for table in COPIED:
             if table in present:
                 con.execute(f'create table {to}."{table}" as select * from main."{table}"')
+        replaces = replaced is not None and "fct_games" in present and bool(
+            con.execute(f"create table {to}.{PUBLISHED_ROWS} as {replaced}").fetchall()[0][0])
+        run = _last_run(con) if replaces and replacing == REPLAYING else None
+        if run is not None:  # a call of a failed attempt, if one made any
+            con.execute(f"create table {to}.{REPLACED_CALL} as select * from main.raw_model_calls where game_id in "
+                        f"(select game_id from main.raw_games where status = 'failed' and experiment = ?) limit 1",
+                        [run[1]])
     finally:
         con.execute(f"detach {_ATTACHED}")
     spec = {
@@ -149,6 +176,7 @@ def export(con: duckdb.DuckDBPyConnection, folder: Path, *, stand_in: bool = Fal
         "threads": dbt_runner.threads_for(con, {"increment": True}),
         "tables": tables, "views": views,
         "shapes": shapes,  # [shape, the game standing for its increment's (None: every game copied)]
+        "replacing": [replacing] if replaces else [],  # the shape whose increment replaces games, if one does
     }
     (folder / SPEC).write_text(json.dumps(spec))
     return True
@@ -183,7 +211,9 @@ def _stand_ins(con: duckdb.DuckDBPyConnection) -> list[list[Any]]:
         return [[AS_LANDED, last]]
     (of_run,) = con.execute("select game_id from main.raw_games where rowid = (select max(rowid) from main.raw_games "
                             "where experiment = ?)", [run[1]]).fetchall()[0]
-    return [[NEXT_RUN, of_run], [AS_LANDED, last]]
+    failed = con.execute("select count(*) from main.raw_games where status = 'failed' and experiment = ?",
+                         [run[1]]).fetchall()[0][0]
+    return [*([[REPLAYING, of_run]] if failed else []), [NEXT_RUN, of_run], [AS_LANDED, last]]
 
 
 def _as_a_run(con: duckdb.DuckDBPyConnection) -> None:
@@ -208,11 +238,14 @@ def _as_a_run(con: duckdb.DuckDBPyConnection) -> None:
 
 def make_copy(folder: Path, shape: str = AS_LANDED) -> Path:
     """The empty copy `export` described, for one of its `shapes`: its tables and views, the rows copied (of a
-    stand-in, its game's only; for `NEXT_RUN`, a run's other sources changed), and the published games' record and
-    raw tables' rows set to none (every landed game is the increment, at the tail of its tables). Its path (a copy
-    made before in the folder is replaced)."""
+    stand-in, its game's only; for `NEXT_RUN` and `REPLAYING`, a run's other sources changed), and the published
+    games' record and raw tables' rows set to none (every landed game is the increment, at the tail of its tables).
+    In a shape that replaces games, the published fct_games holds their earlier rows, which the plan finds by
+    comparing (the record's bound unset), and for `REPLAYING` the failed attempt's call is moved as the lander moves
+    it. Its path (a copy made before in the folder is replaced)."""
     spec = json.loads((folder / SPEC).read_text())
     game = dict(spec.get("shapes") or [[AS_LANDED, None]])[shape]
+    replaces = shape in (spec.get("replacing") or [])
     path = folder / f"{spec['stem']}.duckdb"
     for made in (path, path.with_name(path.name + ".wal")):
         made.unlink(missing_ok=True)
@@ -222,14 +255,22 @@ def make_copy(folder: Path, shape: str = AS_LANDED) -> Path:
             con.execute(sql)
         _create_views(con, spec["views"])
         con.execute(f"attach '{_quoted(folder / DATA)}' as {_ATTACHED} (read_only)")
-        for (table,) in con.execute("select table_name from duckdb_tables() where database_name = ?",
-                                    [_ATTACHED]).fetchall():
-            only = f" where game_id = '{_sql_str(game)}'" if game is not None and table in GRAIN_TABLES else ""
-            con.execute(f'insert into main."{table}" select * from {_ATTACHED}.main."{table}"{only}')
+        attached = {str(t) for (t,) in con.execute("select table_name from duckdb_tables() where database_name = ?",
+                                                  [_ATTACHED]).fetchall()}
+        only = f" where game_id = '{_sql_str(game)}'" if game is not None else ""
+        for table in sorted(attached - {PUBLISHED_ROWS, REPLACED_CALL}):
+            con.execute(f'insert into main."{table}" select * from {_ATTACHED}.main."{table}"'
+                        f'{only if table in GRAIN_TABLES else ""}')
+        if replaces and PUBLISHED_ROWS in attached:
+            con.execute(f"insert into main.fct_games select * from {_ATTACHED}.main.{PUBLISHED_ROWS}{only}")
+        if shape == REPLAYING and REPLACED_CALL in attached:  # by name: older files have the added columns last
+            con.execute(f"insert into main.{REPLACED_CALLS} by name select *, now()::timestamp as replaced_at, "
+                        f"'rehearsed' as replaced_record_sha256 from {_ATTACHED}.main.{REPLACED_CALL}")
         con.execute(f"detach {_ATTACHED}")
-        if shape == NEXT_RUN:
+        if shape in (NEXT_RUN, REPLAYING):
             _as_a_run(con)
-        con.execute(f"update main.{increment.GAMES_TABLE} set n_rows = 0, marks = 0, bound = 0")
+        con.execute(f"update main.{increment.GAMES_TABLE} set n_rows = 0, marks = 0, "
+                    f"bound = {'null' if replaces else 0}")
         con.execute(f"update main.{GRAIN_ROWS_TABLE} set n_rows = 0")
         con.execute("checkpoint")
     finally:
