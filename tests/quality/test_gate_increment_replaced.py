@@ -2,9 +2,9 @@
 raw tables from the increment's rows as one that only adds games does (quality.delta), given the rows the lander
 deleted (`warehouse.raw.DELETED_ROWS`): each raw table holds the published build's rows, less those, plus the
 increment's. The suite that adds the increment's rows to the published count (belief_sums) runs whole, the replaced
-games' rows being in that count; a game replaced twice since (a deleted row the published build never read) and a
-bad row in a replaced game run whole too. Every time, the gate gives every expectation the verdict, counts and
-failing rows the whole suites give."""
+games' rows being in that count; a bad row in a replaced game runs whole too. The lander counts only the deleted rows
+the published build read, so a game replaced twice since, or a new game landed and replaced since, is proven as well.
+Every time, the gate gives every expectation the verdict, counts and failing rows the whole suites give."""
 
 from __future__ import annotations
 
@@ -32,7 +32,20 @@ def _replace_a_believer(con: duckdb.DuckDBPyConnection) -> None:
     load_records(con, [dataclasses.replace(other, game_id="e50-0")], replace=True)
 
 
-@pytest.mark.parametrize("change", [_replace, _replace_a_believer])
+def _twice(con: duckdb.DuckDBPyConnection) -> None:
+    """A published game replaced, then replaced again before the build: the second delete is of rows landed since."""
+    _replace(con)
+    _replace(con, seats=(("Bob", "villager"), ("Alice", "mafioso"), ("Charlie", "detective"), ("Diana", "villager")))
+
+
+def _new_then_replaced(con: duckdb.DuckDBPyConnection) -> None:
+    """A published game replaced, and a game new to the warehouse landed, then replaced (its first rows never read)."""
+    _replace(con)
+    load_records(con, [mini_record("n0-0", models="X")])
+    _replace(con, "n0-0")
+
+
+@pytest.mark.parametrize("change", [_replace, _replace_a_believer, _twice, _new_then_replaced])
 def test_a_replacing_increment_is_gated_as_a_whole_gate_would(
         change: Callable[[duckdb.DuckDBPyConnection], None], landed_increment: Path, tmp_path: Path) -> None:
     got, whole = gate_twice(landed_increment, tmp_path, change)
@@ -50,15 +63,14 @@ def test_the_publish_clears_the_deletes_it_accounted_for(landed_increment: Path,
         assert build(con).published
         assert not con.execute(f"select count(*) from {DELETED_ROWS}").fetchall()[0][0]
         _replace(con, "e0-1")  # the next increment's deletes, counted from the publish on
+        _replace(con, "e0-1", seats=(("Bob", "villager"), ("Alice", "mafioso"), ("Charlie", "detective"),
+                                     ("Diana", "villager")))  # rows landed since: not counted
+        deleted = dict(con.execute(f"select source, sum(n_rows) from {DELETED_ROWS} group by all").fetchall())
+        assert deleted["raw_games"] == 1 and deleted["raw_players"] == 4
         again = build(con)
         assert again.published and "raw_players" in again.proven_suites
     finally:
         con.close()
-
-
-def _twice(con: duckdb.DuckDBPyConnection) -> None:
-    _replace(con)
-    _replace(con, seats=(("Bob", "villager"), ("Alice", "mafioso"), ("Charlie", "detective"), ("Diana", "villager")))
 
 
 def _bad_role(con: duckdb.DuckDBPyConnection) -> None:
@@ -66,9 +78,15 @@ def _bad_role(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("update raw_players set role = 'wizard' where game_id = 'e0-0'")
 
 
+def _removed_by_hand(con: duckdb.DuckDBPyConnection) -> None:
+    """A replaced game, and a published game's players deleted outside the lander: the sum does not add up."""
+    _replace(con)
+    con.execute("delete from raw_players where game_id = 'e0-1'")
+
+
 CASES: dict[str, tuple[Callable[[duckdb.DuckDBPyConnection], object], bool]] = {
-    "a game replaced twice": (_twice, True),
     "a replaced game's unknown role": (_bad_role, False),
+    "a published game's rows deleted outside the lander": (_removed_by_hand, True),
 }
 
 

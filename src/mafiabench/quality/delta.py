@@ -14,10 +14,11 @@ read them, recorded at publish by this gate's code, `gate_digest`):
   taken when it only adds games), plus D's (a count over the increment's game ids). So nothing was added or removed
   outside the increment's games; that nothing was edited in place is the incremental build's own assumption
   (transform.build.increment: the landing step replaces a game's rows whole, under a new `landed_at`, which puts the
-  game in the increment). A game removed outside the lander, or replaced twice since (a deleted row P never held),
-  breaks the sum, and the suites over its tables run whole. P - R being rows of P, every argument below holds of
-  P - R + D as of P + D, but a count that adds D's to P's (`Form.adds`), which R's rows are in: such a suite runs
-  whole in an increment that replaces games.
+  game in the increment). A game removed outside the lander breaks the sum, and the suites over its tables run whole;
+  the lander counts only the deletes of rows P held (a record the published fct_games holds), so a game replaced
+  twice since, or landed and replaced since, is taken away once, or not at all. P - R being rows of P, every argument
+  below holds of P - R + D as of P + D, but a count that adds D's to P's (`Form.adds`), which R's rows are in: such a
+  suite runs whole in an increment that replaces games.
 - **a table's rows** (a `select:` suite without `where:`, `Suite.table`, over a table keyed by game): a row-level
   check's unexpected rows in P + D are its unexpected rows in D, P's being none; a uniqueness check whose key holds
   `game_id` never compares a row of D with one of P (a game is in the increment or not), so P + D is unique when D

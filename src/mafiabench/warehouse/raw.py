@@ -141,10 +141,12 @@ GRAIN_TABLES = (
     "raw_statement_labels",
 )
 
-# The rows the lander deleted from each of those tables (a replaced game's earlier rows: `load_flat`), one row per
-# landing and table, since the published build: emptied by every publish, which records the rows it read
-# (transform.build.increment.record). The gate then knows a raw table's rows now are the published build's, less
-# these, plus the increment's (quality.delta). Bookkeeping, not a declared raw table.
+# The rows of the published build's that the lander deleted from each of those tables (a replaced game's earlier rows,
+# when that record is the published fct_games' one: `load_flat`), one row per landing and table, since the published
+# build: emptied by every publish, which records the rows it read (transform.build.increment.record). The gate then
+# knows a raw table's rows now are the published build's, less these, plus the increment's (quality.delta); the rows
+# of a record landed since and replaced again (a game replaced twice, a new game replaced) were never the published
+# build's, and are not counted. Bookkeeping, not a declared raw table.
 DELETED_ROWS = "build_deleted_rows"
 DELETED_ROWS_SCHEMA = "source VARCHAR, n_rows BIGINT"
 
@@ -494,13 +496,17 @@ def load_flat(
                 {"ids": replaced},
             )
         fresh = not existing
+        published = _published_records(con, replaced) if replaced else []
+        others = sorted(set(load_ids) - set(published)) if published else load_ids
         deleted: list[tuple[str, int]] = []
         for table in GRAIN_TABLES:
             if not fresh:
-                n = con.execute(f"delete from {table} where game_id in (select unnest($ids))",
-                                {"ids": load_ids}).fetchall()[0][0]
-                if n:
-                    deleted.append((table, int(n)))
+                if published:  # the published build's rows: counted (DELETED_ROWS)
+                    n = con.execute(f"delete from {table} where game_id in (select unnest($ids))",
+                                    {"ids": published}).fetchall()[0][0]
+                    if n:
+                        deleted.append((table, int(n)))
+                con.execute(f"delete from {table} where game_id in (select unnest($ids))", {"ids": others})
             frame = frames[table]
             if frame.num_rows:
                 con.register("_frame", frame)
@@ -517,6 +523,18 @@ def load_flat(
         con.execute("rollback")
         raise
     return result
+
+
+def _published_records(con: duckdb.DuckDBPyConnection, games: list[str]) -> list[str]:
+    """Those of `games` whose landed record is the published build's (the published fct_games holds it: the same
+    landed mark and checksum), so their rows now are rows that build read; none when nothing is published."""
+    if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = 'fct_games' "
+                       "and not temporary").fetchall():
+        return []
+    return [str(g) for (g,) in con.execute(
+        "select r.game_id from main.raw_games r join main.fct_games f using (game_id) "
+        "where r.game_id in (select unnest($ids)) and f.landed_at = r.landed_at "
+        "and f.record_sha256 = r.record_sha256", {"ids": games}).fetchall()]
 
 
 def _keep(frames: dict[str, pa.Table], records: list[int]) -> dict[str, pa.Table]:

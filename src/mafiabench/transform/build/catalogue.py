@@ -85,8 +85,9 @@ BUILD_STATE: dict[str, str] = {
     "build_source_fingerprints": "a fingerprint of each source not keyed by game, as the published build read it",
     "build_replay": "the published build's record of dbt's statements, which a build of the same key replays",
     "build_unvacuumed": "the increments published since DuckDB's last vacuum of the file",
-    "build_deleted_rows": "the rows the lander deleted from each per-game raw table since the published build (a "
-                          "replaced game's earlier rows), which the gate takes away from the rows that build read",
+    "build_deleted_rows": "the rows of the published build's that the lander deleted from each per-game raw table "
+                          "since (a replaced game's published rows), which the gate takes away from the rows that "
+                          "build read",
 }
 
 # The Python marts' YAML, one beside each module of `transform.models` that computes them (dbt never reads them).
