@@ -146,6 +146,24 @@ def _experiment(tmp_path: Path, games: int, reference: str) -> Experiment:
     })
 
 
+def _replays_what_dbt_builds(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The warehouse's next build replays dbt's run and test, and publishes what a build running dbt on a copy does."""
+    con = duckdb.connect(str(path))
+    by_dbt = copy(con, tmp_path)
+    con.close()
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "0")
+    ran = build_warehouse(by_dbt)
+    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
+    assert ran.published and ran.replayed == []
+    first = publish.build(path)
+    assert first.published and first.replayed == ["run", "test"]
+    con = duckdb.connect(str(path))
+    assert_same(published(con), published(by_dbt))
+    assert sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in first.validation) == \
+        sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in ran.validation)
+    con.close()
+
+
 def test_a_run_it_rehearsed_for_replays_with_no_rehearsal_of_its_own(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, machine_records: Path) -> None:
     """A scheduled run whose games leave its own rehearsal no CPU (here: none started) replays dbt's run and test,
@@ -174,19 +192,8 @@ def test_a_run_it_rehearsed_for_replays_with_no_rehearsal_of_its_own(
     con = duckdb.connect(str(path))
     changed = set(increment.fingerprints(con)) - increment.unchanged_sources(con, increment.fingerprints(con))
     assert changed == {"raw_runs", "raw_landed_files", "raw_protocol_cards"}
-    by_dbt = copy(con, tmp_path)
     con.close()
-    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "0")
-    ran = build_warehouse(by_dbt)
-    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
-    assert ran.published and ran.replayed == []
-    first = publish.build(path)
-    assert first.published and first.replayed == ["run", "test"]
-    con = duckdb.connect(str(path))
-    assert_same(published(con), published(by_dbt))
-    assert sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in first.validation) == \
-        sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in ran.validation)
-    con.close()
+    _replays_what_dbt_builds(path, tmp_path, monkeypatch)
 
 
 def test_a_run_that_replays_failed_games_replays_what_the_build_rehearsed(
@@ -236,16 +243,5 @@ def test_a_run_that_replays_failed_games_replays_what_the_build_rehearsed(
     changed = set(increment.fingerprints(con)) - increment.unchanged_sources(con, increment.fingerprints(con))
     # The sources the run changed besides its games, as the copy changed them (the failed attempts' calls moved).
     assert changed == rehearsed == {"raw_runs", "raw_landed_files", "raw_replaced_calls"}
-    by_dbt = copy(con, tmp_path)
     con.close()
-    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "0")
-    ran = build_warehouse(by_dbt)
-    monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "1")
-    assert ran.published and ran.replayed == []
-    first = publish.build(path)
-    assert first.published and first.replayed == ["run", "test"]
-    con = duckdb.connect(str(path))
-    assert_same(published(con), published(by_dbt))
-    assert sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in first.validation) == \
-        sorted((v.suite, v.expectation, v.success, v.unexpected_count) for v in ran.validation)
-    con.close()
+    _replays_what_dbt_builds(path, tmp_path, monkeypatch)
