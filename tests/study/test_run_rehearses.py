@@ -44,7 +44,8 @@ def _build(path: Path) -> Any:
         con.close()
 
 
-def _landings_after_the_first_wait_for(event: asyncio.Event, monkeypatch: pytest.MonkeyPatch) -> None:
+def _landings_after_the_first_wait_for(event: asyncio.Event, monkeypatch: pytest.MonkeyPatch,
+                                       timeout: float = 300) -> None:
     """Every landing but the run's first waits for `event` (all of a run's shards may be in flight at once)."""
     real_land = Lander.land
     landings: list[Any] = []
@@ -52,10 +53,25 @@ def _landings_after_the_first_wait_for(event: asyncio.Event, monkeypatch: pytest
     async def land(self: Lander, result: Any) -> Any:
         landings.append(result)
         if len(landings) > 1:
-            await asyncio.wait_for(event.wait(), 300)
+            await asyncio.wait_for(event.wait(), timeout)
         return await real_land(self, result)
 
     monkeypatch.setattr(Lander, "land", land)
+
+
+def _rehearsal_ended(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """An event the run's rehearsal sets when it ends, done or not."""
+    rehearsed = asyncio.Event()
+    real_rehearse = Study._rehearse
+
+    async def rehearse(self: Study) -> None:
+        try:
+            await real_rehearse(self)
+        finally:
+            rehearsed.set()
+
+    monkeypatch.setattr(Study, "_rehearse", rehearse)
+    return rehearsed
 
 
 def _rehearsals() -> list[str]:
@@ -69,18 +85,35 @@ def test_a_run_rehearses_so_the_first_increment_replays(tmp_path: Path, monkeypa
     assert not any("rehearsed" in line for line in first.after)  # a new warehouse: nothing to add to
     assert _build(tmp_path / "w.duckdb").replayed == []  # whole
     # The landings after the first wait for the rehearsal: the games outlast it, as a model's games do.
-    rehearsed = asyncio.Event()
-    real_rehearse = Study._rehearse
-
-    async def rehearse(self: Study) -> None:
-        try:
-            await real_rehearse(self)
-        finally:
-            rehearsed.set()
-
-    monkeypatch.setattr(Study, "_rehearse", rehearse)
+    rehearsed = _rehearsal_ended(monkeypatch)
     _landings_after_the_first_wait_for(rehearsed, monkeypatch)
     second = asyncio.run(run_study(_experiment(tmp_path, 30), progress=False))
+    assert [line for line in second.after if line.startswith("rehearsed the next build's dbt run and test")]
+    assert _build(tmp_path / "w.duckdb").replayed == ["run", "test"]
+    assert not _rehearsals()
+
+
+@pytest.mark.slow
+def test_a_run_that_only_replays_failed_games_rehearses_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its landings replace games and insert none: the rehearsal starts all the same, and records the increment that
+    replaces them (the games' published rows copied), which the build after the run replays."""
+    experiment = parse_experiment({
+        "name": "rehearse",
+        "cells": [{"name": "c", "agents": {"mafioso": "flaky/m", "default": "policy/random"}, "games": 20}],
+        "rules": {"discussion_rounds": 1},
+        "endpoints": {"flaky": {"kind": "fake", "options": {"p_server_error": 0.2}}},
+        "models": {"default": {"max_attempts": 1, "backoff_base_s": 0.0}},
+        "shard_size": 1, "warehouse": str(tmp_path / "w.duckdb"),
+    })
+    monkeypatch.setenv("MAFIABENCH_FAULT_SEED", "run-1")
+    first = asyncio.run(run_study(experiment, progress=False))
+    assert first.games_failed >= 2  # two landings at least: the second waits for the rehearsal
+    _build(tmp_path / "w.duckdb")
+    rehearsed = _rehearsal_ended(monkeypatch)
+    _landings_after_the_first_wait_for(rehearsed, monkeypatch, timeout=60)
+    monkeypatch.setenv("MAFIABENCH_FAULT_SEED", "run-2")
+    second = asyncio.run(run_study(experiment, progress=False))
+    assert second.games_played == first.games_failed
     assert [line for line in second.after if line.startswith("rehearsed the next build's dbt run and test")]
     assert _build(tmp_path / "w.duckdb").replayed == ["run", "test"]
     assert not _rehearsals()

@@ -5,6 +5,7 @@ help, and records nothing it found a record of."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zlib
 from pathlib import Path
@@ -134,3 +135,15 @@ def test_a_record_kept_before_its_vars_were_gains_them(machine_records: Path) ->
     assert rehearsal.due(con)
     assert build_warehouse(con).replayed == ["run", "test"]
     assert not rehearsal.due(con)
+
+
+def test_the_stand_in_is_the_last_game_landed_that_did_not_fail() -> None:
+    """A failed game stops at its failing call, and may lack rows a finished one has (another key)."""
+    con = fresh_con()
+    records = games("a", 3, 0)
+    last = records[-1]
+    failed = dataclasses.replace(last, outcome={**last.outcome, "status": "failed", "winner": None}, error="injected")
+    load_records(con, [*records[:-1], failed])
+    assert rehearsal._stand_ins(con) == [[rehearsal.AS_LANDED, records[-2].game_id]]
+    load_records(con, [last], replace=True)  # played again: the last row, finished
+    assert rehearsal._stand_ins(con) == [[rehearsal.AS_LANDED, last.game_id]]

@@ -42,7 +42,7 @@ class Lander:
         self._con_opened = 0.0
         self._release_timer: threading.Timer | None = None
         self._land_lock: asyncio.Lock | None = None
-        self.landed_games: asyncio.Event | None = None  # set once a landing inserted games (`rehearse`)
+        self.landed_games: asyncio.Event | None = None  # set once a landing inserted or replaced games (`rehearse`)
 
     @contextlib.contextmanager
     def connection(self, *, hold: bool = False) -> Iterator[Any]:
@@ -124,7 +124,7 @@ class Lander:
             self._land_lock = asyncio.Lock()
         async with self._land_lock:
             loaded = await asyncio.to_thread(self._land_sync, result)
-        if loaded.inserted and self.landed_games is not None:
+        if (loaded.inserted or loaded.replaced) and self.landed_games is not None:  # a replay of failed games too
             self.landed_games.set()
         return loaded
 

@@ -152,7 +152,7 @@ DELETED_ROWS_SCHEMA = "source VARCHAR, n_rows BIGINT"
 
 
 def deleted_rows(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
-    """The rows the lander deleted from each table a game record lands in since the published build."""
+    """The published build's rows the lander deleted from each table a game record lands in since that build."""
     if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = ?",
                        [DELETED_ROWS]).fetchall():
         return {}
@@ -527,14 +527,15 @@ def load_flat(
 
 def _published_records(con: duckdb.DuckDBPyConnection, games: list[str]) -> list[str]:
     """Those of `games` whose landed record is the published build's (the published fct_games holds it: the same
-    landed mark and checksum), so their rows now are rows that build read; none when nothing is published."""
+    landed mark and checksum, as the build's plan compares them), so their rows now are rows that build read; none
+    when nothing is published."""
     if not con.execute("select 1 from duckdb_tables() where schema_name = 'main' and table_name = 'fct_games' "
                        "and not temporary").fetchall():
         return []
     return [str(g) for (g,) in con.execute(
         "select r.game_id from main.raw_games r join main.fct_games f using (game_id) "
-        "where r.game_id in (select unnest($ids)) and f.landed_at = r.landed_at "
-        "and f.record_sha256 = r.record_sha256", {"ids": games}).fetchall()]
+        "where r.game_id in (select unnest($ids)) and f.landed_at is not distinct from r.landed_at "
+        "and f.record_sha256 is not distinct from r.record_sha256", {"ids": games}).fetchall()]
 
 
 def _keep(frames: dict[str, pa.Table], records: list[int]) -> dict[str, pa.Table]:

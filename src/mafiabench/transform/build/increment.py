@@ -36,10 +36,10 @@ installed), which no state here covers.
 What every incremental step rests on (the kept models, the deltas, the gate's suites over the raw tables): the rows of
 a game outside the increment are the rows the published build read. The landing step is the raw tables' only writer,
 and it replaces a game's rows whole, under a new `landed_at`, which puts the game in the increment. The gate checks
-what it can of this (`quality.delta`) when the increment only adds games: each raw table's rows now are its rows at
-the published build (`grain_rows`, kept by `record`) plus the increment's, so no row was added or removed outside the
-increment's games (an increment that replaces or removes games runs the gate's suites over the raw tables whole, since
-what the removed rows were is not recorded); that none was edited in place is assumed, here as in the rest of the
+what it can of this (`quality.delta`): each raw table's rows now are its rows at the published build (`grain_rows`,
+kept by `record`), less those of them the lander deleted since (`warehouse.raw.DELETED_ROWS`: a replaced game's
+published rows; none in an increment that only adds games), plus the increment's, so no row was added or removed
+outside the increment's games; that none was edited in place is assumed, here as in the rest of the
 build (`--full-refresh` builds and gates everything whole). In an increment that only adds games the same facts put
 every row of its games in each raw table's *tail*, the rows numbered from the published build's count on
 (`warehouse.builds.increment_tails`, which says why and checks what it can cheaply; in one that replaces games, one
