@@ -30,6 +30,12 @@ def walk(op: Operator) -> list[Operator]:
     return [op, *(o for c in op.children for o in walk(c))]
 
 
+def operators(cur: duckdb.DuckDBPyConnection) -> list[Operator]:
+    """Every operator of the last query `cur` ran with profiling on (`pragma enable_profiling`), in plan order."""
+    profile = json.loads(cur.get_profiling_information(format="json"))
+    return [o for top in profile.get("operator", []) for o in walk(_operator(top))]
+
+
 class _Result:
     def __init__(self, relation: duckdb.DuckDBPyRelation | None, rows: list[tuple[Any, ...]] | None = None) -> None:
         self._rows = rows
@@ -51,8 +57,7 @@ class ProfiledConnection:
         self.con.execute("pragma enable_profiling = 'no_output'")
 
     def _keep(self, query: str) -> None:
-        profile = json.loads(self.con.get_profiling_information(format="json"))
-        self.queries.append((query, [o for top in profile.get("operator", []) for o in walk(_operator(top))]))
+        self.queries.append((query, operators(self.con)))
 
     def execute(self, query: str, parameters: Any = None) -> _Result:
         rows = self.con.execute(query, parameters).fetchall()
