@@ -43,7 +43,6 @@ READS_WHOLE: dict[tuple[str, str], str] = {
         "its delta by game id over every call (raw_replaced_calls beside raw_model_calls), not from the tail",
     ("mart_classic_configurations", "mart_deception_scores"):
         "every classic configuration's deception scores, a table mart (0.06 s)",
-    ("mart_dataset_profile", "fct_games"): "the dataset profile over every valid game, a table mart (0.43 s)",
     ("mart_exceptional_games", "fct_games"):
         "every game's upset probability from its cell's rates, which the increment changes (0.13 s)",
     ("mart_exceptional_games", "int_game_patterns"): "the same games' patterns",

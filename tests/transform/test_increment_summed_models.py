@@ -21,7 +21,7 @@ pytestmark = pytest.mark.slow  # a long file: it starts early (tests/conftest.py
 # Every summed model of the project (a build lists each as "summed" when it added an increment's counts).
 SUMMED = {"int_game_outcome_counts", "int_role_outcome_counts", "int_line_up_counts", "int_player_outcome_counts",
           "int_model_counts", "int_decision_counts", "int_reasoning_counts", "int_listing_counts",
-          "int_last_speaker_game_patterns"}
+          "int_last_speaker_game_patterns", "int_profile_counts"}
 X_CELL = design("homogeneous|X", None, "X", "X")
 
 
