@@ -1,4 +1,4 @@
-{#- From int_profile_counts (games counted by source, variant, validity, players and days), not from every game: an
+{#- It reads int_profile_counts (games counted by source, variant, validity, players and days), not every game: an
     increment then reads a few rows. Each column is the one an aggregate over fct_games' valid games gives: a max or
     min off the keys, a mean as a sum over a count of the games that have the value (avg skips a null). -#}
 with counts as (
