@@ -4,7 +4,8 @@ incremental against `mafiabench build --full-refresh` of the same warehouse, sid
     .venv/bin/python benchmarks/bench_increment.py 100000
     .venv/bin/python benchmarks/bench_increment.py 1000000 --shards /tmp/inc-shards   # write once, reuse after
 
-The games are bench_landing.py's (policy players played once with the engine, then copied under new ids and seeds),
+The games are bench_landing.py's (policy players played once with the engine, then copied under new ids and seeds;
+with `--experiment`, that experiment's games, model calls and beliefs included, played once and copied the same way),
 N + N/100 of them (`--extra` to change the share) as shard files with sidecars, written outside the timing into
 `<shards>/base` and `<shards>/extra`. Untimed: the base N are landed and built (whole) once, which publishes the
 warehouse the increment adds to. Timed, each in a fresh process (peak RSS is the command's own): landing the extra
@@ -48,8 +49,9 @@ from bench_landing import LAND, write_shards
 PER_FILE = 500  # games a shard file of bench_landing's holds
 
 
-def shards(folder: Path, games: int, extra: int) -> tuple[Path, Path]:
-    """`folder/base` (the first `games`) and `folder/extra` (the next `extra`), written unless already there."""
+def shards(folder: Path, games: int, extra: int, experiment: Path | None = None) -> tuple[Path, Path]:
+    """`folder/base` (the first `games`) and `folder/extra` (the next `extra`), written unless already there: copies
+    of policy games, or of `experiment`'s games."""
     base, more = folder / "base", folder / "extra"
     if list(base.glob("*.jsonl")) and list(more.glob("*.jsonl")):
         print(f"reused the shard files of {folder}", flush=True)
@@ -59,7 +61,7 @@ def shards(folder: Path, games: int, extra: int) -> tuple[Path, Path]:
     t0 = time.perf_counter()
     shutil.rmtree(base, ignore_errors=True)
     shutil.rmtree(more, ignore_errors=True)
-    write_shards(games + extra, min(20_000, games), base)
+    write_shards(games + extra, min(20_000, games), base, experiment=experiment)
     more.mkdir(parents=True)
     for lines in sorted(base.glob("*.jsonl"))[games // PER_FILE:]:
         for part in base.glob(lines.stem + ".*"):
@@ -239,6 +241,9 @@ def main() -> None:
     parser.add_argument("games", type=int)
     parser.add_argument("--extra", type=float, default=0.01, help="share of N landed after the first build")
     parser.add_argument("--shards", type=Path, help="keep the shard files here; reuse them when it has some")
+    parser.add_argument("--experiment", type=Path,
+                        help="copy this experiment's games (played once, as it defines them: model calls, beliefs) "
+                             "rather than policy games")
     parser.add_argument("--src", type=Path, help="package sources (default: this checkout's)")
     parser.add_argument("--again", type=int, nargs="?", const=1, default=0, metavar="K",
                         help="land and build K more increments after the first (default 1)")
@@ -262,7 +267,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-increment-") as tmp:
         if args.machine_records == "fresh":
             env["MAFIABENCH_CACHE_DIR"] = str(fresh_cache(Path(tmp) / "cache"))
-        base, more = shards(args.shards or Path(tmp) / "shards", args.games, extra)
+        base, more = shards(args.shards or Path(tmp) / "shards", args.games, extra, args.experiment)
         landing = Path(tmp) / "landing"
         landing.mkdir()
         for part in base.iterdir():

@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,12 +53,14 @@ print("LANDED", r.inserted, time.perf_counter() - t0, time.process_time() - c0)
 _GOLDEN = 0x9E3779B97F4A7C15  # a copy's seed: its original's plus a multiple of this, modulo 2**64
 
 
-def write_shards(n: int, base: int, folder: Path, *, sidecars: bool = True, same_seeds: bool = False) -> float:
-    """Write the shard files (and their sidecars); returns the CPU seconds the sidecars took."""
+def write_shards(n: int, base: int, folder: Path, *, sidecars: bool = True, same_seeds: bool = False,
+                 experiment: Path | None = None) -> float:
+    """Write the shard files (and their sidecars); returns the CPU seconds the sidecars took. The games copied are
+    `base` policy games, or `experiment`'s games when given."""
     from mafiabench.play.runner import BackendPool, play_game
     from mafiabench.record import Provenance, encode_record
     from mafiabench.study.design import iter_games
-    from mafiabench.study.spec import parse_experiment
+    from mafiabench.study.spec import load_experiment, parse_experiment
     from mafiabench.warehouse import landing
 
     write_sidecar = None
@@ -70,22 +73,31 @@ def write_shards(n: int, base: int, folder: Path, *, sidecars: bool = True, same
         except ImportError:  # sources without sidecars
             pass
 
-    exp = parse_experiment(
-        {
-            "name": "landing",
-            "games_per_cell": base // 2,
-            "cells": [
-                {"name": "a", "agents": {"default": "policy/random"}},
-                {"name": "b", "agents": {"detective": "policy/informed", "default": "policy/random"}},
-            ],
-        }
-    )
+    if experiment is None:
+        exp = parse_experiment(
+            {
+                "name": "landing",
+                "games_per_cell": base // 2,
+                "cells": [
+                    {"name": "a", "agents": {"default": "policy/random"}},
+                    {"name": "b", "agents": {"detective": "policy/informed", "default": "policy/random"}},
+                ],
+            }
+        )
+    else:  # its games as it defines them (`--base` aside): model calls, faults, beliefs where it has them
+        exp = load_experiment(experiment)
     models = exp.model_settings()
-    pool = BackendPool()
+    pool = BackendPool(endpoints=exp.endpoint_configs())
     prov = Provenance(git_commit="bench")
 
     async def play() -> list[bytes]:
-        return [encode_record(await play_game(g.spec(exp, models), pool, provenance=prov))[1] for g in iter_games(exp)]
+        in_flight = asyncio.Semaphore(64)  # a fake model's latency overlaps, as in a run
+
+        async def one(game: Any) -> bytes:
+            async with in_flight:
+                return encode_record(await play_game(game.spec(exp, models), pool, provenance=prov))[1]
+
+        return list(await asyncio.gather(*(one(g) for g in iter_games(exp))))
 
     lines = asyncio.run(play())
     ids = [line.split(b'"game_id":"', 1)[1].split(b'"', 1)[0] for line in lines]
@@ -139,6 +151,8 @@ def main() -> None:
     parser.add_argument("games", type=int)
     parser.add_argument("--base", type=int, default=20_000, help="games played with the engine, then copied")
     parser.add_argument("--build", action="store_true", help="then time `mafiabench build`")
+    parser.add_argument("--experiment", type=Path,
+                        help="copy this experiment's games (played once, as it defines them) rather than policy games")
     parser.add_argument("--src", type=Path, action="append", help="package sources (repeat to compare)")
     parser.add_argument("--no-sidecars", action="store_true", help="write the lines only")
     parser.add_argument("--shards", type=Path, help="keep the shard files in this folder; reuse them when it has some")
@@ -155,7 +169,8 @@ def main() -> None:
         sidecar_cpu, reused = 0.0, bool(list(folder.glob("*.jsonl")))
         if not reused:
             sidecar_cpu = write_shards(args.games, min(args.base, args.games), folder,
-                                       sidecars=not args.no_sidecars, same_seeds=args.same_seeds)
+                                       sidecars=not args.no_sidecars, same_seeds=args.same_seeds,
+                                       experiment=args.experiment)
         files = sorted(folder.glob("*.jsonl"))
         size = sum(p.stat().st_size for p in files)
         side = sum(p.stat().st_size for p in folder.glob("*.cols/*"))
