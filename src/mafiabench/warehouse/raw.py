@@ -11,6 +11,7 @@ import functools
 import hashlib
 import json
 import operator
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -234,9 +235,29 @@ _ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+# How a column is stored, where DuckDB's default for strings (dictionary and FSST, chosen per segment) is the wrong
+# one: storage, not schema (RAW_SCHEMA, whose text the sidecars and the build's state key are checked against, stays
+# as it was). `request_json` holds every message a call sent, kilobytes each: FSST wrote such prompts at about
+# 10 MB/s, so the vacuum that merged a landing's partly filled row groups of 50,000 LLM-shaped games' calls took
+# 57 s; zstd writes them several times faster, finds the text prompts share across rows, and scans faster
+# (BENCHMARKS.md). A table created before keeps its column as it was.
+COLUMN_COMPRESSION: dict[str, dict[str, str]] = {
+    t: {"request_json": "zstd"} for t in ("raw_model_calls", REPLACED_CALLS)
+}
+
+
+def table_ddl(table: str) -> str:
+    """A raw table's column definitions as created: RAW_SCHEMA's, with `COLUMN_COMPRESSION`'s storage."""
+    columns = RAW_SCHEMA[table]
+    for column, method in COLUMN_COMPRESSION.get(table, {}).items():
+        columns, found = re.subn(rf"\b({column} VARCHAR)\b", rf"\1 USING COMPRESSION {method}", columns)
+        assert found == 1, f"{table}.{column} is not a VARCHAR of RAW_SCHEMA"
+    return columns
+
+
 def ensure_schema(con: duckdb.DuckDBPyConnection) -> None:
-    for table, columns in RAW_SCHEMA.items():
-        con.execute(f"create table if not exists {table} ({columns})")
+    for table in RAW_SCHEMA:
+        con.execute(f"create table if not exists {table} ({table_ddl(table)})")
     for table, added in _ADDED_COLUMNS.items():
         for name, kind in added:
             con.execute(f"alter table {table} add column if not exists {name} {kind}")
