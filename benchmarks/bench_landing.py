@@ -168,6 +168,8 @@ def main() -> None:
         t0 = time.perf_counter()
         sidecar_cpu, reused = 0.0, bool(list(folder.glob("*.jsonl")))
         if not reused:
+            if args.experiment is not None:
+                print(f"--base ignored: {args.experiment}'s games are played as it defines them", flush=True)
             sidecar_cpu = write_shards(args.games, min(args.base, args.games), folder,
                                        sidecars=not args.no_sidecars, same_seeds=args.same_seeds,
                                        experiment=args.experiment)

@@ -32,7 +32,6 @@ from mafiabench.warehouse.raw import (
     GRAIN_TABLES,
     IMPORT_UNREADABLE,
     LANDED_FILES,
-    RAW_SCHEMA,
     RUNS,
     Encoded,
     FlatBatch,
@@ -45,6 +44,7 @@ from mafiabench.warehouse.raw import (
     raw_columns,
     shard_bytes,
     shard_lines,
+    table_ddl,
 )
 from mafiabench.warehouse.sidecar import Sidecar, check_sidecar
 
@@ -287,7 +287,7 @@ def land(con: duckdb.DuckDBPyConnection, records: Iterable[GameRecord]) -> LoadR
 
 
 def ensure_landed_files_table(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(f"create table if not exists {LANDED_FILES} ({RAW_SCHEMA[LANDED_FILES]})")
+    con.execute(f"create table if not exists {LANDED_FILES} ({table_ddl(LANDED_FILES)})")
 
 
 def land_shard(
@@ -505,7 +505,7 @@ def land_files(con: duckdb.DuckDBPyConnection, paths: Iterable[Path], *, batch: 
 
 
 def ensure_runs_table(con: duckdb.DuckDBPyConnection) -> None:
-    con.execute(f"create table if not exists {RUNS} ({RAW_SCHEMA[RUNS]})")
+    con.execute(f"create table if not exists {RUNS} ({table_ddl(RUNS)})")
 
 
 def record_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
@@ -525,7 +525,7 @@ def record_unreadable(con: duckdb.DuckDBPyConnection, source: str, path: str,
     """What an import of `source` from `path` could not read, (file, reason) each: the rows of the last import of
     that source and path replaced in one transaction (a game fixed since then is no longer listed)."""
     now = datetime.now(UTC).replace(tzinfo=None)
-    con.execute(f"create table if not exists {IMPORT_UNREADABLE} ({RAW_SCHEMA[IMPORT_UNREADABLE]})")
+    con.execute(f"create table if not exists {IMPORT_UNREADABLE} ({table_ddl(IMPORT_UNREADABLE)})")
     con.execute("begin")
     try:
         con.execute(f"delete from {IMPORT_UNREADABLE} where source = ? and path = ?", [source, path])

@@ -237,10 +237,10 @@ _ADDED_COLUMNS: dict[str, tuple[tuple[str, str], ...]] = {
 
 # How a column is stored, where DuckDB's default for strings (dictionary and FSST, chosen per segment) is the wrong
 # one: storage, not schema (RAW_SCHEMA, whose text the sidecars and the build's state key are checked against, stays
-# as it was). `request_json` holds every message a call sent, kilobytes each: FSST wrote such prompts at about
-# 10 MB/s, so the vacuum that merged a landing's partly filled row groups of 50,000 LLM-shaped games' calls took
-# 57 s; zstd writes them several times faster, finds the text prompts share across rows, and scans faster
-# (BENCHMARKS.md). A table created before keeps its column as it was.
+# as it was). `request_json` holds every message a call sent, kilobytes each, and a game's calls repeat its growing
+# transcript: 5,000 distinct Strategema games' 414 MB of prompts were written at 51-56 MB/s into 183 MB with the
+# default, at 95-111 MB/s into 10 MB with zstd; a vacuum rewrites merged row groups at that rate (50,000 copies of the
+# demo's games: 57 s against 3.3 s; BENCHMARKS.md). A table created before keeps its column as it was.
 COLUMN_COMPRESSION: dict[str, dict[str, str]] = {
     t: {"request_json": "zstd"} for t in ("raw_model_calls", REPLACED_CALLS)
 }
@@ -250,8 +250,11 @@ def table_ddl(table: str) -> str:
     """A raw table's column definitions as created: RAW_SCHEMA's, with `COLUMN_COMPRESSION`'s storage."""
     columns = RAW_SCHEMA[table]
     for column, method in COLUMN_COMPRESSION.get(table, {}).items():
-        columns, found = re.subn(rf"\b({column} VARCHAR)\b", rf"\1 USING COMPRESSION {method}", columns)
-        assert found == 1, f"{table}.{column} is not a VARCHAR of RAW_SCHEMA"
+        # The column's whole definition: its name alone (not the end of another's), VARCHAR, then a comma or the end.
+        columns, found = re.subn(rf"(?<![\w])({re.escape(column)} VARCHAR)(?=\s*(,|$))",
+                                 rf"\1 USING COMPRESSION {method}", columns)
+        if found != 1:
+            raise ValueError(f"COLUMN_COMPRESSION names {table}.{column}, which RAW_SCHEMA does not declare VARCHAR")
     return columns
 
 
