@@ -15,8 +15,10 @@ from mafiabench.warehouse.raw import COLUMN_COMPRESSION, RAW_SCHEMA, column_name
 
 
 def prompt(i: int) -> str:
-    """A request as the calls record it: the rules' preamble every call shares, then the game so far (each call's
-    own: no two prompts are equal, as in a study's games)."""
+    """A request in the shape our calls record it (`backends.backend.Message.to_dict` as `agents.llm` sends it, one
+    user message: `{"messages": [{"role": "user", "content": ...}]}`, as in the demo's and Strategema-offline's
+    `raw_model_calls.request_json`): the rules' preamble every call shares, then the game so far (each call's own:
+    no two prompts are equal, as in a study's games). Our own format, no third party's text."""
     transcript = "\n".join(f"Day {d}. Player {(i + d) % 6 + 1} says: I suspect Player {(i * d) % 6 + 1} (game "
                            f"{i}, turn {d})." for d in range(1, 40))
     return json.dumps({"messages": [{"role": "user", "content": "You are playing Mafia. " * 40 + transcript}]})
