@@ -30,6 +30,7 @@ import math
 
 import pytest
 
+from mafiabench.transform.models import latent
 from mafiabench.transform.models.latent import NutsFit, fit_latent_nuts
 from support.published_mini_mafia import GAMES_PER_CELL, published_cells, published_ess, read
 
@@ -41,10 +42,10 @@ AVG_MODEL = "GPT-4.1 Mini"  # win_counts.csv's name of the script's avg_model 'g
 HUMAN_CELLS = [(HUMAN, AVG_MODEL, AVG_MODEL, 46, 20), (AVG_MODEL, HUMAN, AVG_MODEL, 21, 2),
                (AVG_MODEL, AVG_MODEL, HUMAN, 13, 5)]
 DISTINCT_HUMAN_MAFIOSO = (HUMAN, AVG_MODEL, AVG_MODEL, 37, 13)  # the 9 duplicated games (7 mafia wins) once
-# Our default 4 chains x 1,000 draws leave this design's largest split R-hat at 1.010-1.011 (seeds 42 and 0, over
-# MAX_R_HAT: not converged by our criterion); 2,000 draws per chain, the study's own per-chain count, give
-# 1.000-1.007 (seeds 42, 0-3). Chains, warmup, target_accept and seed are the defaults.
-DRAWS = 2000
+# The module's default 4 chains x 1,000 draws: the design places every parameter, so NUTS samples in the gauge
+# coordinates (`_sampler`), whose largest split R-hat here is 1.0009-1.0012 (seeds 42, 0, 1; smallest bulk ESS
+# 2,771-3,365, no divergence). The reference coordinates needed 2,000 draws per chain (R-hat 1.010-1.011 at 1,000).
+DRAWS = latent.DRAWS
 COLUMNS = (("m", "Deceive"), ("v", "Detect"), ("d", "Disclose"))
 PARAMETERS = {"m": "deceive", "v": "detect", "d": "disclose"}
 
@@ -84,7 +85,7 @@ def outside(fit: NutsFit, table: str) -> list[tuple[str, str, float, float]]:
 
 @pytest.fixture(scope="module")
 def fit() -> NutsFit:
-    return fit_latent_nuts(llm_cells() + HUMAN_CELLS, draws=DRAWS)
+    return fit_latent_nuts(llm_cells() + HUMAN_CELLS)
 
 
 def test_the_cells_are_the_scripts() -> None:
@@ -100,6 +101,7 @@ def test_every_estimate_is_the_published_one_within_monte_carlo_error(fit: NutsF
     combined) and each posterior sd within 4 relative se of ours; our sampling converged, every model (the Human
     included) has all three parameters, and the normalisation holds over the 11: mean(m) = 0, mean(v) = 1."""
     assert (fit.n_cells, fit.n_games, fit.chains, fit.n_draws) == (143, 14_080, 4, DRAWS)
+    assert fit.coordinates == "gauge" and fit.divergences == 0
     assert fit.converged, (fit.max_r_hat, fit.min_ess)
     published = {r["Model"]: r for r in read("scores_with_humans.csv")}
     for p, column in COLUMNS:
@@ -129,7 +131,7 @@ def test_the_distinct_human_games_do_not_give_the_published_row(fit: NutsFit) ->
     falls by about 0.4 (from 0.33 to -0.07: a mafia win rate of 13/37 = 35% against GPT-4.1 Mini instead of 20/46 =
     43%), every LLM's deceive rises by about 0.04 (the mean(m) = 0 shift: 0.4 / 11), and the published Human row is
     far outside the Monte Carlo error: the published table is the double-counted data's."""
-    distinct = fit_latent_nuts([*llm_cells(), DISTINCT_HUMAN_MAFIOSO, *HUMAN_CELLS[1:]], draws=DRAWS)
+    distinct = fit_latent_nuts([*llm_cells(), DISTINCT_HUMAN_MAFIOSO, *HUMAN_CELLS[1:]])
     assert distinct.converged, (distinct.max_r_hat, distinct.min_ess)
     before = dict(zip(fit.models["m"], fit.estimate["m"], strict=True))
     after = dict(zip(distinct.models["m"], distinct.estimate["m"], strict=True))
