@@ -759,6 +759,7 @@ class NutsFit:
     n_games: int
     undetermined: dict[str, list[str]]  # per parameter, the models the design does not place (`undetermined`)
     coordinates: str = "reference"  # what NUTS moved in (`_sampler`): the same posterior either way
+    mean_steps: float = 0.0  # leapfrog steps a draw, averaged: the sampler's cost (BENCHMARKS.md)
 
     @property
     def max_r_hat(self) -> float:
@@ -969,10 +970,11 @@ def _sample(
     mcmc = _sampler(p_models, p_cells, chains, warmup, draws, target_accept, coordinates)
     mcmc.run(jax.random.PRNGKey(seed), *(jnp.asarray(x) for x in columns[:3]),
              jnp.asarray(columns[3], dtype=float), jnp.asarray(columns[4], dtype=float),
-             jnp.asarray(real), extra_fields=("diverging",))
+             jnp.asarray(real), extra_fields=("diverging", "num_steps"))
     samples = mcmc.get_samples(group_by_chain=True)
     raw = {k: np.asarray(samples[k])[..., : len(roles[k])] for k in ("a", "b", "c")}
-    divergences = int(np.asarray(mcmc.get_extra_fields(group_by_chain=True)["diverging"]).sum())
+    extra = mcmc.get_extra_fields(group_by_chain=True)
+    divergences = int(np.asarray(extra["diverging"]).sum())
     # The reference's gauge: each draw shifted by its mean(a); every draw scaled by the posterior mean of mean(c);
     # both means over the models the design places (all of them in the reference's design): a prior-placed
     # parameter in them would move every model's estimate with its prior's draws.
@@ -999,4 +1001,5 @@ def _sample(
         n_games=int(sum(c[3] for c in cells)),
         undetermined={"m": sorted(loose["a"]), "d": sorted(loose["b"]), "v": sorted(loose["c"])},
         coordinates=coordinates,
+        mean_steps=float(np.asarray(extra["num_steps"]).mean()),
     )
