@@ -9,6 +9,10 @@ the process, and said so), and the posterior sds of the gauge fit against the re
 
     .venv/bin/python benchmarks/bench_latent_coordinates.py                 # the published counts
     .venv/bin/python benchmarks/bench_latent_coordinates.py --scale 1 10 50
+    .venv/bin/python benchmarks/bench_latent_coordinates.py --warehouse warehouse/mafiabench.duckdb --scale 1 93
+
+`--warehouse` fits a warehouse's latent cells instead (`fct_games`, the games `mart_latent` fits, all studies
+pooled): the demo's, whose policy baselines meet no model, is a design that keeps the reference coordinates.
 
 Nothing is cached between fits (the fit cache is bypassed: `_sample` is called directly).
 """
@@ -20,6 +24,7 @@ import sys
 import time
 from pathlib import Path
 
+import duckdb
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,11 +41,23 @@ def _run(cells: list[tuple[str, str, str, int, int]], coordinates: str) -> tuple
     return fit, time.perf_counter() - started
 
 
+def _warehouse_cells(path: Path) -> list[tuple[str, str, str, int, int]]:
+    with duckdb.connect(str(path), read_only=True) as con:
+        rows = con.sql(f"""select mafioso_model, villager_model, detective_model, count(*),
+                                  count(*) filter (where mafia_won)
+                           from fct_games where {latent._LATENT_GAMES} group by all order by all""").fetchall()
+    return [(m, v, d, int(n), int(w)) for m, v, d, n, w in rows]
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scale", type=int, nargs="+", default=[1], help="multiply every cell's games and wins")
+    p.add_argument("--warehouse", type=Path, help="fit this warehouse's latent cells, not the published ones")
     args = p.parse_args(argv)
-    base = [(m, v, d, GAMES_PER_CELL, w) for (m, v, d), (w, *_) in published_cells().items()]
+    base = _warehouse_cells(args.warehouse) if args.warehouse else [
+        (m, v, d, GAMES_PER_CELL, w) for (m, v, d), (w, *_) in published_cells().items()]
+    print(f"undetermined: {latent.undetermined(base)}; the fit would use "
+          f"{'reference' if any(latent.undetermined(base).values()) else 'gauge'}")
     seen: set[str] = set()
     print(f"{len(base)} cells; {latent.CHAINS} chains x {latent.DRAWS} draws after {latent.WARMUP} warmup; "
           f"target_accept {latent.TARGET_ACCEPT}; seed {latent.SEED}")
