@@ -2,17 +2,19 @@
 
 The cells are the Mini-Mafia study's released counts (140 cells, 14,000 games; the fixture
 tests/fixtures/published_mini_mafia/win_counts.csv), optionally with every count multiplied (`--scale 10 50`: the
-same proportions from ten and fifty times the games, a study that keeps playing). For each scale and coordinates it
-prints the mean leapfrog steps a draw, the divergences, the smallest bulk ESS and largest split R-hat of the
-normalised a, b, c, the wall time of the fit (the sampler's compile included the first time a shape is seen in
-the process, and said so), and the posterior sds of the gauge fit against the reference fit's.
+same proportions from ten and fifty times the games, a study that keeps playing). For each scale it fits with each
+coordinates forced on every part of the design, then with the fit's own choice (`latent._sample`: gauge on each
+part that places all its parameters), and prints the mean leapfrog steps a draw, the divergences, the smallest bulk
+ESS and largest split R-hat of the normalised a, b, c, the wall time of the fit (the sampler's compile included the
+first time a shape is seen in the process, and said so), and the posterior sds of the gauge fit against the
+reference fit's.
 
     .venv/bin/python benchmarks/bench_latent_coordinates.py                 # the published counts
     .venv/bin/python benchmarks/bench_latent_coordinates.py --scale 1 10 50
     .venv/bin/python benchmarks/bench_latent_coordinates.py --warehouse warehouse/mafiabench.duckdb --scale 1 93
 
 `--warehouse` fits a warehouse's latent cells instead (`fct_games`, the games `mart_latent` fits, all studies
-pooled): the demo's, whose policy baselines meet no model, is a design that keeps the reference coordinates.
+pooled): the demo's policy baselines meet no model, a part of the design sampled apart (`latent.components`).
 
 Nothing is cached between fits (the fit cache is bypassed: `_sample` is called directly).
 """
@@ -34,7 +36,7 @@ from mafiabench.transform.models import latent  # noqa: E402
 from support.published_mini_mafia import GAMES_PER_CELL, published_cells  # noqa: E402
 
 
-def _run(cells: list[tuple[str, str, str, int, int]], coordinates: str) -> tuple[latent.NutsFit, float]:
+def _run(cells: list[tuple[str, str, str, int, int]], coordinates: str | None) -> tuple[latent.NutsFit, float]:
     started = time.perf_counter()
     fit = latent._sample(cells, chains=latent.CHAINS, warmup=latent.WARMUP, draws=latent.DRAWS,
                          target_accept=latent.TARGET_ACCEPT, seed=latent.SEED, coordinates=coordinates)
@@ -56,8 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     base = _warehouse_cells(args.warehouse) if args.warehouse else [
         (m, v, d, GAMES_PER_CELL, w) for (m, v, d), (w, *_) in published_cells().items()]
-    print(f"undetermined: {latent.undetermined(base)}; the fit would use "
-          f"{'reference' if any(latent.undetermined(base).values()) else 'gauge'}")
+    parts = latent.components(base)
+    print(f"undetermined: {latent.undetermined(base)}; {len(parts)} part(s) of the design: "
+          f"{[len(part) for part in parts]} cells")
     seen: set[str] = set()
     print(f"{len(base)} cells; {latent.CHAINS} chains x {latent.DRAWS} draws after {latent.WARMUP} warmup; "
           f"target_accept {latent.TARGET_ACCEPT}; seed {latent.SEED}")
@@ -66,12 +69,13 @@ def main(argv: list[str] | None = None) -> int:
     for scale in args.scale:
         cells = [(m, v, d, n * scale, w * scale) for m, v, d, n, w in base]
         fits = {}
-        for coordinates in latent.COORDINATES:
+        for coordinates in (*latent.COORDINATES, None):
             fit, wall = _run(cells, coordinates)
-            fits[coordinates] = fit
-            compiled = "" if coordinates in seen else " (compile included)"
-            seen.add(coordinates)
-            print(f"| {fit.n_games:,} | {coordinates} | {fit.mean_steps:.1f} | {fit.divergences} | "
+            label = coordinates or f"the fit's own: {fit.coordinates}"
+            fits[label] = fit
+            compiled = "" if fit.coordinates in seen else " (compile included)"
+            seen.add(fit.coordinates)
+            print(f"| {fit.n_games:,} | {label} | {fit.mean_steps:.1f} | {fit.divergences} | "
                   f"{fit.min_ess:,.0f} | {fit.max_r_hat:.4f} | {wall:.1f}{compiled} |")
         ratio = np.concatenate([np.asarray(fits["gauge"].sd[k]) / np.asarray(fits["reference"].sd[k])
                                 for k in ("m", "d", "v")])

@@ -1,7 +1,7 @@
 """The latent model's NUTS fit samples the reference's posterior whichever coordinates it moves in
 (`latent._sampler`): the `gauge` coordinates (shift, log scale and the shape the data set) give the reference's
 prior back with no games, the same posterior as the reference's own coordinates on a design with games, and are
-chosen only where the design places every parameter."""
+chosen on each part of the design (`latent.components`, sampled apart) that places all its own parameters."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from mafiabench.transform.models.latent import (
     _jax,
     _sample,
     _sampler,
+    components,
     fit_latent_nuts,
 )
 
@@ -96,14 +97,32 @@ def test_the_two_coordinates_give_the_same_posterior() -> None:
     assert gauge.mean_steps < reference.mean_steps, (gauge.mean_steps, reference.mean_steps)  # cheaper a draw
 
 
-def test_the_fit_moves_in_gauge_coordinates_only_where_the_design_places_every_parameter() -> None:
-    """The full design: gauge. The same with a policy pair that meets no model (the demo's baselines: a
-    component of their own, whose shift and scale the data leave to the priors): the reference's coordinates,
-    which sample that component better (`_sampler`)."""
+def test_the_fit_moves_in_gauge_coordinates_on_each_part_that_places_its_parameters() -> None:
+    """The full design: one part, gauge. With a policy pair that meets no model beside it (the demo's baselines):
+    two parts, each placing its own parameters against its own anchors, so gauge on both; the pair's are still
+    reported as undetermined against the models. With a person who played one cell twice against the models
+    (X, Y as mafioso and villager, m0 as detective): one part whose X and Y the data leave to the priors, so the
+    reference's coordinates (`_sampler`)."""
     cells = full_design(40)
     assert fit_latent_nuts(cells).coordinates == "gauge"
     apart = [("policy/votes", "policy/random", "policy/informed", 60, 39),
              ("policy/random", "policy/random", "policy/informed", 60, 30)]
     fit = fit_latent_nuts(cells + apart)
-    assert fit.coordinates == "reference"
+    assert fit.coordinates == "gauge + gauge" and fit.converged, (fit.max_r_hat, fit.min_ess)
     assert fit.undetermined["m"] == ["policy/random", "policy/votes"]
+    twice = [("X", "Y", "m0", 50, 20), ("X", "Y", "m0", 40, 10)]
+    fit = fit_latent_nuts(cells + twice)
+    assert fit.coordinates == "reference"
+    assert (fit.undetermined["m"], fit.undetermined["v"]) == (["X"], ["Y"])
+
+
+@pytest.mark.parametrize(("cells", "parts"), [
+    ([], []),
+    ([("A", "A", "A", 1, 0)], [["A"]]),
+    ([("A", "B", "C", 1, 0), ("D", "E", "F", 2, 0)], [["D"], ["A"]]),  # apart, the most games first
+    ([("A", "B", "C", 1, 0), ("D", "B", "F", 1, 0)], [["A", "D"]]),  # B the villager in both
+    ([("A", "B", "C", 1, 0), ("B", "A", "C", 1, 0), ("D", "E", "F", 1, 0)], [["A", "B"], ["D"]]),  # C detects both
+    ([("A", "B", "C", 1, 0), ("B", "C", "A", 1, 0)], [["A"], ["B"]]),  # a name in another role is another parameter
+])
+def test_components_by_hand(cells: list[Cell], parts: list[list[str]]) -> None:
+    assert [[c[0] for c in part] for part in components(cells)] == parts
