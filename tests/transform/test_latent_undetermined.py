@@ -145,3 +145,5 @@ def test_the_mart_marks_the_unplaced_models_not_identified(method: str, monkeypa
         for ability in ("deceive", "detect", "disclose"):
             r = out[(name, ability)]
             assert r["method"] == method and UNDETERMINED_NOTE not in (r["note"] or ""), (name, ability, r["note"])
+    (fit,) = rows(con, "select coordinates from mart_latent_fit")
+    assert fit["coordinates"] == {"map": None, "nuts": "gauge + gauge"}[method]  # the models' part, then the island

@@ -377,6 +377,7 @@ LATENT_FIT_SCHEMA = {
     "chains": pl.Int64,
     "draws": pl.Int64,
     "divergences": pl.Int64,
+    "coordinates": pl.Utf8,
     "max_r_hat": pl.Float64,
     "min_ess": pl.Float64,
     "scale": pl.Float64,
@@ -532,8 +533,8 @@ def not_fitted_reason(cells: pl.DataFrame, games_by: Mapping[str, Mapping[str, i
 def _not_fitted_row(cells: pl.DataFrame) -> dict[str, Any]:
     return {
         "n_games": int(cells["n"].sum()), "n_cells": cells.height, "log_likelihood": None, "converged": None,
-        "chains": None, "draws": None, "divergences": None, "max_r_hat": None, "min_ess": None, "scale": None,
-        "iterations": None,
+        "chains": None, "draws": None, "divergences": None, "coordinates": None, "max_r_hat": None, "min_ess": None,
+        "scale": None, "iterations": None,
     }
 
 
@@ -586,7 +587,8 @@ def _nuts_rows(
         "n_games": fit.n_games, "n_cells": fit.n_cells,
         "log_likelihood": float(np.sum(w * eta - n * np.logaddexp(0.0, eta))),
         "converged": fit.converged, "chains": fit.chains, "draws": fit.n_draws, "divergences": fit.divergences,
-        "max_r_hat": fit.max_r_hat, "min_ess": fit.min_ess, "scale": fit.scale, "iterations": None,
+        "coordinates": fit.coordinates, "max_r_hat": fit.max_r_hat, "min_ess": fit.min_ess, "scale": fit.scale,
+        "iterations": None,
     }
     return rows, fit_row
 
@@ -642,8 +644,8 @@ def _map_rows(
             r.update(identified=False, ci_low=None, ci_high=None, note=UNDETERMINED_NOTE)
     fit_row = {
         "n_games": fit.n_games, "n_cells": fit.n_cells, "log_likelihood": fit.log_likelihood,
-        "converged": fit.converged, "chains": None, "draws": None, "divergences": None, "max_r_hat": None,
-        "min_ess": None, "scale": None, "iterations": fit.iterations,
+        "converged": fit.converged, "chains": None, "draws": None, "divergences": None, "coordinates": None,
+        "max_r_hat": None, "min_ess": None, "scale": None, "iterations": fit.iterations,
     }
     return rows, fit_row
 
