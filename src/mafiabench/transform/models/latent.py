@@ -989,6 +989,9 @@ def _sample(
     # One deviation, on parameters the mart already reports as not identified: each part's sum(c) > 0 fixes its
     # own sign, where the reference's one sum over every model would let a small island's sign follow the others'.
     parts = components(cells)
+    # Every part padded to the largest's shape: one compiled sampler (and one trace) serves them all.
+    p_models = _pad(max(len({str(c[pos]) for c in part}) for part in parts for pos in range(3)), 4)
+    p_cells = _pad(max(len(part) for part in parts), 16)
     raw: dict[str, dict[str, np.ndarray]] = {k: {} for k in ("a", "b", "c")}
     used: list[str] = []
     divergences, steps = 0, 0.0
@@ -996,7 +999,7 @@ def _sample(
         part_loose = undetermined(part) if len(parts) > 1 else loose
         chosen = coordinates or ("reference" if any(part_loose.values()) else "gauge")  # `_sampler` says why
         key = jax.random.PRNGKey(seed) if number == 0 else jax.random.fold_in(jax.random.PRNGKey(seed), number)
-        samples, extra = _sample_part(part, key, chains=chains, warmup=warmup, draws=draws,
+        samples, extra = _sample_part(part, key, (p_models, p_cells), chains=chains, warmup=warmup, draws=draws,
                                       target_accept=target_accept, coordinates=chosen)
         for kind in raw:
             raw[kind].update(samples[kind])
@@ -1036,14 +1039,14 @@ def _sample(
 
 
 def _sample_part(
-    cells: list[tuple[str, str, str, int, int]], key: Any, *, chains: int, warmup: int, draws: int,
-    target_accept: float, coordinates: str,
+    cells: list[tuple[str, str, str, int, int]], key: Any, padded: tuple[int, int], *, chains: int, warmup: int,
+    draws: int, target_accept: float, coordinates: str,
 ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, Any]]:
-    """NUTS on one part of the design: per parameter kind, each model's draws (chains x draws), and the sampler's
-    extra fields (divergences, leapfrog steps)."""
+    """NUTS on one part of the design, padded to (models, cells): per parameter kind, each model's draws (chains x
+    draws), and the sampler's extra fields (divergences, leapfrog steps)."""
     roles = {k: sorted({str(c[pos]) for c in cells}) for k, pos in (("a", 0), ("c", 1), ("b", 2))}
     index = {k: {name: i for i, name in enumerate(names)} for k, names in roles.items()}
-    p_models, p_cells = _pad(max(len(x) for x in roles.values()), 4), _pad(len(cells), 16)
+    p_models, p_cells = padded
     columns = np.zeros((5, p_cells), dtype=np.int64)
     for i, (m, v, d, n, w) in enumerate(cells):
         columns[:, i] = (index["a"][m], index["c"][v], index["b"][d], n, w)
