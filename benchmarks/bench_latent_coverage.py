@@ -10,6 +10,7 @@ share of parameters flagged not identified and the time per fit.
     .venv/bin/python benchmarks/bench_latent_coverage.py                    # 10 models, 5 backgrounds, 200 reps
     .venv/bin/python benchmarks/bench_latent_coverage.py --models 6 --backgrounds 3 --reps 100
     .venv/bin/python benchmarks/bench_latent_coverage.py --method nuts --reps 40   # the sampled model (slower)
+    .venv/bin/python benchmarks/bench_latent_coverage.py --method nuts --reps 24 --misfit 0.3   # the model wrong
 
 With `--method nuts` the fit is the Mini-Mafia study's model sampled by NUTS (`transform.models.latent`), its central
 95% credible intervals checked against the truth in the study's gauge (mean(m) = 0, mean(v) = 1), with the share
@@ -32,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=200)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--method", choices=("map", "nuts"), default="map")
+    p.add_argument("--misfit", type=float, default=0.0,
+                   help="nuts: sd of a line-up effect on each cell's logit the model does not have")
     args = p.parse_args(argv)
     if args.method == "nuts":
         return _nuts(args)
@@ -48,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _nuts(args: argparse.Namespace) -> int:
-    r = coverage_nuts(args.models, args.backgrounds, args.games, args.reps, args.seed)
+    r = coverage_nuts(args.models, args.backgrounds, args.games, args.reps, args.seed, args.misfit)
     cells = args.backgrounds * (3 * args.models - 2)
-    print(f"NUTS; design: {args.models} models, {args.backgrounds} backgrounds, {cells} cells x {args.games} games; "
+    print(f"NUTS (misfit sd {args.misfit}); design: {args.models} models,"
+          f" {args.backgrounds} backgrounds, {cells} cells x {args.games} games; "
           f"{args.reps} replicates")
     print(f"95% credible interval coverage: mean {r['coverage']:.3f} (m {r['coverage_m']:.3f}, "
           f"d {r['coverage_d']:.3f}, "

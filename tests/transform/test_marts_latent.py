@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from mafiabench.transform.models.calibration import coverage
+from mafiabench.transform.models.calibration import coverage, published_like
 from mafiabench.transform.models.latent import DEFAULT_RIDGE, PRIOR_SD_AB, cross_validated_brier, fit_latent
 from support.records import cell_records, landed, one, rows
 
@@ -87,6 +87,20 @@ def test_latent_marts_are_built_from_games() -> None:
     assert ab[("deceive", "A")]["ci_low"] < ab[("deceive", "A")]["estimate"] < ab[("deceive", "A")]["ci_high"]
     assert ab[("detect", "V")]["estimate"] == pytest.approx(1.0)
     assert ab[("deceive", "A")]["n_games"] == 20
+
+
+def test_the_calibration_misfit_spreads_the_cells_beyond_the_binomial() -> None:
+    """`published_like(..., misfit)`: every ability 0, so each cell's true rate is 1/2 without misfit; with a line-up
+    effect of sd 2 on the logit the cells' win rates spread far wider than 400 binomial games allow (sd 0.025), and
+    with misfit 0 they do not, the same draws of the generator otherwise."""
+    zeros = np.zeros(4)
+
+    def cell_rates(misfit: float) -> np.ndarray:
+        *_, y = published_like(np.random.default_rng(5), 4, 2, 400, zeros, zeros, zeros, misfit)
+        return y.reshape(-1, 400).mean(axis=1)
+
+    assert cell_rates(0.0).std() < 0.04
+    assert cell_rates(2.0).std() > 0.15
 
 
 def test_intervals_cover_the_truth_on_published_like_designs() -> None:

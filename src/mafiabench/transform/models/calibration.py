@@ -11,8 +11,12 @@ import numpy as np
 from mafiabench.transform.models.latent import Z95, fit_latent, fit_latent_nuts
 
 
-def published_like(rng: np.random.Generator, models: int, backgrounds: int, games: int, a: np.ndarray,
-                   b: np.ndarray, g: np.ndarray) -> tuple[list[str], list[str], list[str], np.ndarray]:
+def published_like(
+    rng: np.random.Generator, models: int, backgrounds: int, games: int, a: np.ndarray, b: np.ndarray,
+    g: np.ndarray, misfit: float = 0.0,
+) -> tuple[list[str], list[str], list[str], np.ndarray]:
+    """Games of the published design from true abilities; `misfit` > 0 adds to each cell's logit a line-up effect
+    drawn N(0, misfit^2), which the model has no term for (the model wrong, as a real line-up can make it)."""
     names = [f"m{i}" for i in range(models)]
     m: list[str] = []
     d: list[str] = []
@@ -20,7 +24,8 @@ def published_like(rng: np.random.Generator, models: int, backgrounds: int, game
     y: list[np.ndarray] = []
 
     def cell(i: int, j: int, k: int) -> None:
-        p = 1 / (1 + np.exp(-np.exp(g[k]) * (a[i] - b[j])))
+        eta = np.exp(g[k]) * (a[i] - b[j]) + (rng.normal(0, misfit) if misfit > 0 else 0.0)
+        p = 1 / (1 + np.exp(-eta))
         m.extend([names[i]] * games)
         d.extend([names[j]] * games)
         v.extend([names[k]] * games)
@@ -70,9 +75,11 @@ def reference_truth(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> dict[str, np
     return {"m": (a - a.mean()) * scale, "d": (b - a.mean()) * scale, "v": c / scale}
 
 
-def coverage_nuts(models: int, backgrounds: int, games: int, reps: int, seed: int = 1) -> dict[str, float]:
+def coverage_nuts(models: int, backgrounds: int, games: int, reps: int, seed: int = 1,
+                  misfit: float = 0.0) -> dict[str, float]:
     """As `coverage`, for the sampled model: how often each central 95% credible interval holds the true value in
-    the study's gauge, over `reps` designs drawn from one set of true abilities (c > 0: every villager detects)."""
+    the study's gauge, over `reps` designs drawn from one set of true abilities (c > 0: every villager detects);
+    with `misfit`, line-up effects the model does not have (`published_like`)."""
     rng = np.random.default_rng(seed)
     a, b, g = rng.normal(0, 1, models), rng.normal(0, 1, models), rng.normal(0, 0.3, models)
     c = np.exp(g)
@@ -86,7 +93,7 @@ def coverage_nuts(models: int, backgrounds: int, games: int, reps: int, seed: in
     not_converged = 0
     start = time.perf_counter()
     for _ in range(reps):
-        m, d, v, y = published_like(rng, models, backgrounds, games, a, b, g)
+        m, d, v, y = published_like(rng, models, backgrounds, games, a, b, g, misfit)
         cells: dict[tuple[str, str, str], list[int]] = {}
         for key, won in zip(zip(m, v, d, strict=True), y, strict=True):
             cell = cells.setdefault(key, [0, 0])

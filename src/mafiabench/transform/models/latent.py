@@ -52,9 +52,11 @@ as not converged, never silently trusted.
 
 NUTS adapts a dense mass matrix (the shift a, b -> a + t, b + t is a straight ridge of the posterior it removes:
 the bulk ESS doubles against a diagonal one at the same cost). The scale traded between c and a - b is a curved
-ridge no mass matrix removes: on a design that places every parameter NUTS moves in coordinates that separate the
-shift and scale from the shape the data set (`_sampler`, `gauge`: the same posterior, by a change of variables with
-its Jacobian), without divergences and with six times the effective sample size per draw. The likelihood is
+ridge no mass matrix removes. So each separate part of the design (`components`: models who meet only each other)
+is sampled apart, the posterior being their product, and on a part that places all its own parameters NUTS moves in
+coordinates that separate the shift and scale from the shape the data set (`_sampler`, `gauge`: the same posterior,
+by a change of variables with its Jacobian): on the published design without divergences and with six times the
+effective sample size per draw. The likelihood is
 written as a factor, sum of w eta - n log(1 + e^eta): the binomial's log-normaliser is a constant, so the posterior
 is the reference's. Cells and models are padded to powers of two (empty cells, prior-only models left out of every
 sum and mean) so that one compiled sampler serves every build of similar size in a process; JAX runs on the CPU in
@@ -659,6 +661,11 @@ def _not_identified(se: float, games: int, separated: bool, role: str) -> str:
             "seen in too few cells to be placed against the others")
 
 
+def _roles(cells: Sequence[tuple[str, str, str, int, int]]) -> dict[str, list[str]]:
+    """Per parameter kind (`a` mafioso, `c` villager, `b` detective), the models that played that role, sorted."""
+    return {k: sorted({str(c[pos]) for c in cells}) for k, pos in (("a", 0), ("c", 1), ("b", 2))}
+
+
 def undetermined(cells: Sequence[tuple[str, str, str, int, int]]) -> dict[str, set[str]]:
     """Per parameter kind (`a` mafioso, `b` detective, `c` villager), the models whose parameter the design does not
     determine: whatever the games' outcomes, other values fit them exactly as well, so a posterior places it by its
@@ -669,8 +676,7 @@ def undetermined(cells: Sequence[tuple[str, str, str, int, int]]) -> dict[str, s
     saw: (person, M, M) as (mafioso, villager, detective) gives c_M (a_person - b_M), one number for three
     parameters. A design where every model plays every role (the published one) leaves nothing out."""
     cells = [c for c in cells if c[3] > 0]
-    roles: dict[str, list[str]] = {k: sorted({str(c[pos]) for c in cells}) for k, pos in (("a", 0), ("c", 1),
-                                                                                         ("b", 2))}
+    roles = _roles(cells)
     out: dict[str, set[str]] = {k: set() for k in roles}
     if not cells:
         return out
@@ -979,7 +985,7 @@ def _sample(
     # Each role's models get that role's parameter (a model that never played a role has none): on the published
     # design, where every model plays every role, this is the reference's model exactly; on a partial one a
     # prior-only parameter would take part in sum(c) > 0, mean(a) and mean(c), and let the sign flip back in.
-    roles = {k: sorted({str(c[pos]) for c in cells}) for k, pos in (("a", 0), ("c", 1), ("b", 2))}
+    roles = _roles(cells)
     loose = undetermined(cells)
     jax = _jax()
     from numpyro.diagnostics import effective_sample_size, split_gelman_rubin
@@ -1044,7 +1050,7 @@ def _sample_part(
 ) -> tuple[dict[str, dict[str, np.ndarray]], dict[str, Any]]:
     """NUTS on one part of the design, padded to (models, cells): per parameter kind, each model's draws (chains x
     draws), and the sampler's extra fields (divergences, leapfrog steps)."""
-    roles = {k: sorted({str(c[pos]) for c in cells}) for k, pos in (("a", 0), ("c", 1), ("b", 2))}
+    roles = _roles(cells)
     index = {k: {name: i for i, name in enumerate(names)} for k, names in roles.items()}
     p_models, p_cells = padded
     columns = np.zeros((5, p_cells), dtype=np.int64)
