@@ -34,16 +34,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--method", choices=("map", "nuts"), default="map")
     p.add_argument("--misfit", type=float, default=0.0,
-                   help="nuts: sd of a line-up effect on each cell's logit the model does not have")
+                   help="sd of a line-up effect on each cell's logit the model does not have")
     args = p.parse_args(argv)
     if args.method == "nuts":
         return _nuts(args)
-    r = coverage(args.models, args.backgrounds, args.games, args.reps, args.seed)
+    r = coverage(args.models, args.backgrounds, args.games, args.reps, args.seed, args.misfit)
     cells = args.backgrounds * (3 * args.models - 2)
-    print(f"design: {args.models} models, {args.backgrounds} backgrounds, {cells} cells x {args.games} games; "
-          f"{args.reps} replicates")
+    print(f"design (misfit sd {args.misfit}): {args.models} models, {args.backgrounds} backgrounds, {cells} cells x "
+          f"{args.games} games; {args.reps} replicates")
     print(f"95% interval coverage: mean {r['coverage']:.3f}, range over parameters "
           f"{r['coverage_min']:.3f}-{r['coverage_max']:.3f}")
+    print(f"widened for the scatter beyond the model (sqrt(phi) t_df / z, phi = chi-square / df over cells, median "
+          f"{r['dispersion_median']:.2f}): coverage {r['widened']:.3f}, lowest parameter {r['widened_min']:.3f}")
     print(f"standard error (logit scale): median {r['median_se']:.3f}, largest {r['max_se']:.3f}; "
           f"not identified: {100 * r['not_identified']:.1f}% of parameters")
     print(f"time per fit: {r['seconds_per_fit']:.3f} s")
@@ -59,6 +61,9 @@ def _nuts(args: argparse.Namespace) -> int:
     print(f"95% credible interval coverage: mean {r['coverage']:.3f} (m {r['coverage_m']:.3f}, "
           f"d {r['coverage_d']:.3f}, "
           f"v {r['coverage_v']:.3f}), range over parameters {r['coverage_min']:.3f}-{r['coverage_max']:.3f}")
+    print(f"widened for the scatter beyond the model (sqrt(phi) t_df / z, phi = chi-square / df over cells, median "
+          f"{r['dispersion_median']:.2f}): coverage {r['widened']:.3f} (m {r['widened_m']:.3f}, "
+          f"d {r['widened_d']:.3f}, v {r['widened_v']:.3f}), lowest parameter {r['widened_min']:.3f}")
     print(f"the same draws normalised draw by draw (each draw's own mean(c)): coverage "
           f"{r['coverage_per_draw_gauge']:.3f}")
     print(f"posterior sd: median {r['median_se']:.3f}, largest {r['max_se']:.3f}; "

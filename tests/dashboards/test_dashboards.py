@@ -114,11 +114,11 @@ def test_the_scores_page_shows_the_study_protocol_card(site: Path, study: Path) 
         (deviations,) = con.execute("select distinct deviations from mart_protocol_cards").fetchone()  # type: ignore[misc]
     finally:
         con.close()
-    assert statuses["deviates"] == deviations == 1 and statuses["matches"] >= 40 and statuses["noted"] >= 3
+    assert statuses["deviates"] == deviations == 2 and statuses["matches"] >= 40 and statuses["noted"] >= 3
     page = (site / "capability-scores.html").read_text(encoding="utf-8")
     assert "Protocol card: dash against Mini-Mafia benchmark v4.1" in page
     assert page.index("Prompt wrapper") < page.index("Messages cut at the limit by the engine")  # deviations first
-    assert "src/config.py STANDARD_TOKEN_LIMITS" in page and "1 deviation(s)" in page
+    assert "src/config.py STANDARD_TOKEN_LIMITS" in page and "2 deviation(s)" in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; a note" in page
 
 

@@ -161,6 +161,8 @@ def test_the_flagship_plays_the_reference_protocol_over_http(tmp_path: Path) -> 
     # Both readings occurred: the first-in-list name of "I vote for X because Y lied", and "I think Y is ...".
     answers = {response.split(" ")[1] for _, _, action, _, _, response in calls if action == "vote"}
     assert answers == {"vote", "think"}
-    # The run landed the protocol card; its deviations are the prompt wrapper and this test's smaller design.
-    assert {a for a, matches in card if matches is False} == {"prompt.wrapper", "design.targets", "design.backgrounds",
+    # The run landed the protocol card; its deviations are the prompt wrapper, the latent mart's widened interval and
+    # this test's smaller design.
+    assert {a for a, matches in card if matches is False} == {"prompt.wrapper", "statistics.latent_interval",
+                                                               "design.targets", "design.backgrounds",
                                                                "design.games_per_cell"}

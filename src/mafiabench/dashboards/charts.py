@@ -344,6 +344,9 @@ def latent_chart(rows: Rows, *, studies: Sequence[str]) -> dict[str, Any]:
         alt.Tooltip("se:Q", title="standard error", format=".2r"),
         alt.Tooltip("ci_low:Q", title="95% low", format=".3f"),
         alt.Tooltip("ci_high:Q", title="95% high", format=".3f"),
+        alt.Tooltip("interval:N", title="interval (robust: widened for the scatter beyond the model)"),
+        alt.Tooltip("model_low:Q", title="model's 95% low", format=".3f"),
+        alt.Tooltip("model_high:Q", title="model's 95% high", format=".3f"),
         alt.Tooltip("n_games:Q", title="games in this role"),
     ]
     rule = base.mark_rule(color="#1d2330", strokeWidth=1.6).encode(

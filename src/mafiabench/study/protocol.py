@@ -17,6 +17,7 @@ from mafiabench.engine.classic import PROPOSALS_SEEN_BY
 from mafiabench.engine.events import MAFIA_TEAM
 from mafiabench.protocols import ABSENT, LIFECYCLE, Card, CardRow, card, load_protocol
 from mafiabench.study.spec import Experiment
+from mafiabench.transform.models.widening import SHOWN_INTERVAL
 
 
 def _model(spec: str) -> str:
@@ -68,6 +69,8 @@ def experiment_facts(exp: Experiment) -> dict[str, Any]:
         "model_api": {_model(spec): _api(spec, endpoints, wrapped) for spec in settings},
         "players": sorted({_model(spec) for spec in exp.agent_specs()}),
         "games_per_cell": exp.games_per_cell,
+        # What the marts show of a fit, not a setting: the card compares it with the study's statistics.
+        "statistics": {"latent_interval": SHOWN_INTERVAL},
     }
     if exp.variant == "async":
         rules: Any = rules_for(exp.variant, exp.rules)

@@ -74,7 +74,8 @@ def build(ctx: Context) -> Page:
             page.add_chart(
                 "top-down", charts.latent_chart([{**r, "model": marked(r["model"], r["model_mark"])} for r in latent],
                                                 studies=studies),
-                "Latent abilities with 95% intervals (NUTS: credible; the point-estimate fallback: Laplace).",
+                "Latent abilities with 95% intervals (NUTS: credible; the point-estimate fallback: Laplace), "
+                "widened where the games scatter beyond the model (the fit table's chi² / df above 1).",
             )
     if m.has("mart_latent_fit"):
         fits = m.rows("select * from mart_latent_fit order by study")

@@ -29,6 +29,14 @@ its prior makes its sd; the NUTS fit's normalisation leaves such models out of i
 estimate's constraints out of their sums.
 The fit is per study and prompt version: a model must meet the others within one experiment to be placed.
 
+Intervals when the model is wrong. Either fit's intervals assume the cells scatter binomially about the model; real
+line-ups scatter more (the published 140 cells: Pearson chi-square / df = 2.53 on 112 df). `dispersion` measures it
+over the cells, and the mart shows each interval widened by sqrt(phi) t_df / z where phi > 1 (quasi-likelihood,
+`widening.widened`), the model's own beside it (`model_low`, `model_high`): an addition to the study's protocol,
+counted as a deviation on its protocol card (statistics.latent_interval). Simulated with line-up effects the model
+has no term for, the widened intervals hold the truth about 0.95 of the time or more where the model's do not
+(tests/transform/test_latent_dispersion.py, BENCHMARKS.md).
+
 The NUTS fit (`fit_latent_nuts`), the Mini-Mafia reference's model by full Bayesian sampling (NumPyro NUTS).
 
 The reference (`mini-mafia-benchmark/analysis/top_down_theoretical/scores_theoretical_model.py` of
@@ -79,8 +87,8 @@ import polars as pl
 
 from mafiabench.errors import UserError
 from mafiabench.transform.models import fit_cache
+from mafiabench.transform.models.widening import Z95, widened
 
-Z95 = 1.959963984540054
 DEFAULT_RIDGE = 1e-3  # kept for callers; the priors below are what keeps the fit finite
 PRIOR_SD_AB = 2.5  # logit units: a 12-to-1 odds swing per unit of ability difference is already extreme
 PRIOR_SD_G = 1.0  # log c: a villager scaling the game's decisiveness by e^+-2 at the 95% level
@@ -354,6 +362,11 @@ LATENT_ABILITIES_SCHEMA = {
     "se": pl.Float64,
     "ci_low": pl.Float64,
     "ci_high": pl.Float64,
+    "interval": pl.Utf8,
+    "model_low": pl.Float64,
+    "model_high": pl.Float64,
+    "robust_low": pl.Float64,
+    "robust_high": pl.Float64,
     "n_games": pl.Int64,
     "identified": pl.Boolean,
     "r_hat": pl.Float64,
@@ -375,6 +388,10 @@ LATENT_FIT_SCHEMA = {
     "n_detective_models": pl.Int64,
     "n_villager_models": pl.Int64,
     "log_likelihood": pl.Float64,
+    "chi2": pl.Float64,
+    "df": pl.Int64,
+    "dispersion": pl.Float64,
+    "interval": pl.Utf8,
     "converged": pl.Boolean,
     "chains": pl.Int64,
     "draws": pl.Int64,
@@ -534,7 +551,8 @@ def not_fitted_reason(cells: pl.DataFrame, games_by: Mapping[str, Mapping[str, i
 
 def _not_fitted_row(cells: pl.DataFrame) -> dict[str, Any]:
     return {
-        "n_games": int(cells["n"].sum()), "n_cells": cells.height, "log_likelihood": None, "converged": None,
+        "n_games": int(cells["n"].sum()), "n_cells": cells.height, "log_likelihood": None, "chi2": None,
+        "df": None, "dispersion": None, "interval": None, "converged": None,
         "chains": None, "draws": None, "divergences": None, "coordinates": None, "max_r_hat": None, "min_ess": None,
         "scale": None, "iterations": None,
     }
@@ -588,6 +606,7 @@ def _nuts_rows(
     fit_row = {
         "n_games": fit.n_games, "n_cells": fit.n_cells,
         "log_likelihood": float(np.sum(w * eta - n * np.logaddexp(0.0, eta))),
+        **_intervals(rows, *dispersion(cell_rows, {p: est[k] for k, p in (("m", "a"), ("d", "b"), ("v", "c"))})),
         "converged": fit.converged, "chains": fit.chains, "draws": fit.n_draws, "divergences": fit.divergences,
         "coordinates": fit.coordinates, "max_r_hat": fit.max_r_hat, "min_ess": fit.min_ess, "scale": fit.scale,
         "iterations": None,
@@ -600,7 +619,8 @@ def _map_rows(
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     # On the cells, each with its games and wins: the fit game by game, to the bit (tests/transform/
     # test_latent_counts.py); the constraints over the models the design places.
-    loose = undetermined(cells.select("mafioso_model", "villager_model", "detective_model", "n", "w").rows())
+    cell_rows = cells.select("mafioso_model", "villager_model", "detective_model", "n", "w").rows()
+    loose = undetermined(cell_rows)
     fit = _fit_coded(_codes(cells["mafioso_model"]), _codes(cells["detective_model"]), _codes(cells["villager_model"]),
                      cells["w"].to_numpy().astype(float), ridge=ridge, games=cells["n"].to_numpy().astype(float),
                      loose=loose)
@@ -644,12 +664,43 @@ def _map_rows(
         r["converged"] = fit.converged
         if r["model"] in loose[r["parameter"]]:
             r.update(identified=False, ci_low=None, ci_high=None, note=UNDETERMINED_NOTE)
+    fitted = {"a": dict(zip(fit.mafiosos, fit.a, strict=True)), "b": dict(zip(fit.detectives, fit.b, strict=True)),
+              "c": dict(zip(fit.villagers, fit.c, strict=True))}
     fit_row = {
         "n_games": fit.n_games, "n_cells": fit.n_cells, "log_likelihood": fit.log_likelihood,
+        **_intervals(rows, *dispersion(cell_rows, fitted)),
         "converged": fit.converged, "chains": None, "draws": None, "divergences": None, "coordinates": None,
         "max_r_hat": None, "min_ess": None, "scale": None, "iterations": fit.iterations,
     }
     return rows, fit_row
+
+
+def _intervals(rows: list[dict[str, Any]], chi2: float, df: int) -> dict[str, Any]:
+    """Each identified row's interval twice, the model's (`model_low`, `model_high`: the published model's own) and
+    one widened for the scatter beyond the model (`robust_low`, `robust_high`: `widened`, phi = chi-square / df
+    over the cells; a point estimate's detect ability on its log scale, where its interval is made), and in
+    `ci_low`, `ci_high` the one the fit shows (`interval`): the widened one when phi > 1, as the leaderboard does.
+    With no cell beyond the parameters the design sets (df = 0) the scatter cannot be measured: the model's interval
+    is shown, and no robust one. Returns the fit row's columns."""
+    phi = chi2 / df if df > 0 else None
+    interval = "robust" if phi is not None and phi > 1 else "model"
+    for r in rows:
+        low, high, est = r["ci_low"], r["ci_high"], r["estimate"]
+        r["model_low"], r["model_high"] = low, high
+        r["robust_low"] = r["robust_high"] = r["interval"] = None
+        if low is None or high is None:
+            continue
+        r["interval"] = interval
+        if phi is None:
+            continue
+        if r["method"] == "map" and r["parameter"] == "c":
+            log_low, log_high = widened(math.log(est), math.log(low), math.log(high), phi, df)
+            r["robust_low"], r["robust_high"] = math.exp(log_low), math.exp(log_high)
+        else:
+            r["robust_low"], r["robust_high"] = (float(x) for x in widened(est, low, high, phi, df))
+        if interval == "robust":
+            r["ci_low"], r["ci_high"] = r["robust_low"], r["robust_high"]
+    return {"chi2": chi2, "df": df, "dispersion": phi, "interval": interval}
 
 
 def _not_identified(se: float, games: int, separated: bool, role: str) -> str:
@@ -701,6 +752,38 @@ def undetermined(cells: Sequence[tuple[str, str, str, int, int]]) -> dict[str, s
         for kind, start in (("a", 0), ("b", na), ("c", na + nb)):
             out[kind] |= {name for i, name in enumerate(roles[kind]) if loose[start + i]}
     return out
+
+
+def dispersion(
+    cells: Sequence[tuple[str, str, str, int, int]], estimate: Mapping[str, Mapping[str, float]]
+) -> tuple[float, int]:
+    """How far the games scatter beyond the model: Pearson's chi-square over the (mafioso, villager, detective)
+    cells at the fitted logits c_k (a_i - b_j), and its degrees of freedom, the cells less the parameters the
+    design sets (the rank of the logits' Jacobian at a generic point, as `undetermined` takes it: the shift and
+    scale of each part, and parameters the design leaves loose, set nothing). `estimate`: per parameter kind (`a`,
+    `b`, `c`), each model's value in any normalisation (the logits do not depend on it). chi-square / df near 1:
+    the binomial scatter the model's intervals assume; the published 140 cells give 2.53 on 112 degrees of freedom
+    (tests/transform/test_mini_mafia_published.py; by hand: tests/transform/test_latent_dispersion.py)."""
+    cells = [c for c in cells if c[3] > 0]
+    if not cells:
+        return 0.0, 0
+    roles = _roles(cells)
+    index = {k: {name: i for i, name in enumerate(names)} for k, names in roles.items()}
+    na, nb, nc = len(roles["a"]), len(roles["b"]), len(roles["c"])
+    value = {k: np.array([float(estimate[k][name]) for name in names]) for k, names in roles.items()}
+    rng = np.random.default_rng(0)
+    generic = {"a": rng.normal(size=na), "b": rng.normal(size=nb), "c": rng.uniform(0.5, 1.5, size=nc)}
+    jac = np.zeros((len(cells), na + nb + nc))
+    chi2 = 0.0
+    for row, (m, v, d, n, w) in enumerate(cells):
+        i, j, k = index["a"][m], index["b"][d], index["c"][v]
+        a, b, c = generic["a"][i], generic["b"][j], generic["c"][k]
+        jac[row, i], jac[row, na + j], jac[row, na + nb + k] = c, -c, a - b
+        p = 1.0 / (1.0 + math.exp(-value["c"][k] * (value["a"][i] - value["b"][j])))
+        chi2 += (w - n * p) ** 2 / max(n * p * (1.0 - p), 1e-12)
+    sv = np.linalg.svd(jac, compute_uv=False)
+    rank = int((sv > 1e-9 * sv[0]).sum()) if sv.size and sv[0] > 0 else 0
+    return float(chi2), len(cells) - rank
 
 
 UNDETERMINED_NOTE = ("not identified: the design does not place it (the cells it played in hold models no other "
