@@ -21,8 +21,9 @@ def widened(estimate: Any, low: Any, high: Any, phi: float, df: int) -> tuple[An
     t_df the Student quantile that allows for phi being estimated from df cells; never narrowed, and left as it is
     with no degrees of freedom (nothing measured). To first order, the posterior under the likelihood tempered by
     1 / phi. An addition to the published model's intervals, counted as a deviation on the protocol card. Simulated
-    with line-up effects the model has no term for, it holds the truth about 0.95 of the time where the model's
-    own interval holds it less (BENCHMARKS.md, bench_latent_coverage.py --misfit)."""
+    with line-up effects of sd 0.3-0.5 on a cell's logit, which the model has no term for, it holds the truth 0.94-0.99
+    of the time where the model's own interval holds it 0.58-0.93 (BENCHMARKS.md, bench_latent_coverage.py
+    --misfit)."""
     if df <= 0:
         return low, high
     from scipy import stats  # here, not at import: a build whose fits are cached widens nothing new
