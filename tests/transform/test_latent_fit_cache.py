@@ -55,3 +55,23 @@ def test_a_broken_cache_file_is_refit_not_trusted(tmp_path: Path, monkeypatch: p
     (tmp_path / "latent-fits").mkdir()
     (tmp_path / "latent-fits" / f"{key}.pickle").write_bytes(b"half a fit")
     assert latent._cached_fit(key) is None
+
+
+def test_other_counts_of_the_same_shape_compile_nothing_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scheduled study's next build fits new counts in cells of the same padded shape: its sampler must come from
+    JAX's compilation cache, not from XLA again (NumPyro's own parallel chains made the counts constants of the
+    program: a new program, 8 s of compiling on 50,000 LLM-shaped games, every build; latent._parallel_chains).
+    Counted by JAX's own events: a compile request the cache did not answer is a compile."""
+    monkeypatch.setattr(latent, "_cached_fit", lambda key: None)  # sampled, whatever an earlier run kept
+    jax = latent._jax()
+    events: list[str] = []
+    jax.monitoring.register_event_listener(lambda name, **kwargs: events.append(name))
+    latent.fit_latent_nuts(CELLS, **{**SMALL, "seed": 11})  # the sampler of this shape compiled, or read
+    for bump in (1, 2):
+        events.clear()
+        other = [(m, v, d, n + bump, w + bump) for m, v, d, n, w in CELLS]
+        fit = latent.fit_latent_nuts(other, **{**SMALL, "seed": 11})
+        requests = events.count("/jax/compilation_cache/compile_requests_use_cache")
+        hits = events.count("/jax/compilation_cache/cache_hits")
+        assert requests > 0 and requests == hits, (bump, requests, hits)
+        assert fit.n_games == sum(n for *_, n, _ in other)

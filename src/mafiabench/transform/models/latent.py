@@ -67,7 +67,8 @@ by a change of variables with its Jacobian): on the published design without div
 effective sample size per draw. The likelihood is
 written as a factor, sum of w eta - n log(1 + e^eta): the binomial's log-normaliser is a constant, so the posterior
 is the reference's. Cells and models are padded to powers of two (empty cells, prior-only models left out of every
-sum and mean) so that one compiled sampler serves every build of similar size in a process; JAX runs on the CPU in
+sum and mean) so that one compiled sampler serves every build of similar size, the counts passed to it as arguments
+(`_parallel_chains`: read from JAX's compilation cache by the next build whose games changed); JAX runs on the CPU in
 double precision (a cell of a million games would overflow float32's resolution).
 """
 
@@ -1005,10 +1006,31 @@ def _sampler(
             raise ValueError(f"coordinates: expected one of {list(COORDINATES)}, got {coordinates!r}")
         kernel = NUTS(model, target_accept_prob=target_accept, dense_mass=True,
                       init_strategy=init_to_value(values=start))
-        method = "parallel" if jax.local_device_count() >= chains else "sequential"
+        method: Any = _parallel_chains if jax.local_device_count() >= chains else "sequential"
         _SAMPLERS[key] = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=chains, chain_method=method,
                               progress_bar=False, jit_model_args=True)
     return _SAMPLERS[key]
+
+
+def _parallel_chains(chain: Any) -> Any:
+    """NumPyro's `chain_method="parallel"` with the model's data passed to the compiled program as arguments.
+
+    NumPyro maps `chain` (its `_single_chain_mcmc` with the data bound by `functools.partial`) over one device per
+    chain with `jax.pmap`; the bound data are then constants of the traced program, so every new count in a cell
+    is a new program for XLA: JAX's persistent compilation cache missed on every build whose games changed (13
+    compiles, 7.9 s of a 16.7 s `latent_tables` on 50,000 LLM-shaped games; BENCHMARKS.md). Here the data are
+    pmap's broadcast arguments (`in_axes=None`): one program per padded shape, read from the cache on the next
+    build. The same computation (`tests/transform/test_latent_fit_cache.py`)."""
+    import jax
+
+    bound = dict(chain.keywords)
+    args, kwargs = bound.pop("args"), bound.pop("kwargs")
+
+    def one_chain(map_args: Any, args: Any, kwargs: Any) -> Any:
+        return chain.func(map_args, args=args, kwargs=kwargs, **bound)
+
+    mapped = jax.pmap(one_chain, in_axes=(0, None, None))
+    return lambda map_args: mapped(map_args, args, kwargs)
 
 
 def fit_latent_nuts(

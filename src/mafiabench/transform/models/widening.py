@@ -26,7 +26,7 @@ def widened(estimate: Any, low: Any, high: Any, phi: float, df: int) -> tuple[An
     --misfit)."""
     if df <= 0:
         return low, high
-    from scipy import stats  # here, not at import: a build whose fits are cached widens nothing new
+    from scipy.special import stdtrit  # Student's t quantile; here, not at import (0.3 s; scipy.stats 1.0 s)
 
-    scale = max(1.0, math.sqrt(phi) * float(stats.t.ppf(0.975, df)) / Z95)
+    scale = max(1.0, math.sqrt(phi) * float(stdtrit(df, 0.975)) / Z95)
     return estimate + scale * (low - estimate), estimate + scale * (high - estimate)
