@@ -738,13 +738,10 @@ def undetermined(cells: Sequence[tuple[str, str, str, int, int]]) -> dict[str, s
     for m, v, _, n, _ in cells:
         games["a"][m] += n
         games["c"][v] += n
-    distinct = sorted({(index["a"][m], index["c"][v], index["b"][d]) for m, v, d, *_ in cells})
+    distinct = np.array(sorted({(index["a"][m], index["c"][v], index["b"][d]) for m, v, d, *_ in cells}))
     rng = np.random.default_rng(0)
     for _ in range(2):
-        a, b, c = rng.normal(size=na), rng.normal(size=nb), rng.uniform(0.5, 1.5, size=nc)
-        jac = np.zeros((len(distinct) + 2, na + nb + nc))
-        for row, (i, k, j) in enumerate(distinct):
-            jac[row, i], jac[row, na + j], jac[row, na + nb + k] = c[k], -c[k], a[i] - b[j]
+        jac = np.vstack([_logit_jacobian(distinct, *_generic_point(rng, na, nb, nc)), np.zeros((2, na + nb + nc))])
         jac[-2, index["a"][max(roles["a"], key=lambda x: (games["a"][x], x))]] = 1.0
         jac[-1, na + nb + index["c"][max(roles["c"], key=lambda x: (games["c"][x], x))]] = 1.0
         _, sv, vt = np.linalg.svd(jac)
@@ -771,20 +768,30 @@ def dispersion(
     roles = _roles(cells)
     index = {k: {name: i for i, name in enumerate(names)} for k, names in roles.items()}
     na, nb, nc = len(roles["a"]), len(roles["b"]), len(roles["c"])
-    value = {k: np.array([float(estimate[k][name]) for name in names]) for k, names in roles.items()}
-    rng = np.random.default_rng(0)
-    generic = {"a": rng.normal(size=na), "b": rng.normal(size=nb), "c": rng.uniform(0.5, 1.5, size=nc)}
-    jac = np.zeros((len(cells), na + nb + nc))
-    chi2 = 0.0
-    for row, (m, v, d, n, w) in enumerate(cells):
-        i, j, k = index["a"][m], index["b"][d], index["c"][v]
-        a, b, c = generic["a"][i], generic["b"][j], generic["c"][k]
-        jac[row, i], jac[row, na + j], jac[row, na + nb + k] = c, -c, a - b
-        p = 1.0 / (1.0 + math.exp(-value["c"][k] * (value["a"][i] - value["b"][j])))
-        chi2 += (w - n * p) ** 2 / max(n * p * (1.0 - p), 1e-12)
-    sv = np.linalg.svd(jac, compute_uv=False)
+    a, b, c = (np.array([float(estimate[k][name]) for name in roles[k]]) for k in ("a", "b", "c"))
+    ikj = np.array([(index["a"][m], index["c"][v], index["b"][d]) for m, v, d, *_ in cells])
+    i, k, j = ikj.T
+    n, w = (np.array([cell[pos] for cell in cells], dtype=float) for pos in (3, 4))
+    p = _sigmoid(c[k] * (a[i] - b[j]))
+    chi2 = float(np.sum((w - n * p) ** 2 / np.maximum(n * p * (1.0 - p), 1e-12)))
+    sv = np.linalg.svd(_logit_jacobian(ikj, *_generic_point(np.random.default_rng(0), na, nb, nc)), compute_uv=False)
     rank = int((sv > 1e-9 * sv[0]).sum()) if sv.size and sv[0] > 0 else 0
-    return float(chi2), len(cells) - rank
+    return chi2, len(cells) - rank
+
+
+def _generic_point(rng: np.random.Generator, na: int, nb: int, nc: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Random a, b and c > 0: where the logits' Jacobian has the design's structural rank."""
+    return rng.normal(size=na), rng.normal(size=nb), rng.uniform(0.5, 1.5, size=nc)
+
+
+def _logit_jacobian(ikj: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """d logit / d (a, b, c) of each cell, c_k (a_i - b_j), one row per (mafioso i, villager k, detective j) index
+    triple: c_k for a_i, -c_k for b_j, a_i - b_j for c_k."""
+    i, k, j = ikj.T
+    jac = np.zeros((len(ikj), len(a) + len(b) + len(c)))
+    rows = np.arange(len(ikj))
+    jac[rows, i], jac[rows, len(a) + j], jac[rows, len(a) + len(b) + k] = c[k], -c[k], a[i] - b[j]
+    return jac
 
 
 UNDETERMINED_NOTE = ("not identified: the design does not place it (the cells it played in hold models no other "
@@ -1020,7 +1027,8 @@ def _parallel_chains(chain: Any) -> Any:
     is a new program for XLA: JAX's persistent compilation cache missed on every build whose games changed (13
     compiles, 7.9 s of a 16.7 s `latent_tables` on 50,000 LLM-shaped games; BENCHMARKS.md). Here the data are
     pmap's broadcast arguments (`in_axes=None`): one program per padded shape, read from the cache on the next
-    build. The same computation (`tests/transform/test_latent_fit_cache.py`)."""
+    build. The same computation (`tests/transform/test_latent_fit_cache.py`, which counts JAX's cache events and so
+    fails if a NumPyro upgrade changes how `MCMC.run` binds the data: NumPyro 0.22's `partial(..., args, kwargs)`)."""
     import jax
 
     bound = dict(chain.keywords)

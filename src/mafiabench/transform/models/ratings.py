@@ -57,6 +57,7 @@ import polars as pl
 
 from mafiabench.transform.models import fit_cache
 from mafiabench.transform.models.baselines import exact_baseline
+from mafiabench.transform.models.widening import Z95
 from mafiabench.warehouse.sql_models import SQL_MODELS, model_sql
 
 SIDES = ("overall", "mafia", "town")
@@ -65,7 +66,6 @@ SIDE_PRIOR_SD = 2.0
 DRAWS = 4000
 SEED = 20261126
 GAME_IDS_PER_PAIR = 500
-Z95 = 1.959963984540054
 FOLDS = 5
 CALIBRATION_BINS = 10
 MIN_DATA_SHARE = 0.5  # a rating the prior sets more than the games is not rated
