@@ -87,9 +87,10 @@ def fresh_warehouse() -> Iterator[duckdb.DuckDBPyConnection]:
 # the session's records only (MAFIABENCH_CACHE_DIR above). What a test there checks of a build must not depend on which
 # test ran first: a replay publishes what dbt does (test_replay_equals_dbt.py; its fallbacks test_replay_falls_back.py).
 # The increments' reference (support.increments.full_rebuild) is a first build of a copy holding the landed tables
-# only, which replays a first build's record as any first build does; `--full-refresh` never replays. A file whose tests count dbt's runs or break them
-# (`dbt_runner.run`) is marked `dbt_runs_each_build` and keeps the records off. A session-scoped fixture's builds
-# (`landed_increment`) run before this function-scoped one, so with the records off, whichever test asks first.
+# only, which replays a first build's record as any first build does; `--full-refresh` never replays. A file whose
+# tests count dbt's runs or break them (`dbt_runner.run`) is marked `dbt_runs_each_build` and keeps the records off.
+# A session-scoped fixture's builds (`landed_increment`) run before this function-scoped one, so with the records off,
+# whichever test asks first.
 _MACHINE_RECORDS_FOLDERS = {"transform", "quality"}
 
 
