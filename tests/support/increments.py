@@ -86,12 +86,23 @@ def _canonical(value: Any) -> str:
 
 
 def full_rebuild(con: duckdb.DuckDBPyConnection, tmp: Path, **options: Any) -> dict[str, Counter[str]]:
-    """The same warehouse, copied, built whole (options: those of `build_warehouse`): the copy keeps its landed
-    tables (`raw_*`, rows numbered as in the warehouse, as a vacuum left them) and nothing a build made, so its build is
-    a first build's, whole, as `--full-refresh` builds. A first build replays the session's record of a first build
+    """The same warehouse, copied, built whole (options: those of `build_warehouse`): a first build of its
+    `landed_copy`, whole as `--full-refresh` builds. A first build replays the session's record of a first build
     (tests/conftest.py `_machine_records`; a replay publishes what dbt does: test_replay_equals_dbt.py), where
     `--full-refresh`, which never replays, ran dbt every time (about 7 s of the 2-core machine's 9 s per reference);
-    its own tests call it (test_incremental_build.py)."""
+    its own tests call it (test_incremental_build.py). test_full_rebuild_reference.py checks both."""
+    other = landed_copy(con, tmp)
+    try:
+        result = build_warehouse(other, **options)
+        assert result.published and all(m.materialized not in ("incremental", "kept") for m in result.models)
+        return published(other)
+    finally:
+        other.close()
+
+
+def landed_copy(con: duckdb.DuckDBPyConnection, tmp: Path) -> duckdb.DuckDBPyConnection:
+    """A copy of the warehouse with its landed tables (`raw_*`, rows numbered as in the warehouse, as a vacuum left
+    them) and any table a test made itself, and nothing a build made (`made_by_a_build`): what a first build finds."""
     con.execute("checkpoint")
     source = con.execute("select path from duckdb_databases() where database_name = current_database()").fetchone()
     assert source is not None
@@ -101,24 +112,19 @@ def full_rebuild(con: duckdb.DuckDBPyConnection, tmp: Path, **options: Any) -> d
     copy.parent.mkdir()
     shutil.copyfile(source[0], copy)
     other = duckdb.connect(str(copy))
-    try:
-        for kind, name in other.execute(
-                "select 'view', view_name from duckdb_views() where schema_name = 'main' and not internal and not "
-                "temporary union all select 'table', table_name from duckdb_tables() where schema_name = 'main' and "
-                "not temporary order by 1 desc").fetchall():
-            if made_by_a_build(name):
-                other.execute(f'drop {kind} main."{name}"')
-        other.execute("checkpoint")
-        result = build_warehouse(other, **options)
-        assert result.published and all(m.materialized not in ("incremental", "kept") for m in result.models)
-        return published(other)
-    finally:
-        other.close()
+    for kind, name in other.execute(
+            "select 'view', view_name from duckdb_views() where schema_name = 'main' and not internal and not "
+            "temporary union all select 'table', table_name from duckdb_tables() where schema_name = 'main' and "
+            "not temporary order by 1 desc").fetchall():
+        if made_by_a_build(name):
+            other.execute(f'drop {kind} main."{name}"')
+    other.execute("checkpoint")
+    return other
 
 
 def made_by_a_build(name: str) -> bool:
     """Whether a build makes this relation: one of the dbt project's models, the Python models' tables, or the builds'
-    own bookkeeping (`build_*`, the gate's results, the price table); anything else in a warehouse (its landed `raw_*`
+    own bookkeeping (`build_*`, `BOOKKEEPING`, the price table); anything else in a warehouse (its landed `raw_*`
     tables, a table of the user's) a first build finds as it is."""
     return name.startswith("build_") or name in _models()
 
@@ -130,8 +136,7 @@ def _models() -> frozenset[str]:
 
     models = {p.stem for p in (resolve_project() / "models").rglob("*.sql")}
     python = {n for step in PYTHON_MODELS for n in (step.name, *step.outputs)}
-    bookkeeping = {*BOOKKEEPING, "validation_results", "ref_prices"}
-    return frozenset(models | python | bookkeeping)
+    return frozenset(models | python | BOOKKEEPING | {"ref_prices"})
 
 
 def assert_same(incremental: dict[str, Counter[str]], full: dict[str, Counter[str]]) -> None:
