@@ -90,3 +90,20 @@ def test_an_unreadable_record_or_the_cache_off_runs_dbt(machine: Path, damage: s
         monkeypatch.setenv("MAFIABENCH_REPLAY_CACHE", "0")
     result = build_warehouse(_first_increment_landed())
     assert result.published and result.replayed == []
+
+
+def test_a_full_refresh_leaves_the_machines_first_build_record(tmp_path: Path, machine: Path) -> None:
+    """A whole build over published relations has a fresh first build's key but dbt lists other relations: kept, its
+    record would replace the one the next fresh warehouse's first build replays, whose replay would then stop."""
+    first = fresh_con()
+    load_records(first, games("a", 8, 0))
+    assert build_warehouse(first).replayed == []
+    kept_before = {p.name: p.read_bytes() for p in machine.glob("*.json.z")}
+    assert sorted(name.split("-")[0] for name in kept_before) == ["run", "test"]
+    refreshed = build_warehouse(first, full_refresh=True)
+    assert refreshed.published and refreshed.replayed == []
+    assert {p.name: p.read_bytes() for p in machine.glob("*.json.z")} == kept_before
+
+    second = fresh_con()
+    load_records(second, games("z", 6, 3))
+    assert build_warehouse(second).replayed == ["run", "test"]

@@ -348,6 +348,8 @@ def stage(
             parsed = parsing.result()
         except DbtError as exc:
             raise BuildError(str(exc)) from exc
+    if state_key is not None:  # the machine's records: increments', and whole builds' of a fresh shape (`replay`)
+        staged.replaying.machine = staged.increment is not None or increment.published_key(con) is None
     if scanning is not None:
         staged.replaying.keep_graph(parsed, scanning.result())
     inc = staged.increment
@@ -594,7 +596,8 @@ def publish(con: duckdb.DuckDBPyConnection, staged: Staged, *, gated: tuple[str,
     except BaseException:
         con.execute("rollback")
         raise
-    replay.keep(staged.replaying.records)
+    if staged.replaying.machine:
+        replay.keep(staged.replaying.records)
 
 
 def discard(con: duckdb.DuckDBPyConnection, staged: Staged | None = None) -> None:

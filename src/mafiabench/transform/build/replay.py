@@ -162,8 +162,11 @@ def _packed(record: Any) -> bytes:
 # kept set, the warehouse file's stem ...), and what dbt read of the database is checked at replay as for a record
 # the warehouse holds; so the first incremental build of a warehouse replays what dbt did in an earlier build of the
 # same shape on this machine (another warehouse's, or this one's before a --full-refresh), rather than paying dbt.
-# `MAFIABENCH_REPLAY_CACHE=0` turns it off (the test suite does but in tests/transform and tests/quality, so that
-# elsewhere each test's builds run dbt or replay the warehouse's own record whatever ran before it).
+# A whole build's records are kept (and looked up) only on a warehouse that never published (`Session.machine`): a
+# whole build over published relations (`--full-refresh`, a changed project) has a fresh warehouse's first build's key
+# but dbt lists other relations, so its record, kept, would replace the one every fresh first build replays with one
+# whose replay stops at dbt's first look-up. `MAFIABENCH_REPLAY_CACHE=0` turns it off (the test suite does in the
+# files marked `dbt_runs_each_build`, so that each of their builds runs dbt or replays the warehouse's own record).
 CACHE = "dbt-replays"
 CACHE_KEPT = 64  # the most recently used records kept (a run's ~60 KB, a test's ~25 KB packed)
 _CACHED_KINDS = ("run", "test")
@@ -595,6 +598,7 @@ class Session:
     stored: Stored
     state_key: str | None  # None: a partial build, which neither records nor replays
     allowed: bool  # False with --full-refresh
+    machine: bool = True  # whether its records are of a shape the machine keeps (set by `marts.stage`)
     records: dict[str, tuple[str, Any]] = field(default_factory=dict)
     replayed: list[str] = field(default_factory=list)
 
@@ -620,7 +624,8 @@ class Session:
                                   on_model=on_model, exclude=exclude)
         threads = dbt_runner.threads_for(con, variables)
         k = key(self.state_key, command, variables, select, exclude, threads, dbt_runner.warehouse_file(con).stem)
-        found = (self.stored.get(command, k) or kept(command, k)) if self.allowed else None
+        found = (self.stored.get(command, k) or (kept(command, k) if self.machine else None)) if self.allowed \
+            else None
         if found is not None:
             try:
                 results = replay(con, found, on_model, threads)
