@@ -165,8 +165,9 @@ def _packed(record: Any) -> bytes:
 # A whole build's records are kept (and looked up) only on a warehouse that never published (`Session.machine`): a
 # whole build over published relations (`--full-refresh`, a changed project) has a fresh warehouse's first build's key
 # but dbt lists other relations, so its record, kept, would replace the one every fresh first build replays with one
-# whose replay stops at dbt's first look-up. `MAFIABENCH_REPLAY_CACHE=0` turns it off (the test suite does in the
-# files marked `dbt_runs_each_build`, so that each of their builds runs dbt or replays the warehouse's own record).
+# whose replay stops at dbt's first look-up. `MAFIABENCH_REPLAY_CACHE=0` turns it off (the test suite does but in
+# tests/transform and tests/quality, so that elsewhere each test's builds run dbt or replay the warehouse's own
+# record whatever ran before it).
 CACHE = "dbt-replays"
 CACHE_KEPT = 64  # the most recently used records kept (a run's ~60 KB, a test's ~25 KB packed)
 _CACHED_KINDS = ("run", "test")
