@@ -5,6 +5,7 @@ only."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import duckdb
@@ -72,11 +73,24 @@ def test_a_whole_build_replays_the_machines_whole_build_and_equals_dbts(tmp_path
     _replays_and_equals_dbt(second, tmp_path)
 
 
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A machine's cache holding a whole build's records and its first increment's, made once for the damages below
+    (each damages a copy: `machine`)."""
+    folder = tmp_path_factory.mktemp("recorded") / "cache"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("MAFIABENCH_CACHE_DIR", str(folder))
+        env.setenv("MAFIABENCH_REPLAY_CACHE", "1")
+        first = _first_increment_landed()
+        assert build_warehouse(first).published
+        first.close()
+    return folder
+
+
 @pytest.mark.parametrize("damage", ["garbage", "another key", "off"])
-def test_an_unreadable_record_or_the_cache_off_runs_dbt(machine: Path, damage: str,
+def test_an_unreadable_record_or_the_cache_off_runs_dbt(machine: Path, recorded: Path, damage: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    first = _first_increment_landed()
-    assert build_warehouse(first).published
+    shutil.copytree(recorded, machine.parent, dirs_exist_ok=True)
     files = sorted(machine.glob("*.json.z"))
     assert len(files) == 4
     for file in files:
