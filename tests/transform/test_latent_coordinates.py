@@ -87,7 +87,8 @@ def test_the_two_coordinates_give_the_same_posterior() -> None:
     # The reference coordinates at a smaller step and a longer warmup, so that their fit is a reference: at the fit's
     # own settings (warmup 500, target_accept 0.95) they diverged 210 times at this seed on one AMD EPYC (min ESS 16,
     # a mean 4.6 of its Monte Carlo se off) and not on another, as XLA's floating point differs by CPU. At 0.99 and
-    # 1,000 warm-up draws, seeds 3-5 there: no divergence, every mean within 1.1 se of the gauge's.
+    # 1,000 warm-up draws, seeds 3-5 there: no divergence, every mean within 1.1 se of the gauge's (the gauge at
+    # 1,000 too in that check; here it keeps the fit's 500).
     reference = _sample(cells, **settings, warmup=1000, target_accept=0.99, coordinates="reference")
     gauge = _sample(cells, **settings, warmup=500, target_accept=TARGET_ACCEPT, coordinates="gauge")
     assert (reference.coordinates, gauge.coordinates) == ("reference", "gauge")

@@ -13,6 +13,7 @@ import pytest
 
 from mafiabench.publish import build_warehouse
 from mafiabench.transform.build import replay
+from mafiabench.transform.build.dbt_runner import PACKAGED_PROJECT
 from mafiabench.warehouse.raw import load_records
 from support.increments import assert_same, games, published
 from support.records import fresh_con
@@ -106,16 +107,26 @@ def test_an_unreadable_record_or_the_cache_off_runs_dbt(machine: Path, recorded:
     assert result.published and result.replayed == []
 
 
-def test_a_full_refresh_leaves_the_machines_first_build_record(tmp_path: Path, machine: Path) -> None:
-    """A whole build over published relations has a fresh first build's key but dbt lists other relations: kept, its
-    record would replace the one the next fresh warehouse's first build replays, whose replay would then stop."""
+@pytest.mark.parametrize("over", ["full refresh", "another project"])
+def test_a_whole_build_over_published_relations_leaves_the_machines_first_build_record(
+        tmp_path: Path, machine: Path, over: str) -> None:
+    """A whole build over published relations (`--full-refresh`; a changed project's first build) has a fresh first
+    build's key, or a new one, but dbt lists other relations: kept, its record would replace or stand beside the one
+    a fresh warehouse's first build replays, and a replay of it would stop at dbt's first look-up."""
     first = fresh_con()
     load_records(first, games("a", 8, 0))
     assert build_warehouse(first).replayed == []
     kept_before = {p.name: p.read_bytes() for p in machine.glob("*.json.z")}
     assert sorted(name.split("-")[0] for name in kept_before) == ["run", "test"]
-    refreshed = build_warehouse(first, full_refresh=True)
-    assert refreshed.published and refreshed.replayed == []
+    if over == "full refresh":
+        whole = build_warehouse(first, full_refresh=True)
+    else:
+        project = tmp_path / "sql"
+        shutil.copytree(PACKAGED_PROJECT, project)
+        model = project / "models" / "marts" / "mart_win_rates.sql"
+        model.write_text(model.read_text() + "\n-- an edit\n")
+        whole = build_warehouse(first, sql_dir=project)
+    assert whole.published and whole.replayed == []
     assert {p.name: p.read_bytes() for p in machine.glob("*.json.z")} == kept_before
 
     second = fresh_con()
